@@ -1,0 +1,104 @@
+"""compact-bert: compact and mixture-of-experts BERT models as first-class transformers models.
+
+Importing the package registers every config and model with transformers' Auto classes, so
+``AutoConfig.for_model("minimoe")`` or ``AutoModelForMaskedLM.from_pretrained(dir)`` just work.
+"""
+
+from __future__ import annotations
+
+import transformers
+
+from .configuration import (
+    PRESETS,
+    CompactMobileBertConfig,
+    IBBertConfig,
+    MiniMoEConfig,
+    MoEBertConfig,
+    preset_config,
+)
+from .modeling import (
+    AUTO_CLASSES_BY_CONFIG,
+    CompactBertClassifierOutput,
+    CompactBertMaskedLMOutput,
+    CompactBertModelOutput,
+    CompactBertPreTrainingOutput,
+    CompactBertQuestionAnsweringOutput,
+    CompactMobileBertForMaskedLM,
+    CompactMobileBertForPreTraining,
+    CompactMobileBertForQuestionAnswering,
+    CompactMobileBertForSequenceClassification,
+    CompactMobileBertForTokenClassification,
+    CompactMobileBertModel,
+    CompactMobileBertPreTrainedModel,
+    IBBertForMaskedLM,
+    IBBertForPreTraining,
+    IBBertForQuestionAnswering,
+    IBBertForSequenceClassification,
+    IBBertForTokenClassification,
+    IBBertModel,
+    IBBertPreTrainedModel,
+    MiniMoEForMaskedLM,
+    MiniMoEForQuestionAnswering,
+    MiniMoEForSequenceClassification,
+    MiniMoEForTokenClassification,
+    MiniMoEModel,
+    MiniMoEPreTrainedModel,
+    MoEBertForMaskedLM,
+    MoEBertForQuestionAnswering,
+    MoEBertForSequenceClassification,
+    MoEBertForTokenClassification,
+    MoEBertModel,
+    MoEBertPreTrainedModel,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PRESETS",
+    "CompactMobileBertConfig",
+    "IBBertConfig",
+    "MiniMoEConfig",
+    "MoEBertConfig",
+    "preset_config",
+    "CompactBertClassifierOutput",
+    "CompactBertMaskedLMOutput",
+    "CompactBertModelOutput",
+    "CompactBertPreTrainingOutput",
+    "CompactBertQuestionAnsweringOutput",
+    "CompactMobileBertForMaskedLM",
+    "CompactMobileBertForPreTraining",
+    "CompactMobileBertForQuestionAnswering",
+    "CompactMobileBertForSequenceClassification",
+    "CompactMobileBertForTokenClassification",
+    "CompactMobileBertModel",
+    "CompactMobileBertPreTrainedModel",
+    "IBBertForMaskedLM",
+    "IBBertForPreTraining",
+    "IBBertForQuestionAnswering",
+    "IBBertForSequenceClassification",
+    "IBBertForTokenClassification",
+    "IBBertModel",
+    "IBBertPreTrainedModel",
+    "MiniMoEForMaskedLM",
+    "MiniMoEForQuestionAnswering",
+    "MiniMoEForSequenceClassification",
+    "MiniMoEForTokenClassification",
+    "MiniMoEModel",
+    "MiniMoEPreTrainedModel",
+    "MoEBertForMaskedLM",
+    "MoEBertForQuestionAnswering",
+    "MoEBertForSequenceClassification",
+    "MoEBertForTokenClassification",
+    "MoEBertModel",
+    "MoEBertPreTrainedModel",
+]
+
+
+def _register_auto_classes() -> None:
+    for config_class, auto_classes in AUTO_CLASSES_BY_CONFIG.items():
+        transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        for auto_name, model_class in auto_classes.items():
+            getattr(transformers, auto_name).register(config_class, model_class, exist_ok=True)
+
+
+_register_auto_classes()

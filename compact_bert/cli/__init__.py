@@ -1,0 +1,1 @@
+"""The compact-bert command line."""

@@ -1,0 +1,36 @@
+"""Configuration of MiniMoE, the mixture-of-minimal-experts student of paper 002 (§3.2, appendix B)."""
+
+from __future__ import annotations
+
+from .sparse_bert_base import SparseBertConfigBase
+
+__all__ = ["MiniMoEConfig", "MINIMOE_PRESETS"]
+
+
+class MiniMoEConfig(SparseBertConfigBase):
+    """A MiniLM-shaped BERT student whose FFN (optionally MHA) is a mixture of minimal top-1 experts.
+
+    Defaults are MiniMoE 4L;384H with 1,4E (paper 002 notation ``x,yE``: x experts per MHA block, y per
+    FFN block), Switch load balancing with α = 0.01 and a training capacity factor of 1.25. See
+    ``SparseBertConfigBase`` for every field.
+    """
+
+    model_type = "minimoe"
+
+
+def _student(layers: int, hidden: int, experts: int) -> dict:
+    # MiniLM students keep a 32-d attention head and a 4x FFN, as the public MiniLM checkpoints do.
+    return {
+        "num_hidden_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": hidden // 32,
+        "intermediate_size": 4 * hidden,
+        "num_experts": experts,
+    }
+
+
+# The students of paper 002 Table 3 with m = 4 experts, and each one's dense MiniLM (1,1E) counterpart.
+MINIMOE_PRESETS = {}
+for _layers, _hidden in ((6, 384), (4, 384), (3, 384), (4, 192), (3, 96)):
+    MINIMOE_PRESETS[f"minimoe-{_layers}l-{_hidden}h"] = (MiniMoEConfig, _student(_layers, _hidden, 4))
+    MINIMOE_PRESETS[f"minilm-{_layers}l-{_hidden}h"] = (MiniMoEConfig, _student(_layers, _hidden, 1))

@@ -1,0 +1,138 @@
+"""Fields and validation shared by the two post-LN BERT families with mixture-of-experts layers.
+
+MiniMoE (paper 002) and MoE-BERT (paper 003) are the same architecture — a post-LN BERT whose FFN, and
+optionally MHA, is a top-1 mixture of experts — trained for different purposes. They share one MoE layer
+(DESIGN.md §2.4) and therefore one set of routing fields; each family's config only changes defaults.
+"""
+
+from __future__ import annotations
+
+from transformers import PretrainedConfig
+from transformers.activations import ACT2FN
+
+from .validation import (
+    require_choice,
+    require_divisible,
+    require_dropout_probability,
+    require_positive_float,
+    require_positive_int,
+)
+
+__all__ = ["SparseBertConfigBase", "ROUTER_TYPES", "ROUTER_AUX_LOSS_TYPES"]
+
+# top1: learned softmax gate, the expert with the highest probability, output scaled by that probability.
+# hash: a fixed random hash of the token id picks the expert (Roller et al., 2021); nothing to learn.
+ROUTER_TYPES = ("top1", "hash")
+# switch:     α · m · Σ_j f_j · P_j (Switch Transformers; paper 002 §3.2).
+# kl_uniform: KL(uniform ‖ q), q the batch-mean router distribution (paper 003 eq. 4-5).
+ROUTER_AUX_LOSS_TYPES = ("switch", "kl_uniform")
+
+
+class SparseBertConfigBase(PretrainedConfig):
+    """Post-LN BERT with optional top-1 mixture-of-experts FFN and MHA blocks.
+
+    Args:
+        num_experts: experts per FFN block (1 = the dense FFN of BERT).
+        num_attention_experts: experts per MHA block (1 = dense MHA); the ``x`` of paper 002's ``x,yE``.
+        router_type: ``top1`` or ``hash``; see ``ROUTER_TYPES``.
+        capacity_factor: during training each expert takes at most ``ceil(capacity_factor · tokens /
+            num_experts)`` tokens of a batch; the overflow is dropped and passes through the residual
+            (paper 002 appendix B: 1.25). ``None`` drops nothing.
+        eval_capacity_factor: the same at inference; ``None`` (default) drops nothing so that a token's
+            output never depends on the other tokens of its batch.
+        router_aux_loss_type: ``switch`` or ``kl_uniform``; see ``ROUTER_AUX_LOSS_TYPES``.
+        router_aux_loss_coef: weight of the balance loss (the mean over MoE layers) in a head's loss.
+        hash_seed: seed of the random token-id → expert table of hash routing.
+        use_auxiliary_attention: append an auxiliary MHA block after the last layer, used only to align
+            self-attention relations during distillation (paper 002 §3.2, after MiniLMv2).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 30522,
+        hidden_size: int = 384,
+        num_hidden_layers: int = 4,
+        num_attention_heads: int = 12,
+        intermediate_size: int = 1536,
+        hidden_act: str = "gelu",
+        hidden_dropout_prob: float = 0.1,
+        attention_probs_dropout_prob: float = 0.1,
+        max_position_embeddings: int = 512,
+        type_vocab_size: int = 2,
+        initializer_range: float = 0.02,
+        layer_norm_eps: float = 1e-12,
+        pad_token_id: int = 0,
+        classifier_dropout: float | None = None,
+        num_experts: int = 4,
+        num_attention_experts: int = 1,
+        router_type: str = "top1",
+        capacity_factor: float | None = 1.25,
+        eval_capacity_factor: float | None = None,
+        router_aux_loss_type: str = "switch",
+        router_aux_loss_coef: float = 0.01,
+        hash_seed: int = 0,
+        use_auxiliary_attention: bool = False,
+        **kwargs,
+    ):
+        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.classifier_dropout = classifier_dropout
+        self.num_experts = num_experts
+        self.num_attention_experts = num_attention_experts
+        self.router_type = router_type
+        self.capacity_factor = capacity_factor
+        self.eval_capacity_factor = eval_capacity_factor
+        self.router_aux_loss_type = router_aux_loss_type
+        self.router_aux_loss_coef = router_aux_loss_coef
+        self.hash_seed = hash_seed
+        self.use_auxiliary_attention = use_auxiliary_attention
+        self._validate()
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.num_experts > 1 or self.num_attention_experts > 1
+
+    def _validate(self) -> None:
+        owner = type(self).__name__
+        for field in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "num_experts",
+            "num_attention_experts",
+        ):
+            require_positive_int(owner, field, getattr(self, field))
+        require_divisible(owner, "hidden_size", self.hidden_size, "num_attention_heads", self.num_attention_heads)
+        require_choice(owner, "hidden_act", self.hidden_act, ACT2FN.keys())
+        require_choice(owner, "router_type", self.router_type, ROUTER_TYPES)
+        require_choice(owner, "router_aux_loss_type", self.router_aux_loss_type, ROUTER_AUX_LOSS_TYPES)
+        require_dropout_probability(owner, "hidden_dropout_prob", self.hidden_dropout_prob)
+        require_dropout_probability(owner, "attention_probs_dropout_prob", self.attention_probs_dropout_prob)
+        require_dropout_probability(owner, "classifier_dropout", self.classifier_dropout, allow_none=True)
+        require_positive_float(owner, "capacity_factor", self.capacity_factor, allow_none=True)
+        require_positive_float(owner, "eval_capacity_factor", self.eval_capacity_factor, allow_none=True)
+        require_positive_float(owner, "initializer_range", self.initializer_range)
+        require_positive_float(owner, "layer_norm_eps", self.layer_norm_eps)
+        if isinstance(self.router_aux_loss_coef, bool) or not (
+            isinstance(self.router_aux_loss_coef, (int, float)) and self.router_aux_loss_coef >= 0
+        ):
+            raise ValueError(
+                f"{owner}: `router_aux_loss_coef` must be a number >= 0, got {self.router_aux_loss_coef!r}."
+            )
+        if isinstance(self.hash_seed, bool) or not isinstance(self.hash_seed, int) or self.hash_seed < 0:
+            raise ValueError(f"{owner}: `hash_seed` must be an integer >= 0, got {self.hash_seed!r}.")

@@ -1,0 +1,1 @@
+"""Distillation methods of compact-bert as transformers Trainer subclasses."""

@@ -1,0 +1,1 @@
+"""Model-card generation for compact-bert checkpoints."""

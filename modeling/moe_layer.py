@@ -1,0 +1,323 @@
+"""The one top-1 mixture-of-experts layer shared by MiniMoE and MoE-BERT (DESIGN.md §2.4).
+
+Routing (``TopOneRouter`` or ``HashRouter``) decides one expert per real token; ``route_tokens`` applies
+the capacity limit and computes the balance loss and load statistics; ``ExpertDispatch`` groups the kept
+tokens by expert so that each expert runs once over a contiguous slice. Padding tokens are never routed:
+they take no capacity, do not count in the balance loss and get a zero MoE output.
+
+Dispatch has two forms with identical results:
+- eager: one stable argsort of the expert ids + a bincount give per-expert slices; the experts run as one
+  ``torch._grouped_mm`` when no gradient is needed, else as a loop over *experts* (never tokens);
+- export (``torch.export`` / ``torch.compile``): a fixed ``for e in range(num_experts)`` loop that selects
+  each expert's tokens with ``nonzero``, so the traced program stays correct for any routing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers.activations import ACT2FN
+
+__all__ = [
+    "ExpertDispatch",
+    "ExpertLinear",
+    "HashRouter",
+    "MoEExperts",
+    "MoEFeedForward",
+    "RoutingDecision",
+    "TopOneRouter",
+    "build_router",
+    "load_balancing_loss",
+    "route_tokens",
+]
+
+
+@dataclass
+class RoutingDecision:
+    """Where each of ``T`` flattened tokens goes.
+
+    Attributes:
+        expert_index: ``[T]`` chosen expert (for padding tokens: meaningless).
+        gate: ``[T]`` float32 weight of the expert output: the router probability of the chosen expert
+            (eq. 3 of paper 003), 1 for hash routing.
+        keep: ``[T]`` bool, real token within its expert's capacity.
+        router_logits: ``[T, num_experts]`` float32, ``None`` for hash routing.
+        aux_loss: unweighted balance loss of this block (0 for hash routing, which has nothing to learn).
+        expert_load: ``[num_experts]`` fraction of real tokens whose top-1 choice is each expert.
+        dropped_fraction: fraction of real tokens dropped by the capacity limit.
+    """
+
+    expert_index: torch.Tensor
+    gate: torch.Tensor
+    keep: torch.Tensor
+    router_logits: torch.Tensor | None
+    aux_loss: torch.Tensor
+    expert_load: torch.Tensor
+    dropped_fraction: torch.Tensor
+
+
+def load_balancing_loss(
+    router_probs: torch.Tensor, expert_index: torch.Tensor, valid: torch.Tensor, loss_type: str
+) -> torch.Tensor:
+    """Balance loss over the real tokens (``valid``) of one MoE block.
+
+    ``switch``: ``m · Σ_j f_j · P_j`` (paper 002 §3.2, α applied by the caller), f_j the fraction of tokens
+    whose top-1 expert is j, P_j the mean router probability of j; equals 1 for uniform routing, its minimum.
+    ``kl_uniform``: ``KL(u ‖ q) = Σ_j u_j log(u_j / q_j)`` with u uniform and q the mean router
+    distribution (paper 003 eq. 4-5); 0 for a uniform q.
+    """
+    num_experts = router_probs.shape[-1]
+    weights = valid.to(router_probs.dtype).unsqueeze(-1)
+    num_tokens = weights.sum().clamp(min=1.0)
+    mean_probs = (router_probs * weights).sum(0) / num_tokens
+    if loss_type == "switch":
+        fractions = (F.one_hot(expert_index, num_experts).to(router_probs.dtype) * weights).sum(0) / num_tokens
+        return num_experts * (fractions * mean_probs).sum()
+    if loss_type == "kl_uniform":
+        return -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+    raise ValueError(f"`router_aux_loss_type` must be 'switch' or 'kl_uniform', got {loss_type!r}.")
+
+
+def _capacity_keep(expert_index: torch.Tensor, valid: torch.Tensor, num_experts: int, capacity_factor: float):
+    """Keep the first ``ceil(capacity_factor · real_tokens / num_experts)`` tokens of each expert, in order.
+
+    Tokens are ranked within their expert by position (Switch Transformers), so the overflow that is
+    dropped is exactly each expert's last ``count - capacity`` tokens.
+    """
+    capacity = torch.ceil(capacity_factor * valid.sum() / num_experts)
+    assignment = F.one_hot(expert_index, num_experts) * valid.unsqueeze(-1)
+    rank = (assignment.cumsum(0) * assignment).sum(-1) - 1
+    return valid & (rank < capacity)
+
+
+def route_tokens(
+    expert_index: torch.Tensor,
+    gate: torch.Tensor,
+    router_logits: torch.Tensor | None,
+    valid: torch.Tensor,
+    num_experts: int,
+    capacity_factor: float | None,
+    aux_loss_type: str,
+) -> RoutingDecision:
+    """Apply the capacity limit to a top-1 choice and compute the balance loss and load statistics."""
+    keep = valid if capacity_factor is None else _capacity_keep(expert_index, valid, num_experts, capacity_factor)
+    num_real = valid.sum().clamp(min=1)
+    weights = valid.to(torch.float32)
+    expert_load = (F.one_hot(expert_index, num_experts).to(torch.float32) * weights.unsqueeze(-1)).sum(0) / num_real
+    if router_logits is None:
+        aux_loss = torch.zeros((), device=expert_index.device)
+    else:
+        aux_loss = load_balancing_loss(torch.softmax(router_logits, dim=-1), expert_index, valid, aux_loss_type)
+    return RoutingDecision(
+        expert_index=expert_index,
+        gate=gate,
+        keep=keep,
+        router_logits=router_logits,
+        aux_loss=aux_loss,
+        expert_load=expert_load.detach(),
+        dropped_fraction=((valid & ~keep).sum() / num_real).detach(),
+    )
+
+
+class TopOneRouter(nn.Module):
+    """Learned gate ``p = softmax(W x + b)`` in float32; top-1 choice ``k = argmax p``, weight ``p_k``."""
+
+    def __init__(self, hidden_size: int, num_experts: int):
+        super().__init__()
+        self.classifier = nn.Linear(hidden_size, num_experts)
+
+    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None):
+        router_logits = self.classifier(hidden_states).float()
+        probs = torch.softmax(router_logits, dim=-1)
+        gate, expert_index = probs.max(dim=-1)
+        return expert_index, gate, router_logits
+
+
+class HashRouter(nn.Module):
+    """Fixed random hash of the token id → expert (Roller et al., 2021; paper 002 appendix B).
+
+    The table is a balanced random partition of the vocabulary (each expert gets ``vocab / m`` ids),
+    generated from ``hash_seed`` and saved with the weights so it never changes between library versions.
+    """
+
+    def __init__(self, vocab_size: int, num_experts: int, hash_seed: int):
+        super().__init__()
+        generator = torch.Generator().manual_seed(hash_seed)
+        permutation = torch.randperm(vocab_size, generator=generator)
+        table = torch.empty(vocab_size, dtype=torch.long)
+        table[permutation] = torch.arange(vocab_size) % num_experts
+        self.register_buffer("token_to_expert", table)
+
+    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None):
+        if input_ids is None:
+            raise ValueError("Hash routing picks experts from token ids: pass `input_ids`, not `inputs_embeds`.")
+        expert_index = self.token_to_expert[input_ids]
+        return expert_index, torch.ones_like(expert_index, dtype=torch.float32), None
+
+
+def build_router(config, hidden_size: int, num_experts: int) -> nn.Module:
+    if config.router_type == "hash":
+        return HashRouter(config.vocab_size, num_experts, config.hash_seed)
+    return TopOneRouter(hidden_size, num_experts)
+
+
+def _grouped_mm_applies(inputs: torch.Tensor, weight: torch.Tensor) -> bool:
+    # The CPU kernel's backward rejects expanded gradients (torch 2.13), so it serves inference only.
+    needs_grad = torch.is_grad_enabled() and (inputs.requires_grad or weight.requires_grad)
+    return (
+        hasattr(torch, "_grouped_mm")
+        and not needs_grad
+        and inputs.device.type == "cpu"
+        and inputs.dtype in (torch.float32, torch.bfloat16)
+    )
+
+
+def grouped_linear(
+    sorted_inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, group_sizes: torch.Tensor
+) -> torch.Tensor:
+    """``y[i] = W[g(i)] x[i] + b[g(i)]`` for rows grouped contiguously by expert; ``weight`` is ``[E, out, in]``."""
+    if _grouped_mm_applies(sorted_inputs, weight):
+        offsets = group_sizes.cumsum(0).to(torch.int32)
+        outputs = torch._grouped_mm(sorted_inputs, weight.transpose(1, 2), offs=offsets)
+        if bias is not None:
+            outputs = outputs + bias.repeat_interleave(group_sizes, dim=0, output_size=sorted_inputs.shape[0])
+        return outputs
+    pieces = []
+    for expert, chunk in enumerate(sorted_inputs.split(group_sizes.tolist())):
+        if chunk.shape[0]:
+            pieces.append(F.linear(chunk, weight[expert], None if bias is None else bias[expert]))
+    if not pieces:
+        return sorted_inputs.new_zeros(0, weight.shape[1])
+    return torch.cat(pieces)
+
+
+def _exporting() -> bool:
+    return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
+
+
+class ExpertDispatch:
+    """Groups the kept tokens of a ``RoutingDecision`` by expert, once, for every expert matrix that follows."""
+
+    def __init__(self, decision: RoutingDecision, num_experts: int):
+        self.num_experts = num_experts
+        self.num_tokens = decision.expert_index.shape[0]
+        self.gate = decision.gate
+        target = torch.where(decision.keep, decision.expert_index, num_experts)
+        self.exporting = _exporting()
+        if self.exporting:
+            self.positions = [(target == expert).nonzero().squeeze(-1) for expert in range(num_experts)]
+        else:
+            order = torch.argsort(target, stable=True)
+            counts = torch.bincount(target, minlength=num_experts + 1)
+            num_kept = self.num_tokens - int(counts[num_experts])
+            self.order = order[:num_kept]
+            self.group_sizes = counts[:num_experts]
+
+    def run(
+        self,
+        inputs: torch.Tensor,
+        grouped_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        single_fn: Callable[[torch.Tensor, int], torch.Tensor],
+        out_features: int,
+    ) -> torch.Tensor:
+        """Apply each token's expert to ``inputs`` ``[T, in]``; dropped and padding tokens get zeros.
+
+        ``grouped_fn(sorted_inputs, group_sizes)`` runs all experts over contiguous groups (eager);
+        ``single_fn(expert_inputs, expert)`` runs one expert (export form).
+        """
+        outputs = inputs.new_zeros(self.num_tokens, out_features)
+        if self.exporting:
+            for expert in range(self.num_experts):
+                positions = self.positions[expert]
+                expert_outputs = single_fn(inputs.index_select(0, positions), expert)
+                outputs = outputs.index_add(0, positions, expert_outputs.to(outputs.dtype))
+            return outputs
+        expert_outputs = grouped_fn(inputs.index_select(0, self.order), self.group_sizes)
+        return outputs.index_copy(0, self.order, expert_outputs.to(outputs.dtype))
+
+
+class ExpertLinear(nn.Module):
+    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight (for MoE attention)."""
+
+    def __init__(self, num_experts: int, in_features: int, out_features: int):
+        super().__init__()
+        self.num_experts = num_experts
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
+        self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
+
+    def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
+        return dispatch.run(
+            inputs,
+            lambda rows, sizes: grouped_linear(rows, self.weight, self.bias, sizes),
+            lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]),
+            self.out_features,
+        )
+
+
+class MoEExperts(nn.Module):
+    """``num_experts`` standard FFNs (``in → intermediate → in``) stored as batched weights.
+
+    ``fc1_weight`` is ``[E, intermediate, hidden]`` and ``fc2_weight`` ``[E, hidden, intermediate]``
+    (PyTorch's ``[out, in]`` per expert), targetable by PEFT's parameter targeting.
+    """
+
+    def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int, hidden_act: str):
+        super().__init__()
+        self.num_experts = num_experts
+        self.hidden_size = hidden_size
+        self.fc1_weight = nn.Parameter(torch.empty(num_experts, intermediate_size, hidden_size))
+        self.fc1_bias = nn.Parameter(torch.zeros(num_experts, intermediate_size))
+        self.fc2_weight = nn.Parameter(torch.empty(num_experts, hidden_size, intermediate_size))
+        self.fc2_bias = nn.Parameter(torch.zeros(num_experts, hidden_size))
+        self.act = ACT2FN[hidden_act]
+
+    def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
+        def grouped(rows: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+            hidden = self.act(grouped_linear(rows, self.fc1_weight, self.fc1_bias, sizes))
+            return grouped_linear(hidden, self.fc2_weight, self.fc2_bias, sizes)
+
+        def single(rows: torch.Tensor, expert: int) -> torch.Tensor:
+            hidden = self.act(F.linear(rows, self.fc1_weight[expert], self.fc1_bias[expert]))
+            return F.linear(hidden, self.fc2_weight[expert], self.fc2_bias[expert])
+
+        return dispatch.run(inputs, grouped, single, self.hidden_size)
+
+
+class MoEFeedForward(nn.Module):
+    """Top-1 MoE FFN block: ``p_k(x) · FFN_k(x)`` (paper 002 §3.2; paper 003 eq. 1-3)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.num_experts = config.num_experts
+        self.capacity_factor = config.capacity_factor
+        self.eval_capacity_factor = config.eval_capacity_factor
+        self.aux_loss_type = config.router_aux_loss_type
+        self.router = build_router(config, config.hidden_size, config.num_experts)
+        self.experts = MoEExperts(config.num_experts, config.hidden_size, config.intermediate_size, config.hidden_act)
+
+    def forward(
+        self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids: torch.Tensor | None
+    ) -> tuple[torch.Tensor, RoutingDecision]:
+        batch, seq, width = hidden_states.shape
+        flat = hidden_states.reshape(batch * seq, width)
+        flat_ids = None if input_ids is None else input_ids.reshape(-1)
+        expert_index, gate, router_logits = self.router(flat, flat_ids)
+        decision = route_tokens(
+            expert_index,
+            gate,
+            router_logits,
+            token_mask.reshape(-1),
+            self.num_experts,
+            self.capacity_factor if self.training else self.eval_capacity_factor,
+            self.aux_loss_type,
+        )
+        dispatch = ExpertDispatch(decision, self.num_experts)
+        outputs = self.experts(flat, dispatch) * decision.gate.unsqueeze(-1).to(flat.dtype)
+        return outputs.view(batch, seq, width), decision
