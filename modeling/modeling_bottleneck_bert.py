@@ -300,6 +300,10 @@ class BottleneckBertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias
 
+    def _tie_weights(self) -> None:
+        # Loading replaces parameters, which breaks the alias; transformers calls this after loading.
+        self.decoder.bias = self.bias
+
     def forward(self, hidden_states):
         hidden_states = self.transform(hidden_states)
         output_matrix = torch.cat([self.decoder.weight.t(), self.dense.weight], dim=0)

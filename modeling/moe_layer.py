@@ -105,6 +105,7 @@ def route_tokens(
     aux_loss_type: str,
 ) -> RoutingDecision:
     """Apply the capacity limit to a top-1 choice and compute the balance loss and load statistics."""
+    valid = valid.to(torch.bool)
     keep = valid if capacity_factor is None else _capacity_keep(expert_index, valid, num_experts, capacity_factor)
     num_real = valid.sum().clamp(min=1)
     weights = valid.to(torch.float32)

@@ -5,6 +5,10 @@ only as ``from .module import Name``. Our sources live in two packages (``config
 ``modeling``), so this copies the model's module with every module it reaches through relative imports,
 rewrites those imports to same-folder form, and records the ``auto_map`` in ``config.json``. Anything
 else a copied module imports must be a package every transformers user has (torch, transformers).
+
+transformers (4.57) copies into its module cache only the modules that the loaded file imports itself
+when the folder is local (it recurses only for Hub repositories), yet importing needs them all; so each
+entry file also imports, by name, every module of its dependency closure.
 """
 
 from __future__ import annotations
@@ -30,11 +34,16 @@ def _resolve(source: Path, dots: str, module: str) -> Path:
     return base.joinpath(*module.split(".")).with_suffix(".py")
 
 
+_EXPORTED_NAME = re.compile(r"^__all__\s*=\s*\[\s*[\"'](\w+)[\"']", re.M)
+
+
 def collect_remote_code(*entry_files: Path) -> dict[str, str]:
     """Map flat file name → rewritten source for the given modules and everything they import relatively."""
-    pending = [Path(path).resolve() for path in entry_files]
+    entries = [Path(path).resolve() for path in entry_files]
+    pending = list(entries)
     sources: dict[str, str] = {}
     origins: dict[str, Path] = {}
+    dependencies: dict[str, set[str]] = {}
     while pending:
         path = pending.pop()
         name = path.name
@@ -45,17 +54,44 @@ def collect_remote_code(*entry_files: Path) -> dict[str, str]:
         text = path.read_text(encoding="utf-8")
         if _FORBIDDEN_IMPORT.search(text):
             raise ValueError(f"{path} imports compact_bert; remote code may import only torch and transformers.")
+        dependencies[name] = set()
 
         def flatten(match: re.Match, source: Path = path) -> str:
             target = _resolve(source, match["dots"], match["module"])
             if not target.is_file():
                 raise ValueError(f"{source}: relative import {match.group(0).strip()} does not resolve to a file.")
             pending.append(target)
+            dependencies[source.name].add(target.name)
             return f"{match['indent']}from .{target.stem} import "
 
         origins[name] = path
         sources[name] = _RELATIVE_IMPORT.sub(flatten, text)
+    for entry in entries:
+        sources[entry.name] += _closure_imports(entry.name, sources, dependencies)
     return sources
+
+
+def _closure_imports(entry: str, sources: dict[str, str], dependencies: dict[str, set[str]]) -> str:
+    closure, stack = set(), list(dependencies[entry])
+    while stack:
+        name = stack.pop()
+        if name not in closure:
+            closure.add(name)
+            stack.extend(dependencies[name])
+    indirect = sorted(closure - dependencies[entry] - {entry})
+    if not indirect:
+        return ""
+    lines = [
+        "",
+        "# transformers copies only the modules this file imports itself when loading a local folder, so the",
+        "# modules it depends on through others are named here too.",
+    ]
+    for name in indirect:
+        exported = _EXPORTED_NAME.search(sources[name])
+        if exported is None:
+            raise ValueError(f"{name} needs an `__all__` whose first entry the remote-code entry file can import.")
+        lines.append(f"from .{Path(name).stem} import {exported.group(1)} as _closure_{Path(name).stem}  # noqa: F401")
+    return "\n".join(lines) + "\n"
 
 
 def write_remote_code(model_class: type, save_directory) -> None:

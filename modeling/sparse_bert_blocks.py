@@ -224,6 +224,10 @@ class SparseBertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias
 
+    def _tie_weights(self) -> None:
+        # Loading replaces parameters, which breaks the alias; transformers calls this after loading.
+        self.decoder.bias = self.bias
+
     def forward(self, hidden_states):
         return self.decoder(self.transform(hidden_states))
 

@@ -1,0 +1,34 @@
+"""The ``compact-bert`` console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from compact_bert.cli.main import main
+
+
+def test_presets_json_from_the_installed_console_script():
+    result = subprocess.run(["compact-bert", "presets", "--json"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = {row["preset"]: row for row in json.loads(result.stdout)}
+    assert rows["mobilebert"]["total_params"] == pytest.approx(25.3e6, rel=0.025)
+    assert rows["moe-bert-small"]["active_params_per_token"] < rows["moe-bert-small"]["total_params"] / 10
+    assert rows["minimoe-4l-192h"]["ffn_experts"] == 4 and rows["minilm-4l-192h"]["ffn_experts"] == 1
+    assert rows["vanilla-bert-base"]["flops_per_sequence"] == pytest.approx(22.5e9, rel=0.01)
+
+
+def test_presets_table(capsys):
+    assert main(["presets"]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| preset |") and "| moe-bert-base | moe_bert | 12 | 768 | 1,64 | 3.68B |" in table
+
+
+def test_bad_arguments_exit_with_usage(capsys):
+    with pytest.raises(SystemExit):
+        main(["presets", "--sequence-length", "0"])
+    with pytest.raises(SystemExit):
+        main(["no-such-command"])
+    assert "invalid choice" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+"""Every bad config field fails at construction with a ValueError naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from compact_bert.configuration import (
+    CompactMobileBertConfig,
+    IBBertConfig,
+    MiniMoEConfig,
+    MoEBertConfig,
+    preset_config,
+)
+
+BAD_FIELDS = [
+    (MiniMoEConfig, {"hidden_size": 100, "num_attention_heads": 12}, "hidden_size"),
+    (MiniMoEConfig, {"num_experts": 0}, "num_experts"),
+    (MiniMoEConfig, {"num_attention_experts": -1}, "num_attention_experts"),
+    (MiniMoEConfig, {"capacity_factor": 0}, "capacity_factor"),
+    (MiniMoEConfig, {"capacity_factor": -1.25}, "capacity_factor"),
+    (MiniMoEConfig, {"eval_capacity_factor": 0.0}, "eval_capacity_factor"),
+    (MiniMoEConfig, {"router_type": "top2"}, "router_type"),
+    (MiniMoEConfig, {"router_aux_loss_type": "z_loss"}, "router_aux_loss_type"),
+    (MiniMoEConfig, {"router_aux_loss_coef": -0.01}, "router_aux_loss_coef"),
+    (MiniMoEConfig, {"hidden_act": "swishy"}, "hidden_act"),
+    (MiniMoEConfig, {"hidden_dropout_prob": 1.5}, "hidden_dropout_prob"),
+    (MiniMoEConfig, {"hash_seed": -3}, "hash_seed"),
+    (MiniMoEConfig, {"num_hidden_layers": 0}, "num_hidden_layers"),
+    (MoEBertConfig, {"num_experts": 0}, "num_experts"),
+    (MoEBertConfig, {"intermediate_size": 2.5}, "intermediate_size"),
+    (CompactMobileBertConfig, {"intra_bottleneck_size": 1024}, "intra_bottleneck_size"),
+    (CompactMobileBertConfig, {"intra_bottleneck_size": 130}, "intra_bottleneck_size"),
+    (CompactMobileBertConfig, {"normalization_type": "batch_norm"}, "normalization_type"),
+    (CompactMobileBertConfig, {"hidden_act": "nope"}, "hidden_act"),
+    (CompactMobileBertConfig, {"attention_input": "everything"}, "attention_input"),
+    (CompactMobileBertConfig, {"use_bottleneck": False, "attention_input": "shared_bottleneck"}, "attention_input"),
+    (CompactMobileBertConfig, {"num_feedforward_networks": 0}, "num_feedforward_networks"),
+    (CompactMobileBertConfig, {"attention_probs_dropout_prob": -0.1}, "attention_probs_dropout_prob"),
+    (IBBertConfig, {"intra_bottleneck_size": 256}, "intra_bottleneck_size"),
+    (IBBertConfig, {"num_attention_heads": 3}, "intra_bottleneck_size"),
+    (IBBertConfig, {"layer_norm_eps": 0}, "layer_norm_eps"),
+]
+
+
+@pytest.mark.parametrize(("config_class", "fields", "field_name"), BAD_FIELDS)
+def test_bad_field_raises_value_error_naming_it(config_class, fields, field_name):
+    with pytest.raises(ValueError, match=f"`{field_name}`") as error:
+        config_class(**fields)
+    assert config_class.__name__ in str(error.value)
+
+
+def test_error_message_says_what_is_valid():
+    with pytest.raises(ValueError, match="one of 'hash', 'top1'"):
+        MiniMoEConfig(router_type="top2")
+    with pytest.raises(ValueError, match="a number > 0 or None"):
+        MiniMoEConfig(capacity_factor=0)
+
+
+def test_unknown_preset_lists_valid_names():
+    with pytest.raises(ValueError, match="mobilebert-tiny"):
+        preset_config("mobilebert-huge")
+
+
+def test_round_trip_keeps_every_field(tmp_path):
+    config = MiniMoEConfig(num_experts=8, router_type="hash", capacity_factor=None, hash_seed=7)
+    config.save_pretrained(tmp_path)
+    loaded = MiniMoEConfig.from_pretrained(tmp_path)
+    assert loaded.to_dict() == config.to_dict()

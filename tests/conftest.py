@@ -1,0 +1,67 @@
+"""Shared fixtures: tiny configs of every family, sized so that the whole suite runs fast on 2 CPU cores."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import compact_bert  # noqa: E402,F401  (registers the Auto classes)
+from compact_bert.configuration import (  # noqa: E402
+    CompactMobileBertConfig,
+    IBBertConfig,
+    MiniMoEConfig,
+    MoEBertConfig,
+)
+
+VOCAB_SIZE = 128
+
+
+def tiny_configs() -> dict:
+    """One tiny config per family and notable variant, keyed by a readable id."""
+    common = {"vocab_size": VOCAB_SIZE, "max_position_embeddings": 64, "num_hidden_layers": 2}
+    sparse = {**common, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
+    bottleneck = {**common, "embedding_size": 16, "num_attention_heads": 4}
+    return {
+        "ib_bert": IBBertConfig(**bottleneck, hidden_size=32, intra_bottleneck_size=64, intermediate_size=96),
+        "mobilebert": CompactMobileBertConfig(
+            **bottleneck, hidden_size=32, intra_bottleneck_size=16, intermediate_size=32, num_feedforward_networks=3
+        ),
+        "mobilebert_tiny": CompactMobileBertConfig(
+            **bottleneck,
+            hidden_size=32,
+            intra_bottleneck_size=16,
+            intermediate_size=32,
+            num_feedforward_networks=2,
+            attention_input="intra_bottleneck",
+        ),
+        "mobilebert_wo_opt": CompactMobileBertConfig(
+            **bottleneck, hidden_size=32, intra_bottleneck_size=16, intermediate_size=32,
+            normalization_type="layer_norm", hidden_act="gelu",
+        ),  # fmt: skip
+        "minimoe": MiniMoEConfig(**sparse, num_experts=4),
+        "minimoe_moe_attention": MiniMoEConfig(**sparse, num_experts=4, num_attention_experts=2),
+        "minimoe_hash": MiniMoEConfig(**sparse, num_experts=4, router_type="hash"),
+        "minilm_dense": MiniMoEConfig(**sparse, num_experts=1),
+        "moe_bert": MoEBertConfig(**sparse, num_experts=8),
+        "vanilla_bert": MoEBertConfig(**sparse, num_experts=1),
+    }
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def random_batch(batch: int = 3, seq: int = 12, pad_from: int | None = 8, vocab: int = VOCAB_SIZE) -> dict:
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(1, vocab, (batch, seq), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    if pad_from is not None:
+        attention_mask[-1, pad_from:] = 0
+        input_ids[-1, pad_from:] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}

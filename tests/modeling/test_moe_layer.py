@@ -1,0 +1,175 @@
+"""The shared MoE layer: dispatch, capacity, routing semantics, balance losses."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+from transformers import SwitchTransformersConfig
+from transformers.models.switch_transformers.modeling_switch_transformers import (
+    SwitchTransformersTop1Router,
+    load_balancing_loss_func,
+)
+
+from compact_bert.configuration import MiniMoEConfig
+from compact_bert.modeling.moe_layer import HashRouter, MoEFeedForward, load_balancing_loss
+
+
+def _layer(**fields) -> MoEFeedForward:
+    config = MiniMoEConfig(hidden_size=16, num_attention_heads=2, intermediate_size=24, vocab_size=64, **fields)
+    layer = MoEFeedForward(config)
+    for parameter in layer.parameters():
+        torch.nn.init.normal_(parameter, std=0.3)
+    return layer
+
+
+def _naive_moe(layer: MoEFeedForward, hidden: torch.Tensor, mask: torch.Tensor, input_ids, capacity_factor):
+    """One token at a time, in order, with Python counters: the semantics spelled out."""
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    ids = None if input_ids is None else input_ids.reshape(-1)
+    valid = mask.reshape(-1).bool()
+    num_experts = layer.num_experts
+    capacity = math.inf if capacity_factor is None else math.ceil(capacity_factor * int(valid.sum()) / num_experts)
+    taken = [0] * num_experts
+    experts = layer.experts
+    outputs = torch.zeros_like(flat)
+    for token in range(flat.shape[0]):
+        if not valid[token]:
+            continue
+        if ids is not None and layer.router.__class__ is HashRouter:
+            expert, gate = int(layer.router.token_to_expert[ids[token]]), 1.0
+        else:
+            probs = torch.softmax(layer.router.classifier(flat[token]).float(), dim=-1)
+            expert, gate = int(probs.argmax()), probs.max()
+        if taken[expert] >= capacity:
+            continue
+        taken[expert] += 1
+        inner = experts.act(F.linear(flat[token], experts.fc1_weight[expert], experts.fc1_bias[expert]))
+        outputs[token] = gate * F.linear(inner, experts.fc2_weight[expert], experts.fc2_bias[expert])
+    return outputs.view_as(hidden)
+
+
+@pytest.mark.parametrize("router_type", ["top1", "hash"])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("with_grad", [True, False])
+def test_vectorized_dispatch_equals_per_token_reference(router_type, training, with_grad):
+    layer = _layer(num_experts=4, router_type=router_type, capacity_factor=0.75, eval_capacity_factor=None)
+    layer.train(training)
+    hidden = torch.randn(3, 10, 16)
+    mask = torch.ones(3, 10, dtype=torch.long)
+    mask[2, 6:] = 0
+    input_ids = torch.randint(0, 64, (3, 10))
+    with torch.set_grad_enabled(with_grad):
+        outputs, decision = layer(hidden, mask, input_ids)
+        expected = _naive_moe(layer, hidden, mask, input_ids, 0.75 if training else None)
+    torch.testing.assert_close(outputs, expected, atol=1e-5, rtol=1e-5)
+    if training:
+        assert decision.dropped_fraction > 0
+
+
+def test_eval_output_of_a_token_does_not_depend_on_its_batch_mates():
+    layer = _layer(num_experts=4).eval()
+    alone = torch.randn(1, 6, 16)
+    crowd = torch.cat([alone, torch.randn(5, 6, 16)])
+    with torch.no_grad():
+        alone_out, _ = layer(alone, torch.ones(1, 6), None)
+        crowd_out, decision = layer(crowd, torch.ones(6, 6), None)
+    torch.testing.assert_close(crowd_out[:1], alone_out)
+    assert decision.dropped_fraction == 0
+
+
+def test_capacity_drops_exactly_each_experts_overflow_and_reports_it():
+    layer = _layer(num_experts=4, capacity_factor=1.0).train()
+    with torch.no_grad():
+        layer.router.classifier.weight.zero_()
+        layer.router.classifier.bias.copy_(torch.tensor([5.0, 0.0, 0.0, 0.0]))  # every token prefers expert 0
+    hidden = torch.randn(1, 12, 16)
+    outputs, decision = layer(hidden, torch.ones(1, 12), None)
+    capacity = math.ceil(1.0 * 12 / 4)
+    assert decision.keep.tolist() == [True] * capacity + [False] * (12 - capacity)
+    assert decision.dropped_fraction.item() == pytest.approx(9 / 12)
+    assert torch.all(outputs[0, capacity:] == 0)
+    assert decision.expert_load.tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_capacity_semantics_match_transformers_switch_router():
+    """Same logits → same top-1 expert, same gate probability, same kept tokens (one group)."""
+    num_experts, tokens, capacity = 4, 20, 3
+    switch_config = SwitchTransformersConfig(
+        d_model=16, hidden_size=16, num_experts=num_experts, expert_capacity=capacity,
+        router_jitter_noise=0.0, router_bias=False, router_dtype="float32",
+    )  # fmt: skip
+    switch_router = SwitchTransformersTop1Router(switch_config).eval()
+    # capacity_factor chosen so that ceil(cf * tokens / experts) == capacity
+    layer = _layer(num_experts=num_experts, capacity_factor=capacity * num_experts / tokens).train()
+    with torch.no_grad():
+        layer.router.classifier.weight.copy_(switch_router.classifier.weight)
+        layer.router.classifier.bias.zero_()
+    hidden = torch.randn(1, tokens, 16)
+    switch_assignment, switch_gate, _ = switch_router(hidden)
+    _, decision = layer(hidden, torch.ones(1, tokens), None)
+    kept_by_switch = switch_assignment.sum(-1).bool().view(-1)
+    assert decision.keep.tolist() == kept_by_switch.tolist()
+    torch.testing.assert_close(decision.gate, switch_gate.view(-1))
+    switch_expert = switch_assignment.argmax(-1).view(-1)
+    assert decision.expert_index[decision.keep].tolist() == switch_expert[kept_by_switch].tolist()
+
+
+def test_switch_balance_loss_matches_transformers_for_unpadded_tokens():
+    logits = torch.randn(1, 30, 4)
+    probs = torch.softmax(logits, dim=-1)
+    expert_index = probs.argmax(-1)
+    ours = load_balancing_loss(probs.view(-1, 4), expert_index.view(-1), torch.ones(30, dtype=torch.bool), "switch")
+    torch.testing.assert_close(ours, load_balancing_loss_func(probs, expert_index))
+
+
+def test_balance_losses_equal_numpy_and_ignore_padding():
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(5), size=40)
+    valid = rng.random(40) > 0.3
+    index = probs.argmax(-1)
+    real = probs[valid]
+    fractions = np.bincount(index[valid], minlength=5) / valid.sum()
+    expected_switch = 5 * np.sum(fractions * real.mean(0))
+    mean_probs = real.mean(0)
+    expected_kl = np.sum((1 / 5) * np.log((1 / 5) / mean_probs))
+    args = (torch.tensor(probs, dtype=torch.float32), torch.tensor(index), torch.tensor(valid))
+    assert load_balancing_loss(*args, "switch").item() == pytest.approx(expected_switch, rel=1e-5)
+    assert load_balancing_loss(*args, "kl_uniform").item() == pytest.approx(expected_kl, rel=1e-4, abs=1e-6)
+
+
+def test_balance_losses_are_minimal_for_uniform_routing():
+    uniform = torch.full((8, 4), 0.25)
+    index = torch.arange(8) % 4
+    valid = torch.ones(8, dtype=torch.bool)
+    assert load_balancing_loss(uniform, index, valid, "switch").item() == pytest.approx(1.0)
+    assert load_balancing_loss(uniform, index, valid, "kl_uniform").item() == pytest.approx(0.0, abs=1e-6)
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(20):
+        probs = torch.softmax(3 * torch.randn(8, 4, generator=generator), dim=-1)
+        skewed_index = probs.argmax(-1)
+        assert load_balancing_loss(probs, skewed_index, valid, "switch") >= 1.0 - 1e-6
+        assert load_balancing_loss(probs, skewed_index, valid, "kl_uniform") >= -1e-6
+
+
+def test_hash_routing_is_deterministic_and_balanced():
+    first = HashRouter(vocab_size=1000, num_experts=4, hash_seed=11)
+    second = HashRouter(vocab_size=1000, num_experts=4, hash_seed=11)
+    other_seed = HashRouter(vocab_size=1000, num_experts=4, hash_seed=12)
+    assert torch.equal(first.token_to_expert, second.token_to_expert)
+    assert not torch.equal(first.token_to_expert, other_seed.token_to_expert)
+    assert torch.bincount(first.token_to_expert).tolist() == [250] * 4
+    ids = torch.tensor([5, 17, 5, 999])
+    index, gate, logits = first(torch.randn(4, 8), ids)
+    assert index[0] == index[2] and logits is None and torch.all(gate == 1)
+
+
+def test_hash_routing_of_a_token_ignores_context():
+    layer = _layer(num_experts=4, router_type="hash").eval()
+    ids = torch.tensor([[3, 9, 3, 41]])
+    _, decision = layer(torch.randn(1, 4, 16), torch.ones(1, 4), ids)
+    assert decision.expert_index[0] == decision.expert_index[2]
+    assert decision.aux_loss.item() == 0.0

@@ -1,0 +1,80 @@
+"""Hooks read the right tensors from our models and from transformers' BertModel, leaving them unchanged."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+from transformers import AutoModel, BertConfig, BertModel
+
+from compact_bert.modeling.signals import SubmoduleRecorder, signal_module_name
+from tests.conftest import random_batch, tiny_configs
+
+
+def _teachers():
+    bert = BertModel(BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=48, max_position_embeddings=64))  # fmt: skip
+    configs = tiny_configs()
+    return {
+        "transformers_bert": bert,
+        "moe_bert": AutoModel.from_config(configs["moe_bert"]),
+        "vanilla_bert": AutoModel.from_config(configs["vanilla_bert"]),
+    }
+
+
+@pytest.mark.parametrize("model_id", ["transformers_bert", "moe_bert", "vanilla_bert"])
+def test_qkv_trunk_and_residual_inner_signals(model_id):
+    model = _teachers()[model_id].eval()
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    names = {f"{signal}{layer}": signal_module_name(signal, layer)
+             for signal in ("query", "key", "value", "attention_norm", "ffn_norm") for layer in range(2)}  # fmt: skip
+    for layer in range(2):
+        names[f"attention_dense{layer}"] = f"encoder.layer.{layer}.attention.output.dense"
+        sparse = hasattr(model.encoder.layer[layer], "moe")
+        names[f"ffn_inner{layer}"] = f"encoder.layer.{layer}." + ("moe" if sparse else "output.dense")
+    batch = random_batch()
+    with torch.no_grad(), SubmoduleRecorder(model, names, record_inputs=True) as recorder:
+        outputs = model(**batch, output_hidden_states=True)
+    hidden_states = outputs.hidden_states
+    for layer in range(2):
+        attention = model.encoder.layer[layer].attention.self
+        for signal in ("query", "key", "value"):
+            projection = getattr(attention, signal)
+            expected = F.linear(hidden_states[layer], projection.weight, projection.bias)
+            torch.testing.assert_close(recorder.outputs[f"{signal}{layer}"], expected)
+        # Trunk: the FFN LayerNorm's output is the layer output.
+        torch.testing.assert_close(recorder.outputs[f"ffn_norm{layer}"], hidden_states[layer + 1])
+        # Residual inner (eval, no dropout): LayerNorm input minus its residual is the sublayer output.
+        attention_inner = recorder.inputs[f"attention_norm{layer}"] - hidden_states[layer]
+        torch.testing.assert_close(attention_inner, recorder.outputs[f"attention_dense{layer}"], atol=1e-5, rtol=1e-4)
+        ffn_inner = recorder.inputs[f"ffn_norm{layer}"] - recorder.outputs[f"attention_norm{layer}"]
+        sublayer = recorder.outputs[f"ffn_inner{layer}"]
+        sublayer = sublayer[0] if isinstance(sublayer, tuple) else sublayer
+        torch.testing.assert_close(ffn_inner, sublayer, atol=1e-5, rtol=1e-4)
+    assert all(torch.equal(before[name], tensor) for name, tensor in model.state_dict().items())
+
+
+def test_hooks_are_removed_after_the_context():
+    model = _teachers()["moe_bert"]
+    with SubmoduleRecorder(model, {"q": signal_module_name("query", 0)}):
+        pass
+    assert all(not module._forward_hooks for module in model.modules())
+
+
+def test_missing_submodule_is_a_clear_error():
+    with pytest.raises(ValueError, match="no submodule"):
+        SubmoduleRecorder(_teachers()["moe_bert"], {"q": signal_module_name("query", 7)})
+    with pytest.raises(ValueError, match="valid signals"):
+        signal_module_name("gate", 0)
+
+
+def test_auxiliary_attention_block_is_recorded_only_when_run():
+    config = type(tiny_configs()["minimoe"]).from_dict({**tiny_configs()["minimoe"].to_dict(), "use_auxiliary_attention": True})
+    model = AutoModel.from_config(config).eval()
+    with SubmoduleRecorder(model, {"q": signal_module_name("query", "auxiliary")}) as recorder:
+        model(**random_batch())
+        assert "q" not in recorder.outputs
+        model(**random_batch(), run_auxiliary_attention=True)
+    assert recorder.outputs["q"].shape == (3, 12, 32)
+    with pytest.raises(ValueError, match="use_auxiliary_attention"):
+        AutoModel.from_config(tiny_configs()["minimoe"])(**random_batch(), run_auxiliary_attention=True)
