@@ -5,11 +5,12 @@ the capacity limit and computes the balance loss and load statistics; ``ExpertDi
 tokens by expert so that each expert runs once over a contiguous slice. Padding tokens are never routed:
 they take no capacity, do not count in the balance loss and get a zero MoE output.
 
-Dispatch has two forms with identical results:
-- eager: one stable argsort of the expert ids + a bincount give per-expert slices; the experts run as one
-  ``torch._grouped_mm`` when no gradient is needed, else as a loop over *experts* (never tokens);
-- export (``torch.export`` / ``torch.compile``): a fixed ``for e in range(num_experts)`` loop that selects
-  each expert's tokens with ``nonzero``, so the traced program stays correct for any routing.
+Dispatch runs each expert once over its own tokens, a loop over *experts* (never tokens): in eager mode
+one stable argsort of the expert ids plus a bincount give every expert's token positions; under
+``torch.export`` / ``torch.compile`` a fixed ``for e in range(num_experts)`` loop selects them with
+``nonzero`` instead, so the traced program stays correct for any routing. Each expert's output is added in
+place into one output buffer. (``torch._grouped_mm`` measured no faster on CPU here, and its CPU backward
+rejects expanded gradients in torch 2.13.)
 """
 
 from __future__ import annotations
@@ -72,15 +73,25 @@ def load_balancing_loss(
     distribution (paper 003 eq. 4-5); 0 for a uniform q.
     """
     num_experts = router_probs.shape[-1]
-    weights = valid.to(router_probs.dtype).unsqueeze(-1)
+    weights = valid.to(router_probs.dtype)
     num_tokens = weights.sum().clamp(min=1.0)
-    mean_probs = (router_probs * weights).sum(0) / num_tokens
+    mean_probs = (weights @ router_probs) / num_tokens
     if loss_type == "switch":
-        fractions = (F.one_hot(expert_index, num_experts).to(router_probs.dtype) * weights).sum(0) / num_tokens
+        fractions = _token_fractions(expert_index, weights, num_experts, num_tokens)
         return num_experts * (fractions * mean_probs).sum()
     if loss_type == "kl_uniform":
         return -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
     raise ValueError(f"`router_aux_loss_type` must be 'switch' or 'kl_uniform', got {loss_type!r}.")
+
+
+def _token_fractions(expert_index: torch.Tensor, weights: torch.Tensor, num_experts: int, num_tokens) -> torch.Tensor:
+    """Fraction of the (weighted) tokens whose top-1 choice is each expert."""
+    if _exporting():
+        # bincount's output size is data-dependent, which export cannot express.
+        counts = (F.one_hot(expert_index, num_experts).to(weights.dtype) * weights.unsqueeze(-1)).sum(0)
+    else:
+        counts = torch.bincount(expert_index, weights=weights, minlength=num_experts).to(weights.dtype)
+    return counts / num_tokens
 
 
 def _capacity_keep(expert_index: torch.Tensor, valid: torch.Tensor, num_experts: int, capacity_factor: float):
@@ -99,6 +110,7 @@ def route_tokens(
     expert_index: torch.Tensor,
     gate: torch.Tensor,
     router_logits: torch.Tensor | None,
+    router_probs: torch.Tensor | None,
     valid: torch.Tensor,
     num_experts: int,
     capacity_factor: float | None,
@@ -107,13 +119,13 @@ def route_tokens(
     """Apply the capacity limit to a top-1 choice and compute the balance loss and load statistics."""
     valid = valid.to(torch.bool)
     keep = valid if capacity_factor is None else _capacity_keep(expert_index, valid, num_experts, capacity_factor)
-    num_real = valid.sum().clamp(min=1)
     weights = valid.to(torch.float32)
-    expert_load = (F.one_hot(expert_index, num_experts).to(torch.float32) * weights.unsqueeze(-1)).sum(0) / num_real
-    if router_logits is None:
+    num_real = weights.sum().clamp(min=1.0)
+    expert_load = _token_fractions(expert_index, weights, num_experts, num_real)
+    if router_probs is None:
         aux_loss = torch.zeros((), device=expert_index.device)
     else:
-        aux_loss = load_balancing_loss(torch.softmax(router_logits, dim=-1), expert_index, valid, aux_loss_type)
+        aux_loss = load_balancing_loss(router_probs, expert_index, valid, aux_loss_type)
     return RoutingDecision(
         expert_index=expert_index,
         gate=gate,
@@ -134,9 +146,9 @@ class TopOneRouter(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None):
         router_logits = self.classifier(hidden_states).float()
-        probs = torch.softmax(router_logits, dim=-1)
-        gate, expert_index = probs.max(dim=-1)
-        return expert_index, gate, router_logits
+        router_probs = torch.softmax(router_logits, dim=-1)
+        gate, expert_index = router_probs.max(dim=-1)
+        return expert_index, gate, router_logits, router_probs
 
 
 class HashRouter(nn.Module):
@@ -158,7 +170,7 @@ class HashRouter(nn.Module):
         if input_ids is None:
             raise ValueError("Hash routing picks experts from token ids: pass `input_ids`, not `inputs_embeds`.")
         expert_index = self.token_to_expert[input_ids]
-        return expert_index, torch.ones_like(expert_index, dtype=torch.float32), None
+        return expert_index, torch.ones_like(expert_index, dtype=torch.float32), None, None
 
 
 def build_router(config, hidden_size: int, num_experts: int) -> nn.Module:
@@ -167,42 +179,13 @@ def build_router(config, hidden_size: int, num_experts: int) -> nn.Module:
     return TopOneRouter(hidden_size, num_experts)
 
 
-def _grouped_mm_applies(inputs: torch.Tensor, weight: torch.Tensor) -> bool:
-    # The CPU kernel's backward rejects expanded gradients (torch 2.13), so it serves inference only.
-    needs_grad = torch.is_grad_enabled() and (inputs.requires_grad or weight.requires_grad)
-    return (
-        hasattr(torch, "_grouped_mm")
-        and not needs_grad
-        and inputs.device.type == "cpu"
-        and inputs.dtype in (torch.float32, torch.bfloat16)
-    )
-
-
-def grouped_linear(
-    sorted_inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, group_sizes: torch.Tensor
-) -> torch.Tensor:
-    """``y[i] = W[g(i)] x[i] + b[g(i)]`` for rows grouped contiguously by expert; ``weight`` is ``[E, out, in]``."""
-    if _grouped_mm_applies(sorted_inputs, weight):
-        offsets = group_sizes.cumsum(0).to(torch.int32)
-        outputs = torch._grouped_mm(sorted_inputs, weight.transpose(1, 2), offs=offsets)
-        if bias is not None:
-            outputs = outputs + bias.repeat_interleave(group_sizes, dim=0, output_size=sorted_inputs.shape[0])
-        return outputs
-    pieces = []
-    for expert, chunk in enumerate(sorted_inputs.split(group_sizes.tolist())):
-        if chunk.shape[0]:
-            pieces.append(F.linear(chunk, weight[expert], None if bias is None else bias[expert]))
-    if not pieces:
-        return sorted_inputs.new_zeros(0, weight.shape[1])
-    return torch.cat(pieces)
-
-
 def _exporting() -> bool:
     return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 class ExpertDispatch:
-    """Groups the kept tokens of a ``RoutingDecision`` by expert, once, for every expert matrix that follows."""
+    """Every expert's token positions for a ``RoutingDecision``, found once for every expert matrix that
+    follows (MoE attention applies four)."""
 
     def __init__(self, decision: RoutingDecision, num_experts: int):
         self.num_experts = num_experts
@@ -214,32 +197,21 @@ class ExpertDispatch:
             self.positions = [(target == expert).nonzero().squeeze(-1) for expert in range(num_experts)]
         else:
             order = torch.argsort(target, stable=True)
-            counts = torch.bincount(target, minlength=num_experts + 1)
-            num_kept = self.num_tokens - int(counts[num_experts])
-            self.order = order[:num_kept]
-            self.group_sizes = counts[:num_experts]
+            counts = torch.bincount(target, minlength=num_experts + 1).tolist()
+            self.positions = list(order.split(counts))[:num_experts]
 
     def run(
-        self,
-        inputs: torch.Tensor,
-        grouped_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        single_fn: Callable[[torch.Tensor, int], torch.Tensor],
-        out_features: int,
+        self, inputs: torch.Tensor, expert_fn: Callable[[torch.Tensor, int], torch.Tensor], out_features: int
     ) -> torch.Tensor:
-        """Apply each token's expert to ``inputs`` ``[T, in]``; dropped and padding tokens get zeros.
-
-        ``grouped_fn(sorted_inputs, group_sizes)`` runs all experts over contiguous groups (eager);
-        ``single_fn(expert_inputs, expert)`` runs one expert (export form).
-        """
+        """``expert_fn(rows, expert)`` applied to each expert's rows of ``inputs`` ``[T, in]``; dropped and
+        padding tokens get zeros."""
         outputs = inputs.new_zeros(self.num_tokens, out_features)
-        if self.exporting:
-            for expert in range(self.num_experts):
-                positions = self.positions[expert]
-                expert_outputs = single_fn(inputs.index_select(0, positions), expert)
-                outputs = outputs.index_add(0, positions, expert_outputs.to(outputs.dtype))
-            return outputs
-        expert_outputs = grouped_fn(inputs.index_select(0, self.order), self.group_sizes)
-        return outputs.index_copy(0, self.order, expert_outputs.to(outputs.dtype))
+        for expert, positions in enumerate(self.positions):
+            if not self.exporting and positions.numel() == 0:
+                continue
+            expert_outputs = expert_fn(inputs.index_select(0, positions), expert)
+            outputs.index_add_(0, positions, expert_outputs.to(outputs.dtype))
+        return outputs
 
 
 class ExpertLinear(nn.Module):
@@ -255,10 +227,7 @@ class ExpertLinear(nn.Module):
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
         return dispatch.run(
-            inputs,
-            lambda rows, sizes: grouped_linear(rows, self.weight, self.bias, sizes),
-            lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]),
-            self.out_features,
+            inputs, lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]), self.out_features
         )
 
 
@@ -280,15 +249,11 @@ class MoEExperts(nn.Module):
         self.act = ACT2FN[hidden_act]
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
-        def grouped(rows: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-            hidden = self.act(grouped_linear(rows, self.fc1_weight, self.fc1_bias, sizes))
-            return grouped_linear(hidden, self.fc2_weight, self.fc2_bias, sizes)
-
-        def single(rows: torch.Tensor, expert: int) -> torch.Tensor:
+        def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
             hidden = self.act(F.linear(rows, self.fc1_weight[expert], self.fc1_bias[expert]))
             return F.linear(hidden, self.fc2_weight[expert], self.fc2_bias[expert])
 
-        return dispatch.run(inputs, grouped, single, self.hidden_size)
+        return dispatch.run(inputs, expert_ffn, self.hidden_size)
 
 
 class MoEFeedForward(nn.Module):
@@ -309,11 +274,12 @@ class MoEFeedForward(nn.Module):
         batch, seq, width = hidden_states.shape
         flat = hidden_states.reshape(batch * seq, width)
         flat_ids = None if input_ids is None else input_ids.reshape(-1)
-        expert_index, gate, router_logits = self.router(flat, flat_ids)
+        expert_index, gate, router_logits, router_probs = self.router(flat, flat_ids)
         decision = route_tokens(
             expert_index,
             gate,
             router_logits,
+            router_probs,
             token_mask.reshape(-1),
             self.num_experts,
             self.capacity_factor if self.training else self.eval_capacity_factor,

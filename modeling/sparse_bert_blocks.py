@@ -119,9 +119,16 @@ class SparseBertAttention(nn.Module):
         if self.num_experts > 1:
             flat = hidden_states.reshape(-1, hidden_states.shape[-1])
             flat_ids = None if input_ids is None else input_ids.reshape(-1)
-            expert_index, gate, router_logits = self.router(flat, flat_ids)
+            expert_index, gate, router_logits, router_probs = self.router(flat, flat_ids)
             decision = route_tokens(
-                expert_index, gate, router_logits, token_mask.reshape(-1), self.num_experts, None, self.aux_loss_type
+                expert_index,
+                gate,
+                router_logits,
+                router_probs,
+                token_mask.reshape(-1),
+                self.num_experts,
+                None,
+                self.aux_loss_type,
             )
             dispatch = ExpertDispatch(decision, self.num_experts)
         context, probs = self.self(hidden_states, additive_mask, dispatch, output_attentions)

@@ -163,8 +163,8 @@ def test_hash_routing_is_deterministic_and_balanced():
     assert not torch.equal(first.token_to_expert, other_seed.token_to_expert)
     assert torch.bincount(first.token_to_expert).tolist() == [250] * 4
     ids = torch.tensor([5, 17, 5, 999])
-    index, gate, logits = first(torch.randn(4, 8), ids)
-    assert index[0] == index[2] and logits is None and torch.all(gate == 1)
+    index, gate, logits, probs = first(torch.randn(4, 8), ids)
+    assert index[0] == index[2] and logits is None and probs is None and torch.all(gate == 1)
 
 
 def test_hash_routing_of_a_token_ignores_context():
