@@ -23,6 +23,9 @@ class CompactBertPreTrainedModel(PreTrainedModel):
 
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    # Head losses are per-batch means, so Trainer must scale them for gradient accumulation itself rather
+    # than pass ``num_items_in_batch`` (which it would, seeing the heads' ``**backbone_kwargs``).
+    accepts_loss_kwargs = False
 
     def _init_weights(self, module: nn.Module) -> None:
         std = self.config.initializer_range

@@ -3,24 +3,39 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from . import convert_command, presets_command
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (presets_command, convert_command)
+_SIMPLE_COMMANDS = (presets_command, convert_command)
+# Training commands parse their own arguments (HfArgumentParser: every TrainingArguments flag).
+TRAINING_COMMANDS = {("pretrain",): "pretrain_command"}
+DISTILLATION_METHODS = {"mobilebert": "distill_mobilebert_command"}
+TRAINING_COMMANDS.update({("distill", method): module for method, module in DISTILLATION_METHODS.items()})
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compact-bert", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in _COMMANDS:
+    for command in _SIMPLE_COMMANDS:
         command.add_parser(subparsers)
+    subparsers.add_parser(
+        "pretrain", help="Pre-train a preset with MLM (+NSP); see `compact-bert pretrain --help`.", add_help=False
+    )
+    distill = subparsers.add_parser("distill", help="Distill a student; see `compact-bert distill METHOD --help`.")
+    distill.add_argument("method", choices=sorted(DISTILLATION_METHODS), help="Distillation method.")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for prefix, module_name in TRAINING_COMMANDS.items():
+        if tuple(argv[: len(prefix)]) == prefix:
+            module = importlib.import_module(f"{__package__}.{module_name}")
+            return module.run(argv[len(prefix) :])
     args = build_parser().parse_args(argv)
     return args.handler(args)
 

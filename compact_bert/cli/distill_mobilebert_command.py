@@ -1,0 +1,63 @@
+"""``compact-bert distill mobilebert``: layer-wise knowledge transfer from an IB-BERT teacher (AKT/JKT/PKT)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import transformers
+
+from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
+from ..distillation.mobilebert_config import MobileBertDistillationConfig
+from ..distillation.mobilebert_trainer import MobileBertDistillationTrainer
+from ..distillation.trainer_utils import masked_token_accuracy, prepare_block_datasets, preprocess_logits_for_accuracy
+from .training_common import build_from_preset, load_pretrained, parse_arguments, train_and_report
+
+__all__ = ["MobileBertStudentArguments", "run"]
+
+DESCRIPTION = (
+    "Distill a MobileBERT student from a pre-trained IB-BERT teacher (`compact-bert pretrain`) with the "
+    "feature-map (eq. 2) and attention (eq. 3) transfer and pre-training distillation (eq. 4) of the MobileBERT "
+    "paper, using the auxiliary (akt), joint (jkt) or progressive (pkt) strategy. Every TrainingArguments flag "
+    "is accepted; stages are counted in optimizer steps (--max_steps is required)."
+)
+
+
+@dataclass
+class MobileBertStudentArguments:
+    teacher: str = field(default=None, metadata={"help": "Folder of the teacher (an IB-BERT pre-training or MLM model)."})
+    student_preset: str = field(default="mobilebert", metadata={"help": "Preset of the student."})
+    student_overrides: str = field(
+        default="{}", metadata={"help": "JSON object of student config fields, e.g. to match a small teacher's layers."}
+    )
+    next_sentence_prediction: bool = field(default=True, metadata={"help": "Include NSP in pre-training distillation."})
+
+    def __post_init__(self):
+        if not self.teacher:
+            raise SystemExit("--teacher is required: the folder of a pre-trained IB-BERT teacher.")
+
+
+def run(argv: list[str]) -> int:
+    student_args, corpus, training_args = parse_arguments(
+        (MobileBertStudentArguments, CorpusArguments, MobileBertDistillationConfig), argv,
+        "compact-bert distill mobilebert", DESCRIPTION,
+    )  # fmt: skip
+    teacher = load_pretrained(
+        student_args.teacher, (transformers.AutoModelForPreTraining, transformers.AutoModelForMaskedLM), "teacher"
+    )
+    student = build_from_preset(student_args.student_preset, student_args.student_overrides, "student_overrides",
+                                transformers.AutoModelForPreTraining)  # fmt: skip
+    tokenizer = default_tokenizer()
+    train, held_out = prepare_block_datasets(corpus, tokenizer, student.config, student_args.next_sentence_prediction)
+    trainer = MobileBertDistillationTrainer(
+        model=student,
+        teacher=teacher,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=held_out,
+        processing_class=tokenizer,
+        data_collator=PretrainingCollator(tokenizer, corpus.mlm_probability, student_args.next_sentence_prediction),
+        compute_metrics=masked_token_accuracy,
+        preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
+    )
+    train_and_report(trainer, tokenizer, training_args, {"strategy": training_args.strategy})
+    return 0

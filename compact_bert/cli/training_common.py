@@ -1,0 +1,81 @@
+"""Shared plumbing of the training commands: argument parsing, model building, run-and-report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import transformers
+from transformers import HfArgumentParser
+
+from ..configuration import PRESETS, preset_config
+
+__all__ = ["build_from_preset", "load_pretrained", "parse_arguments", "parse_json_object", "train_and_report"]
+
+
+def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, description: str):
+    """Parse ``argv`` into the dataclasses; ``--help`` lists every field with its help text."""
+    parser = HfArgumentParser(dataclass_types, prog=program, description=description)
+    return parser.parse_args_into_dataclasses(args=argv)
+
+
+def parse_json_object(text: str, field: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SystemExit(f"--{field} must be a JSON object, e.g. '{{\"num_hidden_layers\": 4}}': {error}") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"--{field} must be a JSON object, got {text!r}.")
+    return value
+
+
+def build_from_preset(preset: str, overrides_json: str, field: str, auto_class):
+    """A freshly initialized model of ``preset`` with ``overrides`` applied; bad fields fail here."""
+    if preset not in PRESETS:
+        raise SystemExit(f"Unknown preset {preset!r}; valid presets: {', '.join(sorted(PRESETS))}.")
+    try:
+        config = preset_config(preset, **parse_json_object(overrides_json, field))
+    except ValueError as error:
+        raise SystemExit(f"--{field}: {error}") from None
+    return auto_class.from_config(config)
+
+
+def load_pretrained(path: str, auto_classes: tuple, role: str):
+    """The first of ``auto_classes`` that can load ``path`` (e.g. pre-training head, else masked LM)."""
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise SystemExit(f"--{role}: {folder} is not a model folder (no config.json).")
+    errors = []
+    for auto_class in auto_classes:
+        try:
+            return auto_class.from_pretrained(folder)
+        except (ValueError, KeyError) as error:
+            errors.append(f"{auto_class.__name__}: {error}")
+    raise SystemExit(f"--{role}: cannot load {folder}: " + " | ".join(errors))
+
+
+def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | None = None) -> dict:
+    """Train (resuming if asked), save model + tokenizer, evaluate, print and return a summary."""
+    transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
+    logging.basicConfig(stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("compact_bert").setLevel(logging.INFO if training_args.should_log else logging.WARNING)
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(training_args.output_dir)
+    metrics = trainer.evaluate() if trainer.eval_dataset is not None else {}
+    summary = {
+        "output_dir": str(Path(training_args.output_dir).resolve()),
+        "train_seconds": round(time.perf_counter() - start, 1),
+        "optimizer_steps": trainer.state.global_step,
+        **{key: round(value, 4) if isinstance(value, float) else value for key, value in metrics.items()},
+        **(extra_summary or {}),
+    }
+    if trainer.is_world_process_zero():
+        Path(training_args.output_dir, "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(json.dumps(summary, indent=2))
+    return summary

