@@ -63,7 +63,10 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     logging.basicConfig(stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("compact_bert").setLevel(logging.INFO if training_args.should_log else logging.WARNING)
     start = time.perf_counter()
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    resume = training_args.resume_from_checkpoint
+    if isinstance(resume, str) and resume.lower() in ("last", "true"):
+        resume = True  # the newest checkpoint-* folder in output_dir
+    trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(training_args.output_dir)
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(training_args.output_dir)
@@ -72,6 +75,7 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
         "output_dir": str(Path(training_args.output_dir).resolve()),
         "train_seconds": round(time.perf_counter() - start, 1),
         "optimizer_steps": trainer.state.global_step,
+        "world_size": training_args.world_size,
         **{key: round(value, 4) if isinstance(value, float) else value for key, value in metrics.items()},
         **(extra_summary or {}),
     }

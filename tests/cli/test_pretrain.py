@@ -1,0 +1,44 @@
+"""`compact-bert pretrain`: a few steps of MLM+NSP on a preset, saved and loadable, with held-out accuracy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import transformers
+
+from compact_bert.modeling import IBBertForPreTraining, MoEBertForMaskedLM
+from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, run_cli
+
+SMALL_IB_BERT = json.dumps({"num_hidden_layers": 2, "hidden_size": 32, "intra_bottleneck_size": 64,
+                            "intermediate_size": 64, "embedding_size": 16, "max_position_embeddings": 64})  # fmt: skip
+
+
+def test_pretrain_ib_bert_with_nsp(tmp_path):
+    result = run_cli(["pretrain", "--preset", "ib-bert-large", "--model_overrides", SMALL_IB_BERT,
+                      "--output_dir", str(tmp_path), "--max_steps", "4", "--per_device_train_batch_size", "4",
+                      *QUICK_DATA, *QUIET])  # fmt: skip
+    summary = json.loads((tmp_path / "run_summary.json").read_text())
+    assert summary["optimizer_steps"] == 4 and 0.0 <= summary["eval_masked_token_accuracy"] <= 1.0
+    assert '"eval_loss"' in result.stdout
+    model = transformers.AutoModelForPreTraining.from_pretrained(tmp_path)
+    assert isinstance(model, IBBertForPreTraining) and model.config.num_hidden_layers == 2
+
+
+def test_pretrain_moe_bert_uses_mlm_only(tmp_path):
+    overrides = json.dumps({"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
+                            "intermediate_size": 64, "num_experts": 4})  # fmt: skip
+    run_cli(["pretrain", "--preset", "moe-bert-small", "--model_overrides", overrides, "--output_dir", str(tmp_path),
+             "--max_steps", "2", "--per_device_train_batch_size", "4", *QUICK_DATA, *QUIET])  # fmt: skip
+    assert isinstance(transformers.AutoModelForMaskedLM.from_pretrained(tmp_path), MoEBertForMaskedLM)
+
+
+def test_pretrain_rejects_bad_presets_and_overrides(tmp_path):
+    for arguments, message in (
+        (["--preset", "bert-gigantic"], "Unknown preset 'bert-gigantic'"),
+        (["--model_overrides", '{"num_experts": 0}', "--preset", "moe-bert-small"], "`num_experts`"),
+        (["--model_overrides", "{not json"], "must be a JSON object"),
+    ):
+        result = subprocess.run(cli_command(["pretrain", "--output_dir", str(tmp_path), *arguments]),
+                                capture_output=True, text=True, env=environment(), timeout=300)  # fmt: skip
+        assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]

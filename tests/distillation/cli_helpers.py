@@ -1,0 +1,43 @@
+"""Run the compact-bert CLI in subprocesses, as users and accelerate do."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HELD_OUT = REPO_ROOT / "distillation" / "corpus" / "wikitext2_heldout.txt"
+QUICK_DATA = ["--corpus", str(HELD_OUT), "--block_size", "32", "--max_train_blocks", "256", "--max_eval_blocks", "16"]
+QUIET = ["--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true", "--seed", "0"]
+
+
+def environment() -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def cli_command(arguments: list[str], processes: int = 1) -> list[str]:
+    if processes == 1:
+        return [sys.executable, "-m", "compact_bert.cli.main", *arguments]
+    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", "29517", "-m", "compact_bert.cli.main", *arguments]  # fmt: skip
+
+
+def run_cli(arguments: list[str], processes: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:
+    result = subprocess.run(cli_command(arguments, processes), capture_output=True, text=True, timeout=timeout,
+                            env=environment(), cwd=REPO_ROOT)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return result
+
+
+def stage_steps(checkpoint: Path) -> dict[int, int]:
+    """Optimizer steps per stage index, from a checkpoint's log history (logging_steps=1)."""
+    history = json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
+    steps: dict[int, set[int]] = {}
+    for entry in history:
+        if "stage" in entry and "eval_loss" not in entry:
+            steps.setdefault(int(entry["stage"]), set()).add(entry["step"])
+    return {stage: len(members) for stage, members in sorted(steps.items())}

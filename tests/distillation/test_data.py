@@ -1,0 +1,126 @@
+"""Corpus pipeline on the real WikiText-2 files, collation, and every bad input failing early and clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+
+from compact_bert.configuration import MiniMoEConfig
+from compact_bert.distillation.data import (
+    CorpusArguments,
+    PretrainingCollator,
+    build_block_dataset,
+    bundled_corpus_files,
+    check_model_compatibility,
+    default_tokenizer,
+    load_text_corpus,
+    resolve_text_files,
+)
+
+SHARED_WIKITEXT = Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return default_tokenizer()
+
+
+def test_real_wikitext_files_become_full_blocks(tokenizer):
+    assert (SHARED_WIKITEXT / "valid.txt").is_file(), "the shared WikiText-2 data must sit at ../shared/data"
+    text = load_text_corpus([str(SHARED_WIKITEXT / "valid.txt")])
+    assert len(text) > 2000 and all(row["text"].strip() for row in text.select(range(50)))
+    blocks = build_block_dataset(text, tokenizer, block_size=64, with_pairs=False)
+    assert len(blocks) > 1000
+    assert {len(row["input_ids"]) for row in blocks.select(range(100))} == {62}
+    decoded = tokenizer.decode(blocks[0]["input_ids"])
+    assert "homarus" in decoded  # the first article of the validation split
+
+
+def test_bundled_slice_matches_the_shared_data():
+    train, held_out = bundled_corpus_files("train")[0], bundled_corpus_files("heldout")[0]
+    assert train.read_bytes() == (SHARED_WIKITEXT / "valid.txt").read_bytes()
+    assert (SHARED_WIKITEXT / "test.txt").read_text(encoding="utf-8").startswith(held_out.read_text(encoding="utf-8"))
+    assert train.stat().st_size + held_out.stat().st_size <= 2 * 1024 * 1024
+    with pytest.raises(ValueError, match="split"):
+        bundled_corpus_files("validation")
+
+
+def test_folders_streaming_and_saved_datasets(tmp_path, tokenizer):
+    (tmp_path / "docs" / "nested").mkdir(parents=True)
+    (tmp_path / "docs" / "a.txt").write_text("the first line\n\nsecond line here\n", encoding="utf-8")
+    (tmp_path / "docs" / "nested" / "b.txt").write_text("another file\n", encoding="utf-8")
+    assert [p.name for p in resolve_text_files([str(tmp_path / "docs")])] == ["a.txt", "b.txt"]
+    assert len(load_text_corpus([str(tmp_path / "docs")])) == 3
+    streamed = load_text_corpus([str(tmp_path / "docs")], streaming=True)
+    assert isinstance(streamed, datasets.IterableDataset) and len(list(streamed)) == 3
+    saved = datasets.Dataset.from_dict({"body": ["a saved dataset row", "  "]})
+    saved.save_to_disk(str(tmp_path / "saved"))
+    loaded = load_text_corpus([str(tmp_path / "saved")], text_column="body")
+    assert loaded["text"] == ["a saved dataset row"]
+    with pytest.raises(ValueError, match="no column 'content'"):
+        load_text_corpus([str(tmp_path / "saved")], text_column="content")
+
+
+def test_bad_files_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.txt does not exist"):
+        resolve_text_files([str(tmp_path / "missing.txt")])
+    (tmp_path / "empty.txt").write_text("  \n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="empty.txt is empty"):
+        resolve_text_files([str(tmp_path / "empty.txt")])
+    (tmp_path / "latin1.txt").write_bytes("line one\nline two\ncaf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt is not UTF-8: byte 0xe9 at line 3"):
+        resolve_text_files([str(tmp_path / "latin1.txt")])
+    (tmp_path / "no_text").mkdir()
+    with pytest.raises(ValueError, match="contains no .txt files"):
+        resolve_text_files([str(tmp_path / "no_text")])
+
+
+def test_block_size_and_tokenizer_checks(tokenizer):
+    config = MiniMoEConfig(max_position_embeddings=64)
+    with pytest.raises(ValueError, match=r"`block_size` \(128\) exceeds the model's `max_position_embeddings` \(64\)"):
+        check_model_compatibility(config, tokenizer, 128)
+    with pytest.raises(ValueError, match="tokenizer has 30522 tokens but the model's `vocab_size` is 1000"):
+        check_model_compatibility(MiniMoEConfig(vocab_size=1000), tokenizer, 64)
+    check_model_compatibility(config, tokenizer, 64)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"block_size": 4}, "block_size"),
+    ({"mlm_probability": 0.0}, "mlm_probability"),
+    ({"max_train_blocks": 0}, "max_train_blocks"),
+    ({"corpus": ["a.txt"], "dataset_name": "wikitext"}, "either `corpus` or `dataset_name`"),
+])  # fmt: skip
+def test_corpus_arguments_are_validated(fields, message):
+    with pytest.raises(ValueError, match=message):
+        CorpusArguments(**fields)
+
+
+def test_mlm_collation_masks_fifteen_percent_with_80_10_10(tokenizer):
+    torch.manual_seed(0)
+    blocks = [{"input_ids": list(range(1000, 1126))} for _ in range(64)]
+    batch = PretrainingCollator(tokenizer, 0.15)(blocks)
+    assert batch["input_ids"].shape == (64, 128)
+    assert torch.all(batch["input_ids"][:, 0] == tokenizer.cls_token_id)
+    assert torch.all(batch["labels"][:, [0, -1]] == -100)
+    selected = batch["labels"] != -100
+    assert 0.13 < selected.float().mean() < 0.17
+    masked = batch["input_ids"][selected] == tokenizer.mask_token_id
+    kept = batch["input_ids"][selected] == batch["labels"][selected]
+    assert 0.75 < masked.float().mean() < 0.85 and 0.06 < kept.float().mean() < 0.14
+
+
+def test_next_sentence_pairs(tokenizer):
+    torch.manual_seed(0)
+    blocks = [{"input_ids": [1000 + i] * 125} for i in range(200)]
+    batch = PretrainingCollator(tokenizer, 0.15, next_sentence_prediction=True)(blocks)
+    assert batch["input_ids"].shape == (200, 128) and batch["token_type_ids"].shape == (200, 128)
+    labels = batch["next_sentence_label"]
+    assert 0.4 < labels.float().mean() < 0.6
+    unmasked = torch.where(batch["labels"] != -100, batch["labels"], batch["input_ids"])
+    second_half = unmasked[:, 64:127]  # [CLS] a(62) [SEP] | b(63) [SEP]
+    is_own = (second_half == torch.tensor([1000 + i for i in range(200)])[:, None]).float().mean(1) > 0.5
+    assert torch.equal(is_own, labels == 0)
+    assert torch.all(batch["token_type_ids"][:, :64] == 0) and torch.all(batch["token_type_ids"][:, 64:] == 1)
