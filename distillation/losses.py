@@ -11,10 +11,14 @@ from torch.nn import functional as F
 
 __all__ = [
     "attention_transfer_loss",
+    "cosine_relation_loss",
     "feature_map_transfer_loss",
     "masked_mean",
     "mlm_distillation_loss",
     "pretraining_distillation_loss",
+    "query_key_relation_loss",
+    "sample_token_groups",
+    "self_attention_relation_loss",
 ]
 
 
@@ -109,3 +113,108 @@ def pretraining_distillation_loss(
         raise ValueError(f"`alpha` must be in [0, 1], got {alpha}.")
     loss = alpha * mlm_loss + (1.0 - alpha) * distillation_loss
     return loss if next_sentence_loss is None else loss + next_sentence_loss
+
+
+def _relation_log_probs(states: torch.Tensor, num_relation_heads: int, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """``log softmax(X_r X_rᵀ / √d_r)`` for ``[batch, seq, width]`` states re-split into relation heads."""
+    batch, seq, width = states.shape
+    head_size = width // num_relation_heads
+    heads = states.float().view(batch, seq, num_relation_heads, head_size).transpose(1, 2)
+    scores = heads @ heads.transpose(-1, -2) / head_size**0.5
+    if key_mask is not None:
+        scores = scores.masked_fill(~key_mask.bool()[:, None, None, :], torch.finfo(scores.dtype).min)
+    return F.log_softmax(scores, dim=-1)
+
+
+def self_attention_relation_loss(
+    student_states: dict[str, torch.Tensor],
+    teacher_states: dict[str, torch.Tensor],
+    num_relation_heads: int = 32,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """MiniLMv2 self-attention relation distillation (paper 002 §3.2).
+
+    For each of ``query``, ``key``, ``value`` (``[batch, seq, all_head_size]`` of one teacher layer and one
+    student layer), the heads are concatenated and re-split into ``num_relation_heads`` relation heads —
+    each side with its own head size, so hidden sizes and head counts may differ — and the relation
+    ``softmax(X_r X_rᵀ / √d_r)`` of the teacher is distilled into the student's with
+    ``KL(teacher ‖ student)``, averaged over relation heads and real query tokens; padded tokens are never
+    attended to. The loss is the mean over the Q-Q, K-K and V-V relations.
+    """
+    losses = []
+    for name in ("query", "key", "value"):
+        student, teacher = student_states[name], teacher_states[name]
+        for side, states in (("student", student), ("teacher", teacher)):
+            if states.shape[-1] % num_relation_heads:
+                raise ValueError(
+                    f"`num_relation_heads` ({num_relation_heads}) must divide the {side}'s {name} size "
+                    f"({states.shape[-1]}); choose a common divisor of the teacher's and the student's all-head sizes."
+                )
+        student_log = _relation_log_probs(student, num_relation_heads, attention_mask)
+        teacher_probs = _relation_log_probs(teacher, num_relation_heads, attention_mask).exp()
+        per_query = _kl_divergence(teacher_probs, student_log).mean(1)
+        losses.append(masked_mean(per_query, attention_mask))
+    return torch.stack(losses).mean()
+
+
+def sample_token_groups(
+    attention_mask: torch.Tensor, num_tokens: int, group_size: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Draw ``num_tokens`` distinct real tokens of a batch and split them into groups of ``group_size``.
+
+    Returns flat indices into ``[batch * seq]`` shaped ``[num_tokens // group_size, group_size]`` (paper
+    003 appendix A: 4096 tokens in 32 groups of 128). Padding is never drawn; a batch with fewer real
+    tokens than ``num_tokens`` is an error, since the relations would then silently change meaning.
+    """
+    if num_tokens % group_size:
+        raise ValueError(f"`num_tokens` ({num_tokens}) must be a multiple of `group_size` ({group_size}).")
+    real = attention_mask.reshape(-1).nonzero().squeeze(-1)
+    if real.numel() < num_tokens:
+        raise ValueError(
+            f"The batch holds {real.numel()} real tokens but {num_tokens} are sampled for relation distillation; "
+            "raise the batch size or block size, or lower the number of sampled tokens."
+        )
+    chosen = real[torch.randperm(real.numel(), generator=generator, device="cpu")[:num_tokens].to(real.device)]
+    return chosen.view(num_tokens // group_size, group_size)
+
+
+def _cosine_matrix(vectors: torch.Tensor) -> torch.Tensor:
+    normalized = F.normalize(vectors.float(), dim=-1)
+    return normalized @ normalized.transpose(-1, -2)
+
+
+def cosine_relation_loss(
+    student_states: torch.Tensor, teacher_states: torch.Tensor, token_groups: torch.Tensor
+) -> torch.Tensor:
+    """Relation alignment of paper 003 eq. 6-8: per group of sampled tokens, the pairwise cosine-similarity
+    matrices of student and teacher states are matched with MSE (``1/N² Σ_ij (s_ij − s'_ij)²``), averaged
+    over groups. Student and teacher widths may differ."""
+    student = student_states.reshape(-1, student_states.shape[-1])[token_groups]
+    teacher = teacher_states.reshape(-1, teacher_states.shape[-1])[token_groups]
+    return (_cosine_matrix(student) - _cosine_matrix(teacher)).pow(2).mean()
+
+
+def query_key_relation_loss(
+    student_query: torch.Tensor,
+    student_key: torch.Tensor,
+    teacher_query: torch.Tensor,
+    teacher_key: torch.Tensor,
+    num_heads: int,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Attention relation alignment of paper 003 eq. 9-11: per head and sequence, the cosine similarity of
+    every query with every key, matched with MSE between student and teacher and averaged over heads and
+    real (query, key) pairs. Both sides need ``num_heads`` heads; their head sizes may differ."""
+
+    def cosines(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        batch, seq, width = query.shape
+        split = (batch, seq, num_heads, width // num_heads)
+        query = F.normalize(query.float().view(split).transpose(1, 2), dim=-1)
+        key = F.normalize(key.float().view(split).transpose(1, 2), dim=-1)
+        return query @ key.transpose(-1, -2)
+
+    squared = (cosines(student_query, student_key) - cosines(teacher_query, teacher_key)).pow(2)
+    if attention_mask is None:
+        return squared.mean()
+    pairs = (attention_mask[:, :, None] * attention_mask[:, None, :]).to(squared.dtype)[:, None]
+    return (squared * pairs).sum() / (pairs.sum() * num_heads).clamp(min=1.0)

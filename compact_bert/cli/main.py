@@ -13,7 +13,11 @@ __all__ = ["build_parser", "main"]
 _SIMPLE_COMMANDS = (presets_command, convert_command)
 # Training commands parse their own arguments (HfArgumentParser: every TrainingArguments flag).
 TRAINING_COMMANDS = {("pretrain",): "pretrain_command"}
-DISTILLATION_METHODS = {"mobilebert": "distill_mobilebert_command"}
+DISTILLATION_METHODS = {
+    "mobilebert": "distill_mobilebert_command",
+    "minimoe": "distill_minimoe_command",
+    "tcd": "distill_tcd_command",
+}
 TRAINING_COMMANDS.update({("distill", method): module for method, module in DISTILLATION_METHODS.items()})
 
 

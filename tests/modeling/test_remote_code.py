@@ -4,43 +4,13 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import torch
 
 from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
 from compact_bert.modeling.remote_code import collect_remote_code
 from tests.conftest import random_batch, tiny_configs
-
-CHILD = textwrap.dedent(
-    """
-    import importlib.abc, json, sys
-
-    class BlockCompactBert(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "compact_bert" or name.startswith("compact_bert."):
-                raise ModuleNotFoundError(f"{name} is blocked in this test")
-
-    sys.meta_path.insert(0, BlockCompactBert())
-    import torch, transformers
-
-    cases = json.load(open(sys.argv[1]))
-    for case in cases:
-        model = getattr(transformers, case["auto_name"]).from_pretrained(case["folder"], trust_remote_code=True)
-        model.eval()
-        reference = torch.load(case["reference"])
-        with torch.no_grad():
-            output = getattr(model(**reference["inputs"]), case["output"])
-        torch.testing.assert_close(output, reference["expected"])
-        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-    assert not any(name.startswith("compact_bert") for name in sys.modules)
-    print("loaded", len(cases))
-    """
-)
-
+from tests.remote_code_helpers import load_in_fresh_process
 
 def test_every_family_and_head_loads_as_remote_code_without_compact_bert(tmp_path):
     cases = []
@@ -58,16 +28,7 @@ def test_every_family_and_head_loads_as_remote_code_without_compact_bert(tmp_pat
             torch.save({"inputs": batch, "expected": expected}, folder / "reference.pt")
             cases.append({"folder": str(folder), "auto_name": auto_name, "output": output,
                           "reference": str(folder / "reference.pt")})  # fmt: skip
-    (tmp_path / "cases.json").write_text(json.dumps(cases))
-    (tmp_path / "child.py").write_text(CHILD)
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    environment.pop("PYTHONPATH", None)
-    result = subprocess.run(
-        [sys.executable, str(tmp_path / "child.py"), str(tmp_path / "cases.json")],
-        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert f"loaded {len(cases)}" in result.stdout
+    load_in_fresh_process(cases, tmp_path)
 
 
 def test_saved_folder_is_flat_and_declares_auto_map(tmp_path):

@@ -1,0 +1,68 @@
+"""``compact-bert distill tcd``: pre-train a MoE-BERT with transfer-capability distillation (paper 003)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import transformers
+
+from ..configuration import MoEBertConfig
+from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
+from ..distillation.tcd_config import TransferCapabilityDistillationConfig
+from ..distillation.tcd_trainer import TransferCapabilityDistillationTrainer
+from ..distillation.teachers import load_encoder
+from ..distillation.trainer_utils import masked_token_accuracy, prepare_block_datasets, preprocess_logits_for_accuracy
+from .training_common import build_from_preset, parse_arguments, train_and_report
+
+__all__ = ["TransferCapabilityStudentArguments", "run"]
+
+DESCRIPTION = (
+    "Pre-train a MoE-BERT student with MLM + load balancing + transfer-capability distillation from a vanilla "
+    "BERT teacher (trunk, residual-inner and query-key cosine relations; paper 003 eq. 13). The teacher is a "
+    "dense moe_bert preset pre-trained with `compact-bert pretrain`, or any BERT-like encoder with the same "
+    "number of layers (else --layer_map). Every TrainingArguments flag is accepted."
+)
+
+
+@dataclass
+class TransferCapabilityStudentArguments:
+    teacher: str = field(default=None, metadata={"help": "Folder of the vanilla (dense) BERT teacher."})
+    student_preset: str = field(default="moe-bert-small", metadata={"help": "MoE-BERT student preset."})
+    student_overrides: str = field(default="{}", metadata={"help": "JSON object of student config fields."})
+
+    def __post_init__(self):
+        if not self.teacher:
+            raise SystemExit("--teacher is required: the folder of a pre-trained vanilla BERT teacher.")
+
+
+def run(argv: list[str]) -> int:
+    student_args, corpus, training_args = parse_arguments(
+        (TransferCapabilityStudentArguments, CorpusArguments, TransferCapabilityDistillationConfig), argv,
+        "compact-bert distill tcd", DESCRIPTION,
+    )  # fmt: skip
+    tokens_per_batch = training_args.per_device_train_batch_size * corpus.block_size
+    if tokens_per_batch < training_args.sampled_tokens:
+        raise SystemExit(
+            f"--sampled_tokens {training_args.sampled_tokens} exceeds the {tokens_per_batch} tokens of a batch "
+            f"(per_device_train_batch_size {training_args.per_device_train_batch_size} x block_size {corpus.block_size})."
+        )
+    try:
+        teacher = load_encoder(student_args.teacher)
+    except (ValueError, OSError) as error:
+        raise SystemExit(f"--teacher: {error}") from None
+    student = build_from_preset(student_args.student_preset, student_args.student_overrides, "student_overrides",
+                                transformers.AutoModelForMaskedLM)  # fmt: skip
+    if not isinstance(student.config, MoEBertConfig):
+        raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MoE-BERT preset.")
+    tokenizer = default_tokenizer()
+    train, held_out = prepare_block_datasets(corpus, tokenizer, student.config, with_pairs=False)
+    try:
+        trainer = TransferCapabilityDistillationTrainer(
+            model=student, teacher=teacher, args=training_args, train_dataset=train, eval_dataset=held_out,
+            data_collator=PretrainingCollator(tokenizer, corpus.mlm_probability), processing_class=tokenizer,
+            compute_metrics=masked_token_accuracy, preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
+        )  # fmt: skip
+    except ValueError as error:
+        raise SystemExit(f"distill tcd: {error}") from None
+    train_and_report(trainer, tokenizer, training_args, {"teacher": student_args.teacher})
+    return 0

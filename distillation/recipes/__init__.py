@@ -1,0 +1,1 @@
+"""Small end-to-end recipes that reproduce the numbers in the README."""

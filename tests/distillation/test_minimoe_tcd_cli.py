@@ -1,0 +1,122 @@
+"""`compact-bert distill minimoe` / `distill tcd` end to end: main-job folder, TA chain, accelerate, SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+import transformers
+
+from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM
+from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, run_cli
+from tests.remote_code_helpers import load_in_fresh_process
+
+TINY_MINIMOE = json.dumps({"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128,
+                           "num_hidden_layers": 2, "max_position_embeddings": 64})  # fmt: skip
+TINY_ASSISTANT = json.dumps({"hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 256,
+                             "num_hidden_layers": 2, "max_position_embeddings": 64})  # fmt: skip
+TINY_MOE_BERT = json.dumps({"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
+                            "num_hidden_layers": 2, "num_experts": 4, "max_position_embeddings": 64})  # fmt: skip
+TCD_SAMPLING = ["--sampled_tokens", "128", "--token_group_size", "32"]
+
+
+def _minimoe(output, steps, *extra):
+    return ["distill", "minimoe", "--student_overrides", TINY_MINIMOE, "--output_dir", str(output),
+            "--max_steps", str(steps), "--per_device_train_batch_size", "8", "--logging_steps", "1",
+            "--save_steps", "4", *QUICK_DATA, *QUIET, *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def vanilla_teacher(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vanilla")
+    overrides = json.dumps({**json.loads(TINY_MOE_BERT), "num_experts": 1})
+    run_cli(["pretrain", "--preset", "vanilla-bert-small", "--model_overrides", overrides, "--output_dir", str(folder),
+             "--max_steps", "2", "--per_device_train_batch_size", "4", *QUICK_DATA, *QUIET])  # fmt: skip
+    return folder
+
+
+def _tcd(teacher, output, steps, *extra):
+    return ["distill", "tcd", "--teacher", str(teacher), "--student_overrides", TINY_MOE_BERT, "--output_dir",
+            str(output), "--max_steps", str(steps), "--per_device_train_batch_size", "8", "--logging_steps", "1",
+            "--save_steps", "4", *TCD_SAMPLING, *QUICK_DATA, *QUIET, *extra]  # fmt: skip
+
+
+def test_main_job_folder_loads_everywhere(tmp_path):
+    output = tmp_path / "student"
+    result = run_cli(_minimoe(output, 4))
+    summary = json.loads((output / "run_summary.json").read_text())
+    assert summary["teacher"] == "all-MiniLM-L6-v2" and summary["optimizer_steps"] == 4
+    assert summary["student_active_params_per_token"] < summary["student_total_params"]
+    assert "eval_relation_loss" in summary and "eval_block0_max_expert_share" in summary
+    assert str(output.resolve()) in result.stdout
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt", "modeling_minimoe.py"):
+        assert (output / name).is_file(), name
+    model = transformers.AutoModel.from_pretrained(output).eval()
+    assert isinstance(model, MiniMoEModel) and model.config.num_experts == 4
+    inputs = {"input_ids": torch.tensor([[101, 7592, 2088, 102]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    with torch.no_grad():
+        expected = model(**inputs).last_hidden_state
+    torch.save({"inputs": inputs, "expected": expected}, tmp_path / "reference.pt")
+    load_in_fresh_process([{"folder": str(output), "auto_name": "AutoModel", "output": "last_hidden_state",
+                            "reference": str(tmp_path / "reference.pt")}], tmp_path)  # fmt: skip
+
+
+def test_teacher_assistant_chain_in_one_command(tmp_path):
+    output = tmp_path / "student"
+    run_cli(_minimoe(output, 3, "--teacher_assistant_preset", "minilm-4l-384h", "--teacher_assistant_overrides",
+                     TINY_ASSISTANT, "--teacher_assistant_max_steps", "2"))  # fmt: skip
+    assistant = json.loads((output / "teacher_assistant" / "run_summary.json").read_text())
+    student = json.loads((output / "run_summary.json").read_text())
+    assert assistant["role"] == "teacher_assistant" and assistant["optimizer_steps"] == 2
+    assert student["role"] == "student" and student["teacher_assistant"] == "minilm-4l-384h"
+    assert transformers.AutoModel.from_pretrained(output / "teacher_assistant").config.hidden_size == 128
+
+
+@pytest.mark.parametrize("method", ["minimoe", "tcd"])
+def test_two_process_accelerate(tmp_path, vanilla_teacher, method):
+    output = tmp_path / "student"
+    arguments = _minimoe(output, 4) if method == "minimoe" else _tcd(vanilla_teacher, output, 4)
+    run_cli(arguments, processes=2)
+    summary = json.loads((output / "run_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["optimizer_steps"] == 4
+    auto = transformers.AutoModel if method == "minimoe" else transformers.AutoModelForMaskedLM
+    assert isinstance(auto.from_pretrained(output), MiniMoEModel if method == "minimoe" else MoEBertForMaskedLM)
+
+
+@pytest.mark.parametrize("method", ["minimoe", "tcd"])
+def test_sigkill_then_resume_finishes_every_step(tmp_path, vanilla_teacher, method):
+    output = tmp_path / "student"
+    build = (lambda *extra: _minimoe(output, 24, *extra)) if method == "minimoe" else (
+        lambda *extra: _tcd(vanilla_teacher, output, 24, *extra))  # fmt: skip
+    process = subprocess.Popen(cli_command(build()), env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (output / "checkpoint-4" / "trainer_state.json").is_file():
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (output / "run_summary.json").exists()
+    run_cli(build("--resume_from_checkpoint", "last"))
+    history = json.loads((output / "checkpoint-24" / "trainer_state.json").read_text())["log_history"]
+    trained_steps = {entry["step"] for entry in history if "loss" in entry and "eval_loss" not in entry}
+    assert trained_steps == set(range(1, 25))
+    assert json.loads((output / "run_summary.json").read_text())["optimizer_steps"] == 24
+
+
+def test_tcd_rejects_batches_smaller_than_the_sample(tmp_path, vanilla_teacher):
+    arguments = _tcd(vanilla_teacher, tmp_path, 2)
+    arguments[arguments.index("--sampled_tokens") + 1] = "4096"
+    result = subprocess.run(cli_command(arguments), capture_output=True, text=True, env=environment(), timeout=300)
+    assert result.returncode != 0 and "--sampled_tokens 4096 exceeds the 256 tokens of a batch" in result.stderr
+
+
+def test_minimoe_rejects_unknown_teacher(tmp_path):
+    result = subprocess.run(cli_command(_minimoe(tmp_path, 2, "--teacher", str(tmp_path / "nowhere"))),
+                            capture_output=True, text=True, env=environment(), timeout=300)  # fmt: skip
+    assert result.returncode != 0 and "neither a model folder" in result.stderr

@@ -1,0 +1,113 @@
+"""MiniLMv2 relation loss and paper 003's cosine relations against numpy; sampling; masking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from compact_bert.distillation.losses import (
+    cosine_relation_loss,
+    query_key_relation_loss,
+    sample_token_groups,
+    self_attention_relation_loss,
+)
+
+
+def _numpy_relation_kl(student, teacher, heads, mask):
+    """Σ over Q/K/V of mean KL(teacher relation ‖ student relation), written out with numpy loops."""
+    total = []
+    for name in ("query", "key", "value"):
+        values = []
+        for b in range(mask.shape[0]):
+            real = np.flatnonzero(mask[b])
+            for r in range(heads):
+                def relation(states):
+                    x = states[b].reshape(states.shape[1], heads, -1)[:, r, :].astype(np.float64)
+                    scores = x @ x.T / np.sqrt(x.shape[-1])
+                    scores = scores[:, real]
+                    scores = scores - scores.max(-1, keepdims=True)
+                    return np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+                p, q = relation(teacher[name]), relation(student[name])
+                for t in real:
+                    values.append((p[t] * (np.log(p[t]) - np.log(q[t]))).sum())
+        # mean over heads then over tokens == mean over (token, head) pairs when every row has all heads
+        total.append(np.mean(values))
+    return float(np.mean(total))
+
+
+def _states(width, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return {name: torch.randn(2, 6, width, generator=generator) for name in ("query", "key", "value")}
+
+
+def test_relation_loss_is_zero_for_identical_states():
+    states = _states(16, 0)
+    copy = {name: tensor.clone() for name, tensor in states.items()}
+    assert self_attention_relation_loss(states, copy, 4).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_relation_loss_equals_numpy_with_different_widths_and_padding():
+    student, teacher = _states(16, 1), _states(24, 2)  # different hidden sizes (and so head sizes)
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, 4:] = 0
+    got = self_attention_relation_loss(student, teacher, num_relation_heads=4, attention_mask=mask).item()
+    expected = _numpy_relation_kl({k: v.numpy() for k, v in student.items()}, {k: v.numpy() for k, v in teacher.items()}, 4, mask.numpy())
+    assert got == pytest.approx(expected, rel=1e-4)
+    # Padding contributes nothing: changing padded positions leaves the loss unchanged.
+    noisy = {name: tensor.clone() for name, tensor in teacher.items()}
+    for tensor in noisy.values():
+        tensor[1, 4:] = 100.0
+    assert self_attention_relation_loss(student, noisy, 4, mask).item() == pytest.approx(got, rel=1e-5)
+
+
+def test_relation_heads_must_divide_both_sides():
+    with pytest.raises(ValueError, match=r"must divide the teacher's query size \(24\)"):
+        self_attention_relation_loss(_states(16, 0), _states(24, 1), num_relation_heads=16)
+
+
+def test_cosine_relation_equals_numpy_and_zero_for_scaled_copies():
+    student, teacher = torch.randn(2, 5, 8), torch.randn(2, 5, 12)
+    groups = torch.tensor([[0, 3, 7], [9, 1, 4]])
+    def cosines(x, idx):
+        v = x.reshape(-1, x.shape[-1]).numpy()[idx].astype(np.float64)
+        v = v / np.linalg.norm(v, axis=-1, keepdims=True)
+        return v @ v.T
+    expected = np.mean([np.mean((cosines(student, g) - cosines(teacher, g)) ** 2) for g in groups.numpy()])
+    assert cosine_relation_loss(student, teacher, groups).item() == pytest.approx(expected, rel=1e-5)
+    # Relations ignore scale: a scaled copy has the same cosines.
+    assert cosine_relation_loss(student * 3.0, student, groups).item() == pytest.approx(0.0, abs=1e-10)
+
+
+def test_query_key_relation_equals_numpy_over_real_pairs():
+    q_s, k_s, q_t, k_t = (torch.randn(2, 4, 8) for _ in range(4))
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    def cosines(q, k, b, h):
+        qh = q[b].numpy().reshape(4, 2, 4)[:, h].astype(np.float64)
+        kh = k[b].numpy().reshape(4, 2, 4)[:, h].astype(np.float64)
+        qh /= np.linalg.norm(qh, axis=-1, keepdims=True)
+        kh /= np.linalg.norm(kh, axis=-1, keepdims=True)
+        return qh @ kh.T
+    values = []
+    for b in range(2):
+        real = np.flatnonzero(mask[b].numpy())
+        for h in range(2):
+            diff = (cosines(q_s, k_s, b, h) - cosines(q_t, k_t, b, h))[np.ix_(real, real)]
+            values.extend((diff**2).ravel())
+    got = query_key_relation_loss(q_s, k_s, q_t, k_t, num_heads=2, attention_mask=mask).item()
+    assert got == pytest.approx(np.mean(values), rel=1e-5)
+    assert query_key_relation_loss(q_s, k_s, q_s.clone(), k_s.clone(), 2, mask).item() == pytest.approx(0.0, abs=1e-10)
+
+
+def test_token_sampling_respects_the_mask_and_is_deterministic():
+    mask = torch.zeros(4, 10, dtype=torch.long)
+    mask[:, :6] = 1
+    first = sample_token_groups(mask, 16, 4, torch.Generator().manual_seed(5))
+    again = sample_token_groups(mask, 16, 4, torch.Generator().manual_seed(5))
+    other = sample_token_groups(mask, 16, 4, torch.Generator().manual_seed(6))
+    assert first.shape == (4, 4) and torch.equal(first, again) and not torch.equal(first, other)
+    assert bool(mask.reshape(-1)[first].all()) and first.unique().numel() == 16
+    with pytest.raises(ValueError, match="holds 24 real tokens but 32 are sampled"):
+        sample_token_groups(mask, 32, 4)
+    with pytest.raises(ValueError, match="multiple of `group_size`"):
+        sample_token_groups(mask, 10, 4)

@@ -1,0 +1,53 @@
+"""Load saved folders through ``trust_remote_code`` in a fresh process where compact-bert cannot be imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+CHILD = textwrap.dedent(
+    """
+    import importlib.abc, json, sys
+
+    class BlockCompactBert(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "compact_bert" or name.startswith("compact_bert."):
+                raise ModuleNotFoundError(f"{name} is blocked in this test")
+
+    sys.meta_path.insert(0, BlockCompactBert())
+    import torch, transformers
+
+    cases = json.load(open(sys.argv[1]))
+    for case in cases:
+        model = getattr(transformers, case["auto_name"]).from_pretrained(case["folder"], trust_remote_code=True)
+        model.eval()
+        reference = torch.load(case["reference"])
+        with torch.no_grad():
+            output = getattr(model(**reference["inputs"]), case["output"])
+        torch.testing.assert_close(output, reference["expected"])
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    assert not any(name.startswith("compact_bert") for name in sys.modules)
+    print("loaded", len(cases))
+    """
+)
+
+
+
+
+def load_in_fresh_process(cases: list[dict], work_dir: Path) -> None:
+    """Each case: ``folder``, ``auto_name``, ``output`` (field to compare) and ``reference`` (a torch.save of
+    ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches."""
+    (work_dir / "cases.json").write_text(json.dumps(cases))
+    (work_dir / "child.py").write_text(CHILD)
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(work_dir / "modules")}
+    environment.pop("PYTHONPATH", None)
+    result = subprocess.run(
+        [sys.executable, str(work_dir / "child.py"), str(work_dir / "cases.json")],
+        cwd=work_dir, env=environment, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"loaded {len(cases)}" in result.stdout
