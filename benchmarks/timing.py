@@ -12,10 +12,13 @@ import torch
 __all__ = ["compare_latencies", "format_ratio"]
 
 
-def compare_latencies(candidates: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3) -> dict[str, float]:
-    """Median seconds per call of each candidate, measured interleaved under ``torch.inference_mode``."""
+def compare_latencies(
+    candidates: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3, inference: bool = True
+) -> dict[str, float]:
+    """Median seconds per call of each candidate, measured interleaved (under ``torch.inference_mode``
+    unless ``inference=False``, for training steps)."""
     samples: dict[str, list[float]] = {name: [] for name in candidates}
-    with torch.inference_mode():
+    with torch.inference_mode(inference):
         for _ in range(warmup):
             for function in candidates.values():
                 function()

@@ -18,6 +18,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .attention import additive_attention_mask, merge_heads, scaled_dot_product_attention, split_heads
 from .heads import BackboneHeadMixin
+from .layer_stack import run_layer_stack
 from .normalization import build_normalization
 from .outputs import CompactBertModelOutput, CompactBertPreTrainingOutput
 
@@ -362,20 +363,19 @@ class BottleneckBertModelMixin:
             output_hidden_states = self.config.output_hidden_states
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.encoder.layer:
-            layer_output = layer(hidden_states, additive_mask, output_attentions=output_attentions)
-            hidden_states = layer_output.hidden_states
-            if output_hidden_states:
-                all_hidden_states = all_hidden_states + (hidden_states,)
-            if output_attentions:
-                all_attentions = all_attentions + (layer_output.attention_probs,)
+        stack = run_layer_stack(
+            self.encoder.layer,
+            hidden_states,
+            lambda layer, states: layer(states, additive_mask, output_attentions=output_attentions),
+            output_hidden_states,
+            output_attentions,
+        )
+        hidden_states = stack.hidden_states
         output = CompactBertModelOutput(
             last_hidden_state=hidden_states,
             pooler_output=self.pooler(hidden_states) if self.pooler is not None else None,
-            hidden_states=all_hidden_states,
-            attentions=all_attentions,
+            hidden_states=stack.all_hidden_states,
+            attentions=stack.all_attentions,
         )
         return output.to_tuple() if return_dict is False else output
 

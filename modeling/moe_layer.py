@@ -34,6 +34,7 @@ __all__ = [
     "TopOneRouter",
     "build_router",
     "load_balancing_loss",
+    "route",
     "route_tokens",
 ]
 
@@ -256,6 +257,25 @@ class MoEExperts(nn.Module):
         return dispatch.run(inputs, expert_ffn, self.hidden_size)
 
 
+def route(
+    router: nn.Module,
+    hidden_states: torch.Tensor,
+    token_mask: torch.Tensor,
+    input_ids: torch.Tensor | None,
+    num_experts: int,
+    capacity_factor: float | None,
+    aux_loss_type: str,
+) -> tuple[RoutingDecision, ExpertDispatch]:
+    """Route the ``[batch, seq, hidden]`` tokens of one MoE block and group them by expert."""
+    flat = hidden_states.reshape(-1, hidden_states.shape[-1])
+    flat_ids = None if input_ids is None else input_ids.reshape(-1)
+    expert_index, gate, router_logits, router_probs = router(flat, flat_ids)
+    decision = route_tokens(
+        expert_index, gate, router_logits, router_probs, token_mask.reshape(-1), num_experts, capacity_factor, aux_loss_type
+    )
+    return decision, ExpertDispatch(decision, num_experts)
+
+
 class MoEFeedForward(nn.Module):
     """Top-1 MoE FFN block: ``p_k(x) · FFN_k(x)`` (paper 002 §3.2; paper 003 eq. 1-3)."""
 
@@ -271,20 +291,10 @@ class MoEFeedForward(nn.Module):
     def forward(
         self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids: torch.Tensor | None
     ) -> tuple[torch.Tensor, RoutingDecision]:
-        batch, seq, width = hidden_states.shape
-        flat = hidden_states.reshape(batch * seq, width)
-        flat_ids = None if input_ids is None else input_ids.reshape(-1)
-        expert_index, gate, router_logits, router_probs = self.router(flat, flat_ids)
-        decision = route_tokens(
-            expert_index,
-            gate,
-            router_logits,
-            router_probs,
-            token_mask.reshape(-1),
-            self.num_experts,
-            self.capacity_factor if self.training else self.eval_capacity_factor,
-            self.aux_loss_type,
+        capacity_factor = self.capacity_factor if self.training else self.eval_capacity_factor
+        decision, dispatch = route(
+            self.router, hidden_states, token_mask, input_ids, self.num_experts, capacity_factor, self.aux_loss_type
         )
-        dispatch = ExpertDispatch(decision, self.num_experts)
+        flat = hidden_states.reshape(-1, hidden_states.shape[-1])
         outputs = self.experts(flat, dispatch) * decision.gate.unsqueeze(-1).to(flat.dtype)
-        return outputs.view(batch, seq, width), decision
+        return outputs.view_as(hidden_states), decision

@@ -17,7 +17,8 @@ from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .attention import additive_attention_mask, merge_heads, scaled_dot_product_attention, split_heads
-from .moe_layer import ExpertDispatch, ExpertLinear, MoEFeedForward, RoutingDecision, build_router, route_tokens
+from .layer_stack import run_layer_stack
+from .moe_layer import ExpertDispatch, ExpertLinear, MoEFeedForward, RoutingDecision, build_router, route
 from .outputs import CompactBertModelOutput
 
 __all__ = [
@@ -117,20 +118,9 @@ class SparseBertAttention(nn.Module):
     def forward(self, hidden_states, additive_mask, token_mask, input_ids, output_attentions):
         decision = dispatch = None
         if self.num_experts > 1:
-            flat = hidden_states.reshape(-1, hidden_states.shape[-1])
-            flat_ids = None if input_ids is None else input_ids.reshape(-1)
-            expert_index, gate, router_logits, router_probs = self.router(flat, flat_ids)
-            decision = route_tokens(
-                expert_index,
-                gate,
-                router_logits,
-                router_probs,
-                token_mask.reshape(-1),
-                self.num_experts,
-                None,
-                self.aux_loss_type,
+            decision, dispatch = route(
+                self.router, hidden_states, token_mask, input_ids, self.num_experts, None, self.aux_loss_type
             )
-            dispatch = ExpertDispatch(decision, self.num_experts)
         context, probs = self.self(hidden_states, additive_mask, dispatch, output_attentions)
         return self.output(context, hidden_states, dispatch), probs, decision
 
@@ -313,27 +303,25 @@ class SparseBertModelMixin:
         token_mask = attention_mask.bool()
         additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
 
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        decisions: list[RoutingDecision] = []
-        for layer in self.encoder.layer:
-            layer_output = layer(
-                hidden_states, additive_mask, token_mask, input_ids=input_ids, output_attentions=output_attentions
-            )
-            hidden_states = layer_output.hidden_states
-            decisions.extend(layer_output.routing)
-            if output_hidden_states:
-                all_hidden_states = all_hidden_states + (hidden_states,)
-            if output_attentions:
-                all_attentions = all_attentions + (layer_output.attention_probs,)
+        stack = run_layer_stack(
+            self.encoder.layer,
+            hidden_states,
+            lambda layer, states: layer(
+                states, additive_mask, token_mask, input_ids=input_ids, output_attentions=output_attentions
+            ),
+            output_hidden_states,
+            output_attentions,
+        )
+        hidden_states = stack.hidden_states
+        decisions = [decision for layer_output in stack.layer_outputs for decision in layer_output.routing]
         if run_auxiliary_attention:
             self.encoder.auxiliary_attention(hidden_states, additive_mask, token_mask, input_ids, False)
 
         output = CompactBertModelOutput(
             last_hidden_state=hidden_states,
             pooler_output=self.pooler(hidden_states) if self.pooler is not None else None,
-            hidden_states=all_hidden_states,
-            attentions=all_attentions,
+            hidden_states=stack.all_hidden_states,
+            attentions=stack.all_attentions,
             **_routing_outputs(decisions, self.config, batch, seq, bool(output_router_logits)),
         )
         return output.to_tuple() if return_dict is False else output

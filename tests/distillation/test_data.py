@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from compact_bert.configuration import MiniMoEConfig
+from compact_bert.distillation.trainer_utils import prepare_block_datasets
 from compact_bert.distillation.data import (
     CorpusArguments,
     PretrainingCollator,
@@ -124,3 +125,14 @@ def test_next_sentence_pairs(tokenizer):
     is_own = (second_half == torch.tensor([1000 + i for i in range(200)])[:, None]).float().mean(1) > 0.5
     assert torch.equal(is_own, labels == 0)
     assert torch.all(batch["token_type_ids"][:, :64] == 0) and torch.all(batch["token_type_ids"][:, 64:] == 1)
+
+
+def test_streaming_corpus_yields_the_same_blocks(tokenizer, tmp_path):
+    config = MiniMoEConfig(max_position_embeddings=64)
+    held_out = str(bundled_corpus_files("heldout")[0])
+    eager, _ = prepare_block_datasets(CorpusArguments(corpus=[held_out], block_size=32, max_train_blocks=20), tokenizer, config, False)
+    streamed, _ = prepare_block_datasets(
+        CorpusArguments(corpus=[held_out], block_size=32, max_train_blocks=20, streaming=True), tokenizer, config, False
+    )
+    assert isinstance(streamed, datasets.IterableDataset)
+    assert [row["input_ids"] for row in streamed] == eager["input_ids"]

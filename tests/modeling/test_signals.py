@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.nn import functional as F
-from transformers import AutoModel, BertConfig, BertModel
+from transformers import AutoModel, BertConfig, BertModel, RobertaConfig, RobertaModel
 
 from compact_bert.modeling.signals import SubmoduleRecorder, signal_module_name
 from tests.conftest import random_batch, tiny_configs
@@ -14,15 +14,18 @@ from tests.conftest import random_batch, tiny_configs
 def _teachers():
     bert = BertModel(BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                 intermediate_size=48, max_position_embeddings=64))  # fmt: skip
+    roberta = RobertaModel(RobertaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=48, max_position_embeddings=70, pad_token_id=1))  # fmt: skip
     configs = tiny_configs()
     return {
         "transformers_bert": bert,
+        "transformers_roberta": roberta,
         "moe_bert": AutoModel.from_config(configs["moe_bert"]),
         "vanilla_bert": AutoModel.from_config(configs["vanilla_bert"]),
     }
 
 
-@pytest.mark.parametrize("model_id", ["transformers_bert", "moe_bert", "vanilla_bert"])
+@pytest.mark.parametrize("model_id", ["transformers_bert", "transformers_roberta", "moe_bert", "vanilla_bert"])
 def test_qkv_trunk_and_residual_inner_signals(model_id):
     model = _teachers()[model_id].eval()
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}

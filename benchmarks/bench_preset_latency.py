@@ -1,0 +1,43 @@
+"""Latency of every preset's base model: batch 1, 128 tokens, eager PyTorch on this CPU, eval mode, random
+weights, median of interleaved rounds. Prints the Markdown rows used by the README's model zoo table.
+
+moe-bert-base (3.68B parameters, 14.7 GB of fp32 weights) is skipped: it does not fit comfortably in this
+machine's 24 GB next to the others. Run: ``python benchmarks/bench_preset_latency.py``
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import compare_latencies  # noqa: E402
+
+import compact_bert  # noqa: E402,F401
+from compact_bert.configuration import PRESETS, preset_config  # noqa: E402
+
+SKIPPED = {"moe-bert-base": "3.68B parameters (14.7 GB fp32) do not fit comfortably in 24 GB RAM"}
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch 1 x 128 tokens")
+    input_ids = torch.randint(1000, 30000, (1, 128))
+    print("| preset | latency (ms) |\n|---|---|")
+    for name in PRESETS:
+        if name in SKIPPED:
+            print(f"| {name} | - ({SKIPPED[name]}) |")
+            continue
+        model = AutoModel.from_config(preset_config(name)).eval()
+        median = compare_latencies({name: lambda: model(input_ids=input_ids)}, rounds=15, warmup=2)[name]
+        print(f"| {name} | {median * 1e3:.1f} |", flush=True)
+        del model
+        gc.collect()
+
+
+if __name__ == "__main__":
+    main()
