@@ -196,9 +196,14 @@ class MobileBertDistillationTrainer(LossTermsMixin, Trainer):
             if stage.objective != "pd":
                 loss = knowledge_transfer
         if distilling and labels is not None:
-            student_logits = _mlm_logits(student)
-            mlm = F.cross_entropy(student_logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
-            distillation = mlm_distillation_loss(student_logits, _mlm_logits(teacher), labels, self.args.temperature)
+            # Both terms only read the masked positions: gather them once, so the backward pass builds one
+            # vocabulary-sized gradient instead of three.
+            selected = labels != -100
+            student_logits, masked_labels = _mlm_logits(student)[selected], labels[selected]
+            mlm = F.cross_entropy(student_logits, masked_labels) if masked_labels.numel() else student_logits.sum() * 0.0
+            distillation = mlm_distillation_loss(
+                student_logits, _mlm_logits(teacher)[selected], masked_labels, self.args.temperature
+            )
             next_sentence = None
             if next_sentence_label is not None and getattr(student, "seq_relationship_logits", None) is not None:
                 next_sentence = F.cross_entropy(student.seq_relationship_logits, next_sentence_label)

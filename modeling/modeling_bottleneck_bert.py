@@ -307,8 +307,10 @@ class BottleneckBertLMPredictionHead(nn.Module):
 
     def forward(self, hidden_states):
         hidden_states = self.transform(hidden_states)
-        output_matrix = torch.cat([self.decoder.weight.t(), self.dense.weight], dim=0)
-        return hidden_states.matmul(output_matrix) + self.decoder.bias
+        # [vocab, embedding_size] tied rows next to [vocab, hidden - embedding_size] extra ones; one fused
+        # matmul + bias (a separate add over [batch, seq, vocab] logits costs as much as the matmul).
+        output_matrix = torch.cat([self.decoder.weight, self.dense.weight.t()], dim=1)
+        return F.linear(hidden_states, output_matrix, self.decoder.bias)
 
 
 class BottleneckBertOnlyMLMHead(nn.Module):

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((strategy, summary))
     lines = [
         f"Teacher (IB-BERT-shaped, {args.teacher_steps} steps): held-out masked-token accuracy "
-        f"{teacher['eval_masked_token_accuracy']:.3f}, MLM loss {teacher['eval_loss']:.3f} ({teacher['train_seconds']:.0f} s)",
+        f"{teacher['eval_masked_token_accuracy']:.3f}, MLM + NSP loss {teacher['eval_loss']:.3f} ({teacher['train_seconds']:.0f} s)",
         "",
         "| strategy | steps | held-out FMT loss | held-out AT loss | held-out MLM loss | masked-token accuracy | time |",
         "|---|---|---|---|---|---|---|",
