@@ -4,9 +4,7 @@ FLOPs count the matrix multiplications of one forward pass of the base model (em
 pooler; no task head) over one sequence, a multiply-add counting as 2 — the convention of paper 001
 Table 4 (BERT_BASE: 22.5B at 128 tokens). Element-wise work (normalization, activations, softmax,
 routing bookkeeping) is not counted, as ``torch.utils.flop_counter.FlopCounterMode`` does not count it
-either; a test checks the formula against that counter on real models. For MoE models the count is the
-useful work (each token through one expert); when the padded dispatch is faster it executes extra
-arithmetic on padding slots, which is not counted.
+either; a test checks the formula against that counter on real models.
 """
 
 from __future__ import annotations

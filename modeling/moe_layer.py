@@ -5,17 +5,12 @@ the capacity limit and computes the balance loss and load statistics; ``ExpertDi
 tokens by expert so that each expert runs once over a contiguous slice. Padding tokens are never routed:
 they take no capacity, do not count in the balance loss and get a zero MoE output.
 
-Dispatch runs each expert over its own tokens, never a loop over tokens, in one of three forms with
-identical results:
-- per-expert loop (eager): one stable argsort of the expert ids plus a bincount give every expert's token
-  positions; each expert runs one GEMM over its slice and adds its output in place;
-- padded batch (eager): the same slices copied into an ``[experts, capacity, hidden]`` buffer and run as
-  one batched matmul. Chosen when the padding wastes fewer FLOPs than the per-call overhead of one GEMM
-  per expert (many small experts, few tokens), measured on CPU: see ``benchmarks/bench_moe_layer.py``;
-- export (``torch.export`` / ``torch.compile``): a fixed ``for e in range(num_experts)`` loop that selects
-  each expert's tokens with ``nonzero``, so the traced program stays correct for any routing.
-(``torch._grouped_mm`` measured no faster on CPU here, and its CPU backward rejects expanded gradients
-in torch 2.13.)
+Dispatch runs each expert once over its own tokens, a loop over *experts* (never tokens): in eager mode
+one stable argsort of the expert ids plus a bincount give every expert's token positions; under
+``torch.export`` / ``torch.compile`` a fixed ``for e in range(num_experts)`` loop selects them with
+``nonzero`` instead, so the traced program stays correct for any routing. Each expert's output is added in
+place into one output buffer. (``torch._grouped_mm`` measured no faster on CPU here, and its CPU backward
+rejects expanded gradients in torch 2.13.)
 """
 
 from __future__ import annotations
@@ -189,11 +184,6 @@ def _exporting() -> bool:
     return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
-# One GEMM call per expert costs about as much as this many FLOPs of a batched matmul on CPU (weight
-# packing and dispatch); the padded form is used while its wasted FLOPs stay below that per used expert.
-_PER_CALL_OVERHEAD_FLOPS = 2e7
-
-
 class ExpertDispatch:
     """Every expert's token positions for a ``RoutingDecision``, found once for every expert matrix that
     follows (MoE attention applies four)."""
@@ -206,50 +196,17 @@ class ExpertDispatch:
         self.exporting = _exporting()
         if self.exporting:
             self.positions = [(target == expert).nonzero().squeeze(-1) for expert in range(num_experts)]
-            return
-        order = torch.argsort(target, stable=True)
-        counts = torch.bincount(target, minlength=num_experts + 1)
-        self.counts = counts[:num_experts].tolist()
-        self.num_kept = sum(self.counts)
-        self.order = order[: self.num_kept]
-        self.positions = list(self.order.split(self.counts))
-        self._slots: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    def _padded_pays_off(self, flops_per_token: float) -> bool:
-        used = sum(1 for count in self.counts if count)
-        wasted = self.num_experts * max(self.counts, default=0) - self.num_kept
-        return used > 1 and wasted * flops_per_token < used * _PER_CALL_OVERHEAD_FLOPS
-
-    def _buffer_slots(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(expert, slot) of every kept token in sorted order, for the padded buffer."""
-        if self._slots is None:
-            counts = torch.tensor(self.counts, device=self.order.device)
-            experts = torch.repeat_interleave(torch.arange(self.num_experts, device=counts.device), counts)
-            starts = counts.cumsum(0) - counts
-            slots = torch.arange(self.num_kept, device=counts.device) - starts[experts]
-            self._slots = (experts, slots)
-        return self._slots
+        else:
+            order = torch.argsort(target, stable=True)
+            counts = torch.bincount(target, minlength=num_experts + 1).tolist()
+            self.positions = list(order.split(counts))[:num_experts]
 
     def run(
-        self,
-        inputs: torch.Tensor,
-        expert_fn: Callable[[torch.Tensor, int], torch.Tensor],
-        out_features: int,
-        batched_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        flops_per_token: float = 0.0,
+        self, inputs: torch.Tensor, expert_fn: Callable[[torch.Tensor, int], torch.Tensor], out_features: int
     ) -> torch.Tensor:
-        """Each token's expert applied to ``inputs`` ``[T, in]``; dropped and padding tokens get zeros.
-
-        ``expert_fn(rows, expert)`` runs one expert; ``batched_fn(buffer)`` runs all of them over an
-        ``[experts, capacity, in]`` buffer (optional; used when padding is cheaper than one call per expert).
-        """
+        """``expert_fn(rows, expert)`` applied to each expert's rows of ``inputs`` ``[T, in]``; dropped and
+        padding tokens get zeros."""
         outputs = inputs.new_zeros(self.num_tokens, out_features)
-        if not self.exporting and batched_fn is not None and self._padded_pays_off(flops_per_token):
-            experts, slots = self._buffer_slots()
-            buffer = inputs.new_zeros(self.num_experts, max(self.counts), inputs.shape[-1])
-            buffer[experts, slots] = inputs.index_select(0, self.order)
-            expert_outputs = batched_fn(buffer)[experts, slots]
-            return outputs.index_copy(0, self.order, expert_outputs.to(outputs.dtype))
         for expert, positions in enumerate(self.positions):
             if not self.exporting and positions.numel() == 0:
                 continue
@@ -271,11 +228,7 @@ class ExpertLinear(nn.Module):
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
         return dispatch.run(
-            inputs,
-            lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]),
-            self.out_features,
-            batched_fn=lambda buffer: torch.baddbmm(self.bias.unsqueeze(1), buffer, self.weight.transpose(1, 2)),
-            flops_per_token=2.0 * self.in_features * self.out_features,
+            inputs, lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]), self.out_features
         )
 
 
@@ -301,12 +254,7 @@ class MoEExperts(nn.Module):
             hidden = self.act(F.linear(rows, self.fc1_weight[expert], self.fc1_bias[expert]))
             return F.linear(hidden, self.fc2_weight[expert], self.fc2_bias[expert])
 
-        def all_experts(buffer: torch.Tensor) -> torch.Tensor:
-            hidden = self.act(torch.baddbmm(self.fc1_bias.unsqueeze(1), buffer, self.fc1_weight.transpose(1, 2)))
-            return torch.baddbmm(self.fc2_bias.unsqueeze(1), hidden, self.fc2_weight.transpose(1, 2))
-
-        flops_per_token = 4.0 * self.hidden_size * self.fc1_weight.shape[1]
-        return dispatch.run(inputs, expert_ffn, self.hidden_size, all_experts, flops_per_token)
+        return dispatch.run(inputs, expert_ffn, self.hidden_size)
 
 
 def route(
