@@ -16,7 +16,7 @@ class MiniMoEDistillationConfig(TrainingArguments):
 
     output_dir: str | None = field(default="outputs/minimoe-student", metadata={"help": "Where the student is saved."})
     max_steps: int = field(default=200, metadata={"help": "Optimizer steps (the paper trains far longer)."})
-    per_device_train_batch_size: int = field(default=32, metadata={"help": "Blocks per device and step."})
+    per_device_train_batch_size: int = field(default=16, metadata={"help": "Blocks per device and step."})
     learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate (students start from scratch)."})
     warmup_steps: int = field(default=20, metadata={"help": "Linear warm-up steps."})
     logging_steps: float = field(default=20, metadata={"help": "Log every N steps."})

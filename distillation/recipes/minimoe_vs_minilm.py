@@ -18,11 +18,13 @@ from pathlib import Path
 __all__ = ["main"]
 
 PRESETS = ("minimoe-4l-192h", "minilm-4l-192h")
+BATCH_SIZE = 16
 
 
 def _distill(preset: str, seed: int, steps: int, output_dir: Path) -> dict:
     command = [sys.executable, "-m", "compact_bert.cli.main", "distill", "minimoe", "--student_preset", preset,
                "--seed", str(seed), "--data_seed", str(seed), "--max_steps", str(steps), "--output_dir", str(output_dir),
+               "--per_device_train_batch_size", str(BATCH_SIZE),
                "--max_eval_blocks", "512", "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true"]  # fmt: skip
     print("$", " ".join(command), flush=True)
     subprocess.run(command, check=True)
@@ -37,14 +39,14 @@ def _shares(summary: dict, kind: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output_dir", type=Path, default=Path("runs/minimoe_vs_minilm"))
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     args = parser.parse_args(argv)
 
     results = {preset: [_distill(preset, seed, args.steps, args.output_dir / f"{preset}-seed{seed}") for seed in args.seeds]
                for preset in PRESETS}  # fmt: skip
     lines = [
-        f"{args.steps} steps x batch 32 x 128 tokens, seeds {args.seeds}; held-out = bundled WikiText-2 test slice.",
+        f"{args.steps} steps x batch {BATCH_SIZE} x 128 tokens, seeds {args.seeds}; held-out = bundled WikiText-2 test slice.",
         "",
         "| student | params (total / active per token) | held-out relation loss per seed | mean | "
         "max expert share per block | min expert share per block |",
