@@ -10,13 +10,12 @@ the dropped-token fraction.
 from __future__ import annotations
 
 import torch
-from transformers import Trainer
 
 from ..modeling.signals import SubmoduleRecorder
 from .losses import self_attention_relation_loss
 from .minimoe_config import MiniMoEDistillationConfig
 from .teachers import relation_module_names, resolve_layer
-from .trainer_utils import LossPlotCallback, LossTermsMixin, freeze_teacher
+from .trainer_utils import DistillationTrainer
 
 __all__ = ["MiniMoEDistillationTrainer", "routing_statistics"]
 
@@ -33,7 +32,7 @@ def routing_statistics(expert_load: torch.Tensor | None, dropped: torch.Tensor |
     return statistics
 
 
-class MiniMoEDistillationTrainer(LossTermsMixin, Trainer):
+class MiniMoEDistillationTrainer(DistillationTrainer):
     """Distills a (MiniMoE or dense MiniLM) student base model from a frozen BERT-like teacher encoder."""
 
     def __init__(self, model, teacher, args: MiniMoEDistillationConfig, **kwargs):
@@ -51,10 +50,7 @@ class MiniMoEDistillationTrainer(LossTermsMixin, Trainer):
                     f"`num_relation_heads` ({args.num_relation_heads}) must divide the {role}'s all-head size "
                     f"({config.hidden_size})."
                 )
-        self.teacher = freeze_teacher(teacher)
-        super().__init__(model=model, args=args, **kwargs)
-        self.teacher.to(self.args.device)
-        self.add_callback(LossPlotCallback())
+        super().__init__(model, teacher, args, **kwargs)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         model_inputs = {key: inputs[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in inputs}

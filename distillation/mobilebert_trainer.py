@@ -16,7 +16,7 @@ from collections import defaultdict
 import torch
 from torch.nn import functional as F
 from torch.optim.lr_scheduler import LambdaLR
-from transformers import Trainer, TrainerCallback, get_scheduler
+from transformers import TrainerCallback, get_scheduler
 
 from .losses import (
     attention_transfer_loss,
@@ -26,7 +26,7 @@ from .losses import (
 )
 from .mobilebert_config import MobileBertDistillationConfig
 from .mobilebert_stages import Stage, parameter_unit, plan_stages, stage_at, unit_lr_scale
-from .trainer_utils import LossPlotCallback, LossTermsMixin, freeze_teacher
+from .trainer_utils import DistillationTrainer
 
 __all__ = ["MobileBertDistillationTrainer", "check_mobilebert_compatibility", "copy_embeddings_and_heads"]
 
@@ -86,7 +86,7 @@ class _StageCallback(TrainerCallback):
         self.trainer.enter_stage(state.global_step)
 
 
-class MobileBertDistillationTrainer(LossTermsMixin, Trainer):
+class MobileBertDistillationTrainer(DistillationTrainer):
     """Distills a MobileBERT student from a frozen IB-BERT (or any bottleneck-BERT) teacher.
 
     ``model`` and ``teacher`` are pre-training (MLM + NSP) or masked-LM models of the bottleneck family.
@@ -106,14 +106,11 @@ class MobileBertDistillationTrainer(LossTermsMixin, Trainer):
         self.stages = plan_stages(
             args.strategy, args.max_steps, num_layers, args.layerwise_steps or max(1, args.max_steps // 2), steps_per_stage
         )
-        self.teacher = freeze_teacher(teacher)
         if args.strategy in ("jkt", "pkt"):
-            copy_embeddings_and_heads(self.teacher, model)
+            copy_embeddings_and_heads(teacher, model)
         self._current_stage: Stage | None = None
-        super().__init__(model=model, args=args, **kwargs)
-        self.teacher.to(self.args.device)
+        super().__init__(model, teacher, args, **kwargs)
         self.add_callback(_StageCallback(self))
-        self.add_callback(LossPlotCallback())
 
     # -- stages ------------------------------------------------------------------------------------
     def enter_stage(self, step: int) -> None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
-from transformers import Trainer
 
 from ..modeling.signals import SubmoduleRecorder, signal_module_name
 from .losses import cosine_relation_loss, query_key_relation_loss, sample_token_groups
 from .minimoe_trainer import routing_statistics
 from .tcd_config import TransferCapabilityDistillationConfig
 from .teachers import resolve_layer
-from .trainer_utils import LossPlotCallback, LossTermsMixin, freeze_teacher
+from .trainer_utils import DistillationTrainer
 
 __all__ = ["TransferCapabilityDistillationTrainer"]
 
@@ -29,7 +28,7 @@ def _recorded_names(layers: list[int]) -> dict[str, str]:
     return {f"{signal}/{layer}": signal_module_name(signal, layer) for layer in layers for signal in _SIGNALS}
 
 
-class TransferCapabilityDistillationTrainer(LossTermsMixin, Trainer):
+class TransferCapabilityDistillationTrainer(DistillationTrainer):
     """Pre-trains a MoE-BERT masked-LM student with MLM + balance loss + relation distillation (eq. 13)."""
 
     def __init__(self, model, teacher, args: TransferCapabilityDistillationConfig, **kwargs):
@@ -51,10 +50,7 @@ class TransferCapabilityDistillationTrainer(LossTermsMixin, Trainer):
                 f"Attention relations compare head by head: the teacher has {teacher.config.num_attention_heads} heads, "
                 f"the student {model.config.num_attention_heads}; set --attention_weight 0 or match the heads."
             )
-        self.teacher = freeze_teacher(teacher)
-        super().__init__(model=model, args=args, **kwargs)
-        self.teacher.to(self.args.device)
-        self.add_callback(LossPlotCallback())
+        super().__init__(model, teacher, args, **kwargs)
         self._sampler = torch.Generator().manual_seed(args.seed)
 
     def _relations(self, student, teacher, student_hidden, teacher_hidden, groups, attention_mask):

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback
 
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
 
 __all__ = [
+    "DistillationTrainer",
     "LossPlotCallback",
     "LossTermsMixin",
     "freeze_teacher",
@@ -121,3 +122,14 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
     if not corpus.streaming and len(train) == 0:
         raise ValueError(f"The corpus yields no block of {corpus.block_size} tokens; give it more text.")
     return train, eval_blocks
+
+
+class DistillationTrainer(LossTermsMixin, Trainer):
+    """Base of every compact-bert distillation trainer: holds a frozen teacher on the training device,
+    logs named loss terms and writes the loss plot. Subclasses check compatibility, then call this."""
+
+    def __init__(self, model, teacher, args, **kwargs):
+        self.teacher = freeze_teacher(teacher)
+        super().__init__(model=model, args=args, **kwargs)
+        self.teacher.to(self.args.device)
+        self.add_callback(LossPlotCallback())
