@@ -23,6 +23,12 @@ from compact_bert.configuration import PRESETS, preset_config  # noqa: E402
 SKIPPED = {"moe-bert-base": "3.68B parameters (14.7 GB fp32) do not fit comfortably in 24 GB RAM"}
 
 
+def _median_latency(name: str, input_ids: torch.Tensor) -> float:
+    """Seconds per forward pass; the model is freed when this returns."""
+    model = AutoModel.from_config(preset_config(name)).eval()
+    return compare_latencies({name: lambda: model(input_ids=input_ids)}, rounds=15, warmup=2)[name]
+
+
 def main() -> None:
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch 1 x 128 tokens")
@@ -32,10 +38,7 @@ def main() -> None:
         if name in SKIPPED:
             print(f"| {name} | - ({SKIPPED[name]}) |")
             continue
-        model = AutoModel.from_config(preset_config(name)).eval()
-        median = compare_latencies({name: lambda: model(input_ids=input_ids)}, rounds=15, warmup=2)[name]
-        print(f"| {name} | {median * 1e3:.1f} |", flush=True)
-        del model
+        print(f"| {name} | {_median_latency(name, input_ids) * 1e3:.1f} |", flush=True)
         gc.collect()
 
 
