@@ -15,21 +15,9 @@ from ..modeling.signals import SubmoduleRecorder
 from .losses import self_attention_relation_loss
 from .minimoe_config import MiniMoEDistillationConfig
 from .teachers import relation_module_names, resolve_layer
-from .trainer_utils import DistillationTrainer
+from .trainer_utils import DistillationTrainer, with_balance_loss
 
-__all__ = ["MiniMoEDistillationTrainer", "routing_statistics"]
-
-
-def routing_statistics(expert_load: torch.Tensor | None, dropped: torch.Tensor | None) -> dict[str, float]:
-    """Per MoE block: max/min share of real tokens routed to one expert, and the dropped fraction."""
-    if expert_load is None:
-        return {}
-    statistics = {}
-    for block, load in enumerate(expert_load):
-        statistics[f"block{block}_max_expert_share"] = float(load.max())
-        statistics[f"block{block}_min_expert_share"] = float(load.min())
-        statistics[f"block{block}_dropped_fraction"] = float(dropped[block])
-    return statistics
+__all__ = ["MiniMoEDistillationTrainer"]
 
 
 class MiniMoEDistillationTrainer(DistillationTrainer):
@@ -63,12 +51,8 @@ class MiniMoEDistillationTrainer(DistillationTrainer):
         relation = self_attention_relation_loss(
             student.outputs, teacher.outputs, self.args.num_relation_heads, model_inputs.get("attention_mask")
         )
-        loss = self.args.relation_weight * relation
         terms = {"relation_loss": relation}
-        if outputs.aux_loss is not None:
-            loss = loss + outputs.aux_loss
-            terms["balance_loss"] = outputs.aux_loss
-            terms.update(routing_statistics(outputs.expert_load, outputs.dropped_token_fraction))
+        loss = with_balance_loss(self.args.relation_weight * relation, outputs, terms)
         self._record_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss
 

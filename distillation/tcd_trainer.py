@@ -14,10 +14,9 @@ from torch.nn import functional as F
 
 from ..modeling.signals import SubmoduleRecorder, signal_module_name
 from .losses import cosine_relation_loss, query_key_relation_loss, sample_token_groups
-from .minimoe_trainer import routing_statistics
 from .tcd_config import TransferCapabilityDistillationConfig
 from .teachers import resolve_layer
-from .trainer_utils import DistillationTrainer
+from .trainer_utils import DistillationTrainer, with_balance_loss
 
 __all__ = ["TransferCapabilityDistillationTrainer"]
 
@@ -99,9 +98,6 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
         terms = {"mlm_loss": mlm, "trunk_loss": trunk, "inner_loss": inner}
         if self.args.attention_weight > 0:
             terms["attention_relation_loss"] = attention
-        if outputs.aux_loss is not None:
-            loss = loss + outputs.aux_loss
-            terms["balance_loss"] = outputs.aux_loss
-            terms.update(routing_statistics(outputs.expert_load, outputs.dropped_token_fraction))
+        loss = with_balance_loss(loss, outputs, terms)
         self._record_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss

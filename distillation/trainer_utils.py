@@ -20,6 +20,8 @@ __all__ = [
     "masked_token_accuracy",
     "prepare_block_datasets",
     "preprocess_logits_for_accuracy",
+    "routing_statistics",
+    "with_balance_loss",
 ]
 
 logger = logging.getLogger(__name__)
@@ -133,3 +135,25 @@ class DistillationTrainer(LossTermsMixin, Trainer):
         super().__init__(model=model, args=args, **kwargs)
         self.teacher.to(self.args.device)
         self.add_callback(LossPlotCallback())
+
+
+def routing_statistics(expert_load: torch.Tensor | None, dropped: torch.Tensor | None) -> dict[str, float]:
+    """Per MoE block: max/min share of real tokens routed to one expert, and the dropped fraction."""
+    if expert_load is None:
+        return {}
+    statistics = {}
+    for block, load in enumerate(expert_load):
+        statistics[f"block{block}_max_expert_share"] = float(load.max())
+        statistics[f"block{block}_min_expert_share"] = float(load.min())
+        statistics[f"block{block}_dropped_fraction"] = float(dropped[block])
+    return statistics
+
+
+def with_balance_loss(loss: torch.Tensor, outputs, terms: dict) -> torch.Tensor:
+    """Add an MoE student's balance loss (already weighted by its config) and record it with the routing
+    statistics; dense students pass through unchanged."""
+    if outputs.aux_loss is None:
+        return loss
+    terms["balance_loss"] = outputs.aux_loss
+    terms.update(routing_statistics(outputs.expert_load, outputs.dropped_token_fraction))
+    return loss + outputs.aux_loss
