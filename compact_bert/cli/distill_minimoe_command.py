@@ -13,7 +13,13 @@ from pathlib import Path
 import transformers
 
 from ..configuration import MiniMoEConfig
-from ..distillation.data import PACKAGED_TEACHER, CorpusArguments, PretrainingCollator, default_tokenizer
+from ..distillation.data import (
+    PACKAGED_TEACHER,
+    CorpusArguments,
+    PretrainingCollator,
+    check_model_compatibility,
+    default_tokenizer,
+)
 from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from ..distillation.teachers import load_encoder
@@ -49,11 +55,11 @@ class MiniMoEStudentArguments:
     )
 
 
-def _distill(teacher, student, training_args, corpus, tokenizer, extra: dict) -> dict:
-    train, held_out = prepare_block_datasets(corpus, tokenizer, student.config, with_pairs=False)
+def _distill(teacher, student, training_args, datasets, collator, tokenizer, extra: dict) -> dict:
+    train, held_out = datasets
     trainer = MiniMoEDistillationTrainer(
         model=student, teacher=teacher, args=training_args, train_dataset=train, eval_dataset=held_out,
-        data_collator=PretrainingCollator(tokenizer, corpus.mlm_probability), processing_class=tokenizer,
+        data_collator=collator, processing_class=tokenizer,
     )  # fmt: skip
     total, active = count_parameters(student)
     return train_and_report(trainer, tokenizer, training_args, {
@@ -76,18 +82,22 @@ def run(argv: list[str]) -> int:
                                 transformers.AutoModel)  # fmt: skip
     if not isinstance(student.config, MiniMoEConfig):
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MiniMoE/MiniLM preset.")
+    # Tokenized once for the whole chain (assistant and student read the same blocks).
+    datasets = prepare_block_datasets(corpus, tokenizer, student.config, with_pairs=False)
+    collator = PretrainingCollator(tokenizer, corpus.mlm_probability)
     if student_args.teacher_assistant_preset:
         assistant_dir = Path(training_args.output_dir) / "teacher_assistant"
         if not (assistant_dir / "run_summary.json").is_file():
             assistant = build_from_preset(student_args.teacher_assistant_preset, student_args.teacher_assistant_overrides,
                                           "teacher_assistant_overrides", transformers.AutoModel)  # fmt: skip
+            check_model_compatibility(assistant.config, tokenizer, corpus.block_size)
             assistant_args = dataclasses.replace(
                 training_args, output_dir=str(assistant_dir),
                 max_steps=student_args.teacher_assistant_max_steps or training_args.max_steps,
             )  # fmt: skip
-            _distill(teacher, assistant, assistant_args, corpus, tokenizer, {"role": "teacher_assistant"})
+            _distill(teacher, assistant, assistant_args, datasets, collator, tokenizer, {"role": "teacher_assistant"})
         teacher = transformers.AutoModel.from_pretrained(assistant_dir)
-    _distill(teacher, student, training_args, corpus, tokenizer, {
+    _distill(teacher, student, training_args, datasets, collator, tokenizer, {
         "role": "student", "teacher": student_args.teacher,
         "teacher_assistant": student_args.teacher_assistant_preset,
     })  # fmt: skip

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -41,3 +43,16 @@ def stage_steps(checkpoint: Path) -> dict[int, int]:
         if "stage" in entry and "eval_loss" not in entry:
             steps.setdefault(int(entry["stage"]), set()).add(entry["step"])
     return {stage: len(members) for stage, members in sorted(steps.items())}
+
+
+def kill_after_checkpoint(arguments: list[str], checkpoint: Path, timeout: float = 300) -> None:
+    """Start the CLI, SIGKILL it as soon as ``checkpoint`` is fully written, and fail if it ended first."""
+    process = subprocess.Popen(cli_command(arguments), env=environment(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + timeout
+    while not (checkpoint / "trainer_state.json").is_file():
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()

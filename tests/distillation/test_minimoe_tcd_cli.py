@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import time
 
 import pytest
 import torch
 import transformers
 
 from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM
-from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, run_cli
+from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, kill_after_checkpoint, run_cli
 from tests.remote_code_helpers import load_in_fresh_process
 
 TINY_MINIMOE = json.dumps({"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128,
@@ -93,14 +90,7 @@ def test_sigkill_then_resume_finishes_every_step(tmp_path, vanilla_teacher, meth
     output = tmp_path / "student"
     build = (lambda *extra: _minimoe(output, 24, *extra)) if method == "minimoe" else (
         lambda *extra: _tcd(vanilla_teacher, output, 24, *extra))  # fmt: skip
-    process = subprocess.Popen(cli_command(build()), env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while not (output / "checkpoint-4" / "trainer_state.json").is_file():
-        assert process.poll() is None, "the run ended before it could be interrupted"
-        assert time.time() < deadline
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_after_checkpoint(build(), output / "checkpoint-4")
     assert not (output / "run_summary.json").exists()
     run_cli(build("--resume_from_checkpoint", "last"))
     history = json.loads((output / "checkpoint-24" / "trainer_state.json").read_text())["log_history"]

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import time
 
 import pytest
 import transformers
 
 from compact_bert.modeling import CompactMobileBertForPreTraining, IBBertForPreTraining
-from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, run_cli, stage_steps
+from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, kill_after_checkpoint, run_cli, stage_steps
 from tests.distillation.helpers import tiny_ib_bert_config, tiny_mobilebert_config
 
 STUDENT = json.dumps({key: value for key, value in tiny_mobilebert_config().to_diff_dict().items()
@@ -50,15 +47,7 @@ def test_sigkill_and_resume_keeps_every_stage_length(tmp_path, teacher_dir):
     assert expected == {0: 12, 1: 12, 2: 16}
 
     interrupted = tmp_path / "interrupted"
-    command = cli_command(_distill_arguments(teacher_dir, interrupted, 40, 12) + arguments)
-    process = subprocess.Popen(command, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while not (interrupted / "checkpoint-8" / "trainer_state.json").is_file():
-        assert process.poll() is None, "the run ended before it could be interrupted"
-        assert time.time() < deadline
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_after_checkpoint(_distill_arguments(teacher_dir, interrupted, 40, 12) + arguments, interrupted / "checkpoint-8")
     assert not (interrupted / "checkpoint-40").exists()
 
     run_cli(_distill_arguments(teacher_dir, interrupted, 40, 12) + arguments + ["--resume_from_checkpoint", "last"])
