@@ -190,6 +190,10 @@ class CompactMobileBertConfig(BottleneckBertConfig):
 
     model_type = "compact_mobilebert"
 
+    def __init__(self, **kwargs):
+        # Defined on purpose: transformers 5 replaces an inherited ``__init__`` (see MiniMoEConfig).
+        super().__init__(**kwargs)
+
     def _validate_bottleneck_direction(self, owner: str) -> None:
         if self.intra_bottleneck_size > self.hidden_size:
             raise ValueError(

@@ -17,6 +17,12 @@ class MiniMoEConfig(SparseBertConfigBase):
 
     model_type = "minimoe"
 
+    def __init__(self, **kwargs):
+        # Defined on purpose: transformers 5 turns every config class into a dataclass and, for a subclass
+        # without an ``__init__`` of its own, replaces the inherited one, so the base class's fields and
+        # validation would never run.
+        super().__init__(**kwargs)
+
 
 def _student(layers: int, hidden: int, experts: int) -> dict:
     # MiniLM students keep a 32-d attention head and a 4x FFN, as the public MiniLM checkpoints do.

@@ -8,7 +8,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModel
 
 from compact_bert.configuration import PRESETS, preset_config
-from compact_bert.model_stats import count_parameters, estimate_flops, meta_model
+from compact_bert.modeling.model_stats import count_parameters, estimate_flops, meta_model
 
 # (preset, paper total, relative tolerance, source)
 PAPER_COUNTS = [

@@ -9,7 +9,7 @@ import torch
 import transformers
 
 from compact_bert.cli.main import main
-from compact_bert.conversion import to_compact_config
+from compact_bert.modeling.conversion import to_compact_config
 from tests.conftest import random_batch
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..configuration import PRESETS, preset_config
-from ..model_stats import count_parameters, estimate_flops, meta_model
+from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
 
 __all__ = ["add_parser", "preset_rows", "run"]
 

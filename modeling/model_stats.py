@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .configuration import BottleneckBertConfig, SparseBertConfigBase
-from .modeling.moe_layer import ExpertLinear, MoEExperts
+from ..configuration import BottleneckBertConfig, SparseBertConfigBase
+from .moe_layer import ExpertLinear, MoEExperts
 
 __all__ = ["count_parameters", "estimate_flops", "meta_model"]
 

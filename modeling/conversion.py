@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 import transformers
 
-from .configuration import CompactMobileBertConfig
-from .modeling import COMPACT_MOBILEBERT_AUTO_CLASSES
+from ..configuration import CompactMobileBertConfig
+from .modeling_compact_mobilebert import AUTO_CLASSES as COMPACT_MOBILEBERT_AUTO_CLASSES
 
 __all__ = ["convert_checkpoint", "to_compact_config", "to_transformers_config"]
 

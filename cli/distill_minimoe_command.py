@@ -24,7 +24,7 @@ from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
-from ..model_stats import count_parameters
+from ..modeling.model_stats import count_parameters
 from .training_common import build_from_preset, parse_arguments, train_and_report
 
 __all__ = ["MiniMoEStudentArguments", "run"]

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..conversion import convert_checkpoint
+from ..modeling.conversion import convert_checkpoint
 
 __all__ = ["add_parser", "run"]
 
