@@ -77,9 +77,12 @@ class BottleneckBertConfig(PretrainedConfig):
         pad_token_id: int = 0,
         classifier_activation: bool = True,
         classifier_dropout: float | None = None,
+        tie_word_embeddings: bool = True,
         **kwargs,
     ):
-        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
+        # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
+        self.tie_word_embeddings = tie_word_embeddings
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_size = hidden_size

@@ -72,9 +72,12 @@ class SparseBertConfigBase(PretrainedConfig):
         router_aux_loss_coef: float = 0.01,
         hash_seed: int = 0,
         use_auxiliary_attention: bool = False,
+        tie_word_embeddings: bool = True,
         **kwargs,
     ):
-        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
+        # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
+        self.tie_word_embeddings = tie_word_embeddings
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers

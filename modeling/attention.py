@@ -1,7 +1,9 @@
 """Scaled dot-product attention shared by every family.
 
-PyTorch's fused SDPA kernel is used whenever the attention probabilities are not requested; the eager
-path materializes them only for ``output_attentions=True`` (attention transfer, eq. 3 of paper 001).
+Two implementations, chosen the way transformers users expect (``attn_implementation`` in
+``from_pretrained`` / ``from_config``, stored as ``config._attn_implementation``): PyTorch's fused SDPA
+kernel (the default) and the explicit "eager" computation. The probabilities exist only on the eager
+path, so ``output_attentions=True`` (attention transfer, eq. 3 of paper 001) uses it whatever is selected.
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ import math
 import torch
 from torch.nn import functional as F
 
-__all__ = ["additive_attention_mask", "merge_heads", "scaled_dot_product_attention", "split_heads"]
+__all__ = [
+    "additive_attention_mask",
+    "merge_heads",
+    "scaled_dot_product_attention",
+    "split_heads",
+    "uses_eager_attention",
+]
 
 
 def additive_attention_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -32,19 +40,25 @@ def merge_heads(states: torch.Tensor) -> torch.Tensor:
     return states.transpose(1, 2).reshape(batch, seq, heads * head_size)
 
 
+def uses_eager_attention(config, output_attentions: bool) -> bool:
+    """The explicit path when probabilities are requested or ``attn_implementation="eager"`` is selected."""
+    return output_attentions or getattr(config, "_attn_implementation", None) == "eager"
+
+
 def scaled_dot_product_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
     additive_mask: torch.Tensor | None,
     dropout_p: float,
-    output_attentions: bool,
+    eager: bool,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Attention over ``[batch, heads, seq, head_size]`` tensors; returns the context and, if asked, probs.
+    """Attention over ``[batch, heads, seq, head_size]`` tensors; returns the context and, on the eager
+    path, the probabilities (``None`` from the fused kernel).
 
     ``dropout_p`` must already be 0 outside training.
     """
-    if not output_attentions:
+    if not eager:
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=additive_mask, dropout_p=dropout_p)
         return context, None
     scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])

@@ -1,9 +1,12 @@
-"""Bottleneck BERT: the one implementation behind IB-BERT and MobileBERT (paper 001 §3, Fig. 1, Table 1).
+"""Bottleneck BERT: the one architecture behind IB-BERT and MobileBERT (paper 001 §3, Fig. 1, Table 1).
 
-Module names and the order of operations follow transformers' ``MobileBertModel`` exactly, so that our
-MobileBERT gives the same numbers for the same weights and checkpoints convert by renaming the prefix.
-What transformers cannot express, and this does, is ``attention_input="inter_block"``: IB-BERT's
-query/key/value read the 512-d inter-block features and produce the 1024-d all-head size.
+Reads top to bottom like transformers' model files: embeddings → attention → layer → encoder → base
+model → task heads. Module names and the order of operations follow transformers' ``MobileBertModel``
+exactly, so that our MobileBERT gives the same numbers for the same weights and checkpoints convert by
+renaming the prefix. What transformers cannot express, and this does, is ``attention_input="inter_block"``:
+IB-BERT's query/key/value read the 512-d inter-block features and produce the 1024-d all-head size.
+The families (``modeling_ib_bert``, ``modeling_compact_mobilebert``) are short subclasses of the classes
+here that only name their config and weight prefix.
 """
 
 from __future__ import annotations
@@ -16,19 +19,40 @@ from torch.nn import functional as F
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .attention import additive_attention_mask, merge_heads, scaled_dot_product_attention, split_heads
-from .heads import BackboneHeadMixin
-from .layer_stack import run_layer_stack
+from ..configuration.configuration_bottleneck_bert import BottleneckBertConfig
+from .attention import (
+    additive_attention_mask,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+    uses_eager_attention,
+)
 from .normalization import build_normalization
-from .outputs import CompactBertModelOutput, CompactBertPreTrainingOutput
+from .outputs import (
+    CompactBertClassifierOutput,
+    CompactBertMaskedLMOutput,
+    CompactBertModelOutput,
+    CompactBertPreTrainingOutput,
+    CompactBertQuestionAnsweringOutput,
+)
+from .pretrained_base import CompactBertPreTrainedModel, tied_masked_lm_weights
+from .task_losses import (
+    classifier_dropout_probability,
+    question_answering_loss,
+    sequence_classification_loss,
+    token_cross_entropy,
+)
 
 __all__ = [
-    "BottleneckBertEmbeddings",
+    "BottleneckBertEncoder",
+    "BottleneckBertForMaskedLM",
+    "BottleneckBertForPreTraining",
+    "BottleneckBertForQuestionAnswering",
+    "BottleneckBertForSequenceClassification",
+    "BottleneckBertForTokenClassification",
     "BottleneckBertLayer",
-    "BottleneckBertModelMixin",
-    "BottleneckBertOnlyMLMHead",
-    "BottleneckBertPreTrainingHeads",
-    "BottleneckBertPreTrainingMixin",
+    "BottleneckBertModel",
+    "BottleneckBertPreTrainedModel",
 ]
 
 
@@ -76,6 +100,7 @@ class BottleneckBertEmbeddings(nn.Module):
 class BottleneckBertSelfAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
+        self.config = config
         self.num_attention_heads = config.num_attention_heads
         self.dropout_prob = config.attention_probs_dropout_prob
         all_head_size = config.true_hidden_size
@@ -90,7 +115,8 @@ class BottleneckBertSelfAttention(nn.Module):
         key = split_heads(self.key(key_input), self.num_attention_heads)
         value = split_heads(self.value(value_input), self.num_attention_heads)
         dropout_p = self.dropout_prob if self.training else 0.0
-        context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, output_attentions)
+        eager = uses_eager_attention(self.config, output_attentions)
+        context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, eager)
         return merge_heads(context), probs
 
 
@@ -262,6 +288,20 @@ class BottleneckBertEncoder(nn.Module):
         self.layer = nn.ModuleList([BottleneckBertLayer(config) for _ in range(config.num_hidden_layers)])
         self.gradient_checkpointing = False
 
+    def forward(self, hidden_states, additive_mask, output_attentions: bool, output_hidden_states: bool):
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layer:
+            layer_output = layer(hidden_states, additive_mask, output_attentions=output_attentions)
+            hidden_states = layer_output.hidden_states
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (layer_output.attention_probs,)
+        return CompactBertModelOutput(
+            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
+        )
+
 
 class BottleneckBertPooler(nn.Module):
     """First token through dense + tanh, or the raw first token with ``classifier_activation=False``."""
@@ -332,7 +372,15 @@ class BottleneckBertPreTrainingHeads(nn.Module):
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
-class BottleneckBertModelMixin:
+class BottleneckBertPreTrainedModel(CompactBertPreTrainedModel):
+    """Weight init and settings of the architecture; each family names its config and weight prefix."""
+
+    config_class = BottleneckBertConfig
+    base_model_prefix = "bottleneck_bert"
+    _no_split_modules = ["BottleneckBertLayer"]
+
+
+class BottleneckBertModel(BottleneckBertPreTrainedModel):
     """The base model: factorized embeddings, bottleneck encoder, pooler."""
 
     def __init__(self, config, add_pooling_layer: bool = True):
@@ -365,32 +413,28 @@ class BottleneckBertModelMixin:
             output_hidden_states = self.config.output_hidden_states
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
-        stack = run_layer_stack(
-            self.encoder.layer,
-            hidden_states,
-            lambda layer, states: layer(states, additive_mask, output_attentions=output_attentions),
-            output_hidden_states,
-            output_attentions,
-        )
-        hidden_states = stack.hidden_states
+        encoded = self.encoder(hidden_states, additive_mask, bool(output_attentions), bool(output_hidden_states))
         output = CompactBertModelOutput(
-            last_hidden_state=hidden_states,
-            pooler_output=self.pooler(hidden_states) if self.pooler is not None else None,
-            hidden_states=stack.all_hidden_states,
-            attentions=stack.all_attentions,
+            last_hidden_state=encoded.last_hidden_state,
+            pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
+            hidden_states=encoded.hidden_states,
+            attentions=encoded.attentions,
         )
         return output.to_tuple() if return_dict is False else output
 
 
-class BottleneckBertPreTrainingMixin(BackboneHeadMixin):
-    """MLM + next-sentence prediction, the pre-training objective of MobileBERT and IB-BERT."""
+class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel):
+    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
 
-    _tied_weights_keys = ["cls.predictions.decoder.weight", "cls.predictions.decoder.bias"]
+    backbone_class = BottleneckBertModel
+    heads_class = BottleneckBertOnlyMLMHead
+    add_pooling_layer = False
 
     def __init__(self, config):
         super().__init__(config)
-        self._build_backbone(config)
-        self.cls = BottleneckBertPreTrainingHeads(config)
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=self.add_pooling_layer))
+        self.cls = self.heads_class(config)
+        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
         self.post_init()
 
     def get_output_embeddings(self):
@@ -408,23 +452,178 @@ class BottleneckBertPreTrainingMixin(BackboneHeadMixin):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        next_sentence_label=None,
+        output_attentions=None,
+        output_hidden_states=None,
         return_dict=None,
-        **backbone_kwargs,
     ):
-        outputs = self._backbone(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, backbone_kwargs)
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )  # fmt: skip
+        logits = self.cls(outputs.last_hidden_state)
+        result = CompactBertMaskedLMOutput(
+            loss=None if labels is None else token_cross_entropy(logits, labels),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return result.to_tuple() if return_dict is False else result
+
+
+class BottleneckBertForPreTraining(BottleneckBertForMaskedLM):
+    """MLM + next-sentence prediction, the pre-training objective of MobileBERT and IB-BERT."""
+
+    heads_class = BottleneckBertPreTrainingHeads
+    add_pooling_layer = True
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        next_sentence_label=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ):
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )  # fmt: skip
         prediction_logits, seq_relationship_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
         losses = []
         if labels is not None:
-            losses.append(
-                F.cross_entropy(prediction_logits.view(-1, prediction_logits.shape[-1]), labels.view(-1), ignore_index=-100)
-            )
+            losses.append(token_cross_entropy(prediction_logits, labels))
         if next_sentence_label is not None:
             losses.append(F.cross_entropy(seq_relationship_logits.view(-1, 2), next_sentence_label.view(-1)))
         result = CompactBertPreTrainingOutput(
             loss=sum(losses) if losses else None,
             prediction_logits=prediction_logits,
             seq_relationship_logits=seq_relationship_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return result.to_tuple() if return_dict is False else result
+
+
+class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel):
+    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
+
+    backbone_class = BottleneckBertModel
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        setattr(self, self.base_model_prefix, self.backbone_class(config))
+        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ):
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )  # fmt: skip
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        result = CompactBertClassifierOutput(
+            loss=None if labels is None else sequence_classification_loss(logits, labels, self.config),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return result.to_tuple() if return_dict is False else result
+
+
+class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel):
+    """Per-token dropout → linear classifier; labels of -100 are ignored."""
+
+    backbone_class = BottleneckBertModel
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ):
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )  # fmt: skip
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        result = CompactBertClassifierOutput(
+            loss=None if labels is None else token_cross_entropy(logits, labels),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return result.to_tuple() if return_dict is False else result
+
+
+class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel):
+    """Extractive QA: per-token start/end logits."""
+
+    backbone_class = BottleneckBertModel
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ):
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )  # fmt: skip
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
+        result = CompactBertQuestionAnsweringOutput(
+            loss=loss,
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )

@@ -1,18 +1,25 @@
-"""MobileBERT and MobileBERT_TINY students (paper 001 §3, Table 1, appendix E)."""
+"""MobileBERT and MobileBERT_TINY students (paper 001 §3, Table 1, appendix E).
+
+The architecture is ``modeling_bottleneck_bert``; these classes only name the student's config and weight
+prefix. The prefix is transformers' own (``mobilebert``), so checkpoints of transformers' MobileBERT and of
+this family share every weight name.
+"""
 
 from __future__ import annotations
 
 from ..configuration.configuration_bottleneck_bert import CompactMobileBertConfig
-from .heads import (
-    MaskedLMHeadMixin,
-    QuestionAnsweringHeadMixin,
-    SequenceClassificationHeadMixin,
-    TokenClassificationHeadMixin,
+from .modeling_bottleneck_bert import (
+    BottleneckBertForMaskedLM,
+    BottleneckBertForPreTraining,
+    BottleneckBertForQuestionAnswering,
+    BottleneckBertForSequenceClassification,
+    BottleneckBertForTokenClassification,
+    BottleneckBertModel,
+    BottleneckBertPreTrainedModel,
 )
-from .modeling_bottleneck_bert import BottleneckBertModelMixin, BottleneckBertOnlyMLMHead, BottleneckBertPreTrainingMixin
-from .pretrained_base import CompactBertPreTrainedModel
 
 __all__ = [
+    "AUTO_CLASSES",
     "CompactMobileBertForMaskedLM",
     "CompactMobileBertForPreTraining",
     "CompactMobileBertForQuestionAnswering",
@@ -23,39 +30,36 @@ __all__ = [
 ]
 
 
-# The prefix is transformers' own ("mobilebert"), so checkpoints of transformers' MobileBERT and of
-# this family share every weight name.
-class CompactMobileBertPreTrainedModel(CompactBertPreTrainedModel):
+class CompactMobileBertPreTrainedModel(BottleneckBertPreTrainedModel):
     config_class = CompactMobileBertConfig
     base_model_prefix = "mobilebert"
-    _no_split_modules = ["BottleneckBertLayer"]
 
 
-class CompactMobileBertModel(BottleneckBertModelMixin, CompactMobileBertPreTrainedModel):
-    """Base model; see ``BottleneckBertModelMixin.forward`` for the arguments."""
+class CompactMobileBertModel(CompactMobileBertPreTrainedModel, BottleneckBertModel):
+    """Base model; see ``BottleneckBertModel.forward`` for the arguments."""
 
 
-class CompactMobileBertForPreTraining(BottleneckBertPreTrainingMixin, CompactMobileBertPreTrainedModel):
+class CompactMobileBertForPreTraining(CompactMobileBertPreTrainedModel, BottleneckBertForPreTraining):
     backbone_class = CompactMobileBertModel
 
 
-class CompactMobileBertForMaskedLM(MaskedLMHeadMixin, CompactMobileBertPreTrainedModel):
-    backbone_class = CompactMobileBertModel
-    mlm_head_class = BottleneckBertOnlyMLMHead
-
-
-class CompactMobileBertForSequenceClassification(SequenceClassificationHeadMixin, CompactMobileBertPreTrainedModel):
+class CompactMobileBertForMaskedLM(CompactMobileBertPreTrainedModel, BottleneckBertForMaskedLM):
     backbone_class = CompactMobileBertModel
 
 
-class CompactMobileBertForTokenClassification(TokenClassificationHeadMixin, CompactMobileBertPreTrainedModel):
+class CompactMobileBertForSequenceClassification(CompactMobileBertPreTrainedModel, BottleneckBertForSequenceClassification):
     backbone_class = CompactMobileBertModel
 
 
-class CompactMobileBertForQuestionAnswering(QuestionAnsweringHeadMixin, CompactMobileBertPreTrainedModel):
+class CompactMobileBertForTokenClassification(CompactMobileBertPreTrainedModel, BottleneckBertForTokenClassification):
     backbone_class = CompactMobileBertModel
 
 
+class CompactMobileBertForQuestionAnswering(CompactMobileBertPreTrainedModel, BottleneckBertForQuestionAnswering):
+    backbone_class = CompactMobileBertModel
+
+
+# Auto class name → model class: what importing compact_bert registers and what ``auto_map`` records.
 AUTO_CLASSES = {
     "AutoModel": CompactMobileBertModel,
     "AutoModelForPreTraining": CompactMobileBertForPreTraining,

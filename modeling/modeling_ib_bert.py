@@ -1,18 +1,24 @@
-"""IB-BERT: the inverted-bottleneck BERT_LARGE teacher of MobileBERT (paper 001 §3.1, Table 1)."""
+"""IB-BERT: the inverted-bottleneck BERT_LARGE teacher of MobileBERT (paper 001 §3.1, Table 1).
+
+The architecture is ``modeling_bottleneck_bert``; these classes only name IB-BERT's config and weight
+prefix, so that IB-BERT checkpoints say which role they were built for.
+"""
 
 from __future__ import annotations
 
 from ..configuration.configuration_bottleneck_bert import IBBertConfig
-from .heads import (
-    MaskedLMHeadMixin,
-    QuestionAnsweringHeadMixin,
-    SequenceClassificationHeadMixin,
-    TokenClassificationHeadMixin,
+from .modeling_bottleneck_bert import (
+    BottleneckBertForMaskedLM,
+    BottleneckBertForPreTraining,
+    BottleneckBertForQuestionAnswering,
+    BottleneckBertForSequenceClassification,
+    BottleneckBertForTokenClassification,
+    BottleneckBertModel,
+    BottleneckBertPreTrainedModel,
 )
-from .modeling_bottleneck_bert import BottleneckBertModelMixin, BottleneckBertOnlyMLMHead, BottleneckBertPreTrainingMixin
-from .pretrained_base import CompactBertPreTrainedModel
 
 __all__ = [
+    "AUTO_CLASSES",
     "IBBertForMaskedLM",
     "IBBertForPreTraining",
     "IBBertForQuestionAnswering",
@@ -23,37 +29,36 @@ __all__ = [
 ]
 
 
-class IBBertPreTrainedModel(CompactBertPreTrainedModel):
+class IBBertPreTrainedModel(BottleneckBertPreTrainedModel):
     config_class = IBBertConfig
     base_model_prefix = "ib_bert"
-    _no_split_modules = ["BottleneckBertLayer"]
 
 
-class IBBertModel(BottleneckBertModelMixin, IBBertPreTrainedModel):
-    """Base model; see ``BottleneckBertModelMixin.forward`` for the arguments."""
+class IBBertModel(IBBertPreTrainedModel, BottleneckBertModel):
+    """Base model; see ``BottleneckBertModel.forward`` for the arguments."""
 
 
-class IBBertForPreTraining(BottleneckBertPreTrainingMixin, IBBertPreTrainedModel):
+class IBBertForPreTraining(IBBertPreTrainedModel, BottleneckBertForPreTraining):
     backbone_class = IBBertModel
 
 
-class IBBertForMaskedLM(MaskedLMHeadMixin, IBBertPreTrainedModel):
-    backbone_class = IBBertModel
-    mlm_head_class = BottleneckBertOnlyMLMHead
-
-
-class IBBertForSequenceClassification(SequenceClassificationHeadMixin, IBBertPreTrainedModel):
+class IBBertForMaskedLM(IBBertPreTrainedModel, BottleneckBertForMaskedLM):
     backbone_class = IBBertModel
 
 
-class IBBertForTokenClassification(TokenClassificationHeadMixin, IBBertPreTrainedModel):
+class IBBertForSequenceClassification(IBBertPreTrainedModel, BottleneckBertForSequenceClassification):
     backbone_class = IBBertModel
 
 
-class IBBertForQuestionAnswering(QuestionAnsweringHeadMixin, IBBertPreTrainedModel):
+class IBBertForTokenClassification(IBBertPreTrainedModel, BottleneckBertForTokenClassification):
     backbone_class = IBBertModel
 
 
+class IBBertForQuestionAnswering(IBBertPreTrainedModel, BottleneckBertForQuestionAnswering):
+    backbone_class = IBBertModel
+
+
+# Auto class name → model class: what importing compact_bert registers and what ``auto_map`` records.
 AUTO_CLASSES = {
     "AutoModel": IBBertModel,
     "AutoModelForPreTraining": IBBertForPreTraining,

@@ -1,18 +1,23 @@
-"""MiniMoE: a MiniLM-shaped student with mixtures of minimal top-1 experts (paper 002 §3.2)."""
+"""MiniMoE: a MiniLM-shaped student with mixtures of minimal top-1 experts (paper 002 §3.2).
+
+The architecture is ``modeling_sparse_bert``; these classes only name the family's config and weight
+prefix.
+"""
 
 from __future__ import annotations
 
 from ..configuration.configuration_minimoe import MiniMoEConfig
-from .heads import (
-    MaskedLMHeadMixin,
-    QuestionAnsweringHeadMixin,
-    SequenceClassificationHeadMixin,
-    TokenClassificationHeadMixin,
+from .modeling_sparse_bert import (
+    SparseBertForMaskedLM,
+    SparseBertForQuestionAnswering,
+    SparseBertForSequenceClassification,
+    SparseBertForTokenClassification,
+    SparseBertModel,
+    SparseBertPreTrainedModel,
 )
-from .pretrained_base import CompactBertPreTrainedModel
-from .sparse_bert_blocks import SparseBertModelMixin, SparseBertOnlyMLMHead
 
 __all__ = [
+    "AUTO_CLASSES",
     "MiniMoEForMaskedLM",
     "MiniMoEForQuestionAnswering",
     "MiniMoEForSequenceClassification",
@@ -22,33 +27,32 @@ __all__ = [
 ]
 
 
-class MiniMoEPreTrainedModel(CompactBertPreTrainedModel):
+class MiniMoEPreTrainedModel(SparseBertPreTrainedModel):
     config_class = MiniMoEConfig
     base_model_prefix = "minimoe"
-    _no_split_modules = ["SparseBertLayer"]
 
 
-class MiniMoEModel(SparseBertModelMixin, MiniMoEPreTrainedModel):
-    """Base model; see ``SparseBertModelMixin.forward`` for the arguments."""
+class MiniMoEModel(MiniMoEPreTrainedModel, SparseBertModel):
+    """Base model; see ``SparseBertModel.forward`` for the arguments."""
 
 
-class MiniMoEForMaskedLM(MaskedLMHeadMixin, MiniMoEPreTrainedModel):
-    backbone_class = MiniMoEModel
-    mlm_head_class = SparseBertOnlyMLMHead
-
-
-class MiniMoEForSequenceClassification(SequenceClassificationHeadMixin, MiniMoEPreTrainedModel):
+class MiniMoEForMaskedLM(MiniMoEPreTrainedModel, SparseBertForMaskedLM):
     backbone_class = MiniMoEModel
 
 
-class MiniMoEForTokenClassification(TokenClassificationHeadMixin, MiniMoEPreTrainedModel):
+class MiniMoEForSequenceClassification(MiniMoEPreTrainedModel, SparseBertForSequenceClassification):
     backbone_class = MiniMoEModel
 
 
-class MiniMoEForQuestionAnswering(QuestionAnsweringHeadMixin, MiniMoEPreTrainedModel):
+class MiniMoEForTokenClassification(MiniMoEPreTrainedModel, SparseBertForTokenClassification):
     backbone_class = MiniMoEModel
 
 
+class MiniMoEForQuestionAnswering(MiniMoEPreTrainedModel, SparseBertForQuestionAnswering):
+    backbone_class = MiniMoEModel
+
+
+# Auto class name → model class: what importing compact_bert registers and what ``auto_map`` records.
 AUTO_CLASSES = {
     "AutoModel": MiniMoEModel,
     "AutoModelForMaskedLM": MiniMoEForMaskedLM,

@@ -1,18 +1,23 @@
-"""MoE-BERT: BERT with every FFN a 64-expert top-1 MoE (paper 003 §2.2); one expert = its vanilla teacher."""
+"""MoE-BERT: BERT with every FFN a 64-expert top-1 MoE (paper 003 §2.2); one expert = its vanilla teacher.
+
+The architecture is ``modeling_sparse_bert``; these classes only name the family's config and weight
+prefix.
+"""
 
 from __future__ import annotations
 
 from ..configuration.configuration_moe_bert import MoEBertConfig
-from .heads import (
-    MaskedLMHeadMixin,
-    QuestionAnsweringHeadMixin,
-    SequenceClassificationHeadMixin,
-    TokenClassificationHeadMixin,
+from .modeling_sparse_bert import (
+    SparseBertForMaskedLM,
+    SparseBertForQuestionAnswering,
+    SparseBertForSequenceClassification,
+    SparseBertForTokenClassification,
+    SparseBertModel,
+    SparseBertPreTrainedModel,
 )
-from .pretrained_base import CompactBertPreTrainedModel
-from .sparse_bert_blocks import SparseBertModelMixin, SparseBertOnlyMLMHead
 
 __all__ = [
+    "AUTO_CLASSES",
     "MoEBertForMaskedLM",
     "MoEBertForQuestionAnswering",
     "MoEBertForSequenceClassification",
@@ -22,33 +27,32 @@ __all__ = [
 ]
 
 
-class MoEBertPreTrainedModel(CompactBertPreTrainedModel):
+class MoEBertPreTrainedModel(SparseBertPreTrainedModel):
     config_class = MoEBertConfig
     base_model_prefix = "moe_bert"
-    _no_split_modules = ["SparseBertLayer"]
 
 
-class MoEBertModel(SparseBertModelMixin, MoEBertPreTrainedModel):
-    """Base model; see ``SparseBertModelMixin.forward`` for the arguments."""
+class MoEBertModel(MoEBertPreTrainedModel, SparseBertModel):
+    """Base model; see ``SparseBertModel.forward`` for the arguments."""
 
 
-class MoEBertForMaskedLM(MaskedLMHeadMixin, MoEBertPreTrainedModel):
-    backbone_class = MoEBertModel
-    mlm_head_class = SparseBertOnlyMLMHead
-
-
-class MoEBertForSequenceClassification(SequenceClassificationHeadMixin, MoEBertPreTrainedModel):
+class MoEBertForMaskedLM(MoEBertPreTrainedModel, SparseBertForMaskedLM):
     backbone_class = MoEBertModel
 
 
-class MoEBertForTokenClassification(TokenClassificationHeadMixin, MoEBertPreTrainedModel):
+class MoEBertForSequenceClassification(MoEBertPreTrainedModel, SparseBertForSequenceClassification):
     backbone_class = MoEBertModel
 
 
-class MoEBertForQuestionAnswering(QuestionAnsweringHeadMixin, MoEBertPreTrainedModel):
+class MoEBertForTokenClassification(MoEBertPreTrainedModel, SparseBertForTokenClassification):
     backbone_class = MoEBertModel
 
 
+class MoEBertForQuestionAnswering(MoEBertPreTrainedModel, SparseBertForQuestionAnswering):
+    backbone_class = MoEBertModel
+
+
+# Auto class name → model class: what importing compact_bert registers and what ``auto_map`` records.
 AUTO_CLASSES = {
     "AutoModel": MoEBertModel,
     "AutoModelForMaskedLM": MoEBertForMaskedLM,

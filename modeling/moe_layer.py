@@ -33,6 +33,8 @@ __all__ = [
     "RoutingDecision",
     "TopOneRouter",
     "build_router",
+    "hash_routing_table",
+    "summarize_routing",
     "load_balancing_loss",
     "route",
     "route_tokens",
@@ -152,20 +154,26 @@ class TopOneRouter(nn.Module):
         return expert_index, gate, router_logits, router_probs
 
 
+def hash_routing_table(vocab_size: int, num_experts: int, hash_seed: int) -> torch.Tensor:
+    """A balanced random partition of the vocabulary: each expert gets ``vocab / m`` token ids."""
+    generator = torch.Generator().manual_seed(hash_seed)
+    permutation = torch.randperm(vocab_size, generator=generator)
+    table = torch.empty(vocab_size, dtype=torch.long)
+    table[permutation] = torch.arange(vocab_size) % num_experts
+    return table
+
+
 class HashRouter(nn.Module):
     """Fixed random hash of the token id → expert (Roller et al., 2021; paper 002 appendix B).
 
-    The table is a balanced random partition of the vocabulary (each expert gets ``vocab / m`` ids),
-    generated from ``hash_seed`` and saved with the weights so it never changes between library versions.
+    The table is generated from ``hash_seed`` and saved with the weights, so it never changes between
+    library versions; a checkpoint without it gets the same table back from the seed.
     """
 
     def __init__(self, vocab_size: int, num_experts: int, hash_seed: int):
         super().__init__()
-        generator = torch.Generator().manual_seed(hash_seed)
-        permutation = torch.randperm(vocab_size, generator=generator)
-        table = torch.empty(vocab_size, dtype=torch.long)
-        table[permutation] = torch.arange(vocab_size) % num_experts
-        self.register_buffer("token_to_expert", table)
+        self.table_arguments = (vocab_size, num_experts, hash_seed)
+        self.register_buffer("token_to_expert", hash_routing_table(*self.table_arguments))
 
     def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None):
         if input_ids is None:
@@ -298,3 +306,24 @@ class MoEFeedForward(nn.Module):
         flat = hidden_states.reshape(-1, hidden_states.shape[-1])
         outputs = self.experts(flat, dispatch) * decision.gate.unsqueeze(-1).to(flat.dtype)
         return outputs.view_as(hidden_states), decision
+
+
+def summarize_routing(
+    decisions: list[RoutingDecision], config, batch: int, seq: int, output_router_logits: bool
+) -> dict[str, torch.Tensor | tuple | None]:
+    """The routing fields of a model output from every MoE block's decision (empty for a dense model)."""
+    if not decisions:
+        return {}
+    aux_loss = config.router_aux_loss_coef * torch.stack([decision.aux_loss for decision in decisions]).mean()
+    router_logits = None
+    if output_router_logits and config.router_type == "top1":
+        router_logits = tuple(decision.router_logits.view(batch, seq, -1) for decision in decisions)
+    loads = [decision.expert_load for decision in decisions]
+    # MHA and FFN blocks may have different expert counts: pad loads to the widest for one tensor.
+    width = max(load.shape[0] for load in loads)
+    return {
+        "aux_loss": aux_loss,
+        "router_logits": router_logits,
+        "expert_load": torch.stack([F.pad(load, (0, width - load.shape[0])) for load in loads]),
+        "dropped_token_fraction": torch.stack([decision.dropped_fraction for decision in decisions]),
+    }

@@ -1,4 +1,4 @@
-"""Base class of every compact-bert model: weight init, gradient checkpointing, Hub-ready saving."""
+"""Base class of every compact-bert model: weight init, attention selection, input checks, Hub-ready saving."""
 
 from __future__ import annotations
 
@@ -6,57 +6,94 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from .moe_layer import ExpertLinear, MoEExperts
+from .moe_layer import ExpertLinear, HashRouter, MoEExperts, hash_routing_table
 from .normalization import NoNorm
 from .remote_code import write_remote_code
 
-__all__ = ["CompactBertPreTrainedModel"]
+__all__ = ["CompactBertPreTrainedModel", "tied_masked_lm_weights"]
+
+
+def _loaded(tensor: torch.Tensor) -> bool:
+    """transformers 5 flags every tensor it filled from a checkpoint; those must not be re-initialized.
+    (4.57 never sets the flag on tensors and only initializes modules with missing weights.)"""
+    return bool(getattr(tensor, "_is_hf_initialized", False))
+
+
+def _normal(tensor: torch.Tensor, std: float) -> None:
+    if not _loaded(tensor):
+        tensor.normal_(mean=0.0, std=std)
+
+
+def _fill(tensor: torch.Tensor, value: float) -> None:
+    if not _loaded(tensor):
+        tensor.fill_(value)
+
+
+def _copy(tensor: torch.Tensor, value: torch.Tensor) -> None:
+    if not _loaded(tensor):
+        tensor.copy_(value)
 
 
 class CompactBertPreTrainedModel(PreTrainedModel):
     """Shared behaviour; each family subclasses it with its ``config_class`` and ``base_model_prefix``.
 
-    ``save_pretrained`` also writes the flat, self-contained modeling code next to the weights and the
+    ``save_pretrained`` also writes the family's two self-contained code files next to the weights and the
     ``auto_map`` into ``config.json``, so ``AutoModel*.from_pretrained(dir, trust_remote_code=True)``
     works in a process that never installed compact-bert.
     """
 
     supports_gradient_checkpointing = True
+    # Attention is PyTorch's fused SDPA kernel or the explicit ("eager") computation, selected with
+    # ``attn_implementation`` in ``from_pretrained`` / ``from_config`` or on the config.
     _supports_sdpa = True
     # Head losses are per-batch means, so Trainer must scale them for gradient accumulation itself rather
-    # than pass ``num_items_in_batch`` (which it would, seeing the heads' ``**backbone_kwargs``).
+    # than pass ``num_items_in_batch``.
     accepts_loss_kwargs = False
 
+    @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
+        """Initialize every parameter *and* every buffer the checkpoint does not hold.
+
+        transformers 5 materializes a loaded model from the meta device and leaves whatever a checkpoint
+        lacks uninitialized — non-persistent buffers (``position_ids``) included — unless this method
+        covers it; a task head added to a saved base model relies on it on both lines.
+        """
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):
-            module.weight.data.normal_(mean=0.0, std=std)
+            _normal(module.weight, std)
             if module.bias is not None:
-                module.bias.data.zero_()
+                _fill(module.bias, 0.0)
         elif isinstance(module, nn.Embedding):
-            module.weight.data.normal_(mean=0.0, std=std)
-            if module.padding_idx is not None:
-                module.weight.data[module.padding_idx].zero_()
+            if not _loaded(module.weight):
+                module.weight.normal_(mean=0.0, std=std)
+                if module.padding_idx is not None:
+                    module.weight[module.padding_idx].zero_()
         elif isinstance(module, (nn.LayerNorm, NoNorm)):
-            module.weight.data.fill_(1.0)
-            module.bias.data.zero_()
-        elif isinstance(module, ExpertLinear):
-            module.weight.data.normal_(mean=0.0, std=std)
-            module.bias.data.zero_()
-        elif isinstance(module, MoEExperts):
-            for weight in (module.fc1_weight, module.fc2_weight):
-                weight.data.normal_(mean=0.0, std=std)
-            for bias in (module.fc1_bias, module.fc2_bias):
-                bias.data.zero_()
-        elif hasattr(module, "bias") and isinstance(module.bias, nn.Parameter) and module.bias.dim() == 1:
+            _fill(module.weight, 1.0)
+            _fill(module.bias, 0.0)
+        elif isinstance(module, (ExpertLinear, MoEExperts)):
+            for name, parameter in module.named_parameters(recurse=False):
+                if name.endswith("weight"):
+                    _normal(parameter, std)
+                else:
+                    _fill(parameter, 0.0)
+        elif isinstance(module, HashRouter):
+            _copy(module.token_to_expert, hash_routing_table(*module.table_arguments))
+        if isinstance(getattr(module, "position_ids", None), torch.Tensor):
+            positions = torch.arange(module.position_ids.shape[-1], device=module.position_ids.device)
+            _copy(module.position_ids, positions.expand_as(module.position_ids))
+        bias = getattr(module, "bias", None)
+        if not isinstance(module, (nn.Linear, nn.LayerNorm, NoNorm, ExpertLinear)) and isinstance(bias, nn.Parameter):
             # The stand-alone output bias of masked-LM prediction heads.
-            module.bias.data.zero_()
+            _fill(bias, 0.0)
 
-    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
-        """Non-reentrant checkpointing by default: layers return routing decisions (balance loss
-        included) next to the hidden states, and reentrant checkpointing would detach them."""
-        kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
-        super().gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):
+        # Layers return routing decisions (balance loss included) next to the hidden states, and reentrant
+        # checkpointing would detach them: non-reentrant by default. transformers 5 (which renames the
+        # method ``activation_checkpointing_enable``) already defaults to it; 4.57 does not.
+        def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+            kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
+            super().gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
         super().save_pretrained(save_directory, *args, **kwargs)
@@ -76,3 +113,13 @@ class CompactBertPreTrainedModel(PreTrainedModel):
                 f"Sequence length {shape[1]} exceeds `max_position_embeddings` ({limit}) of this model; "
                 f"truncate inputs to at most {limit} tokens."
             )
+
+
+def tied_masked_lm_weights(base_model_prefix: str) -> dict[str, str]:
+    """transformers' tied-weights mapping (target → source) for a masked-LM decoder tied to the word
+    embeddings; transformers 5 ties from this mapping, 4.57 reads its keys."""
+    return {
+        "cls.predictions.decoder.weight": f"{base_model_prefix}.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+

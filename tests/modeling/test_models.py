@@ -158,7 +158,9 @@ def test_gradient_checkpointing_matches_plain_gradients(config_id):
     plain = AutoModel.from_config(config).train()
     checkpointed = AutoModel.from_config(config).train()
     checkpointed.load_state_dict(plain.state_dict())
-    checkpointed.gradient_checkpointing_enable()
+    # transformers 5 names it activation_checkpointing_enable (the old name is a deprecated alias).
+    enable = getattr(checkpointed, "activation_checkpointing_enable", None) or checkpointed.gradient_checkpointing_enable
+    enable()
     batch = random_batch()
     for model in (plain, checkpointed):
         outputs = model(**batch)

@@ -1,10 +1,12 @@
-"""Post-LN BERT blocks with optional top-1 MoE FFN and MHA, shared by MiniMoE and MoE-BERT.
+"""Sparse BERT: the post-LN BERT with optional top-1 MoE FFN and MHA behind MiniMoE and MoE-BERT.
 
-Submodules keep BERT's names (``attention.self.query``, ``attention.output.LayerNorm``,
-``intermediate.dense``, ``output.dense``, ``output.LayerNorm``) so that a dense config loads BERT
-weights, PEFT's default targets apply, and distillation reads the same named modules from our models and
-from transformers' ``BertModel``. An MoE FFN lives in ``moe`` (router + batched experts); its layer keeps
-``output.LayerNorm`` for the post-LN residual.
+Reads top to bottom like transformers' model files: embeddings → attention → layer → encoder → base
+model → task heads. Submodules keep BERT's names (``attention.self.query``, ``attention.output.LayerNorm``,
+``intermediate.dense``, ``output.dense``, ``output.LayerNorm``) so that a dense config loads BERT weights,
+PEFT's default targets apply, and distillation reads the same named modules from our models and from
+transformers' ``BertModel``. An MoE FFN lives in ``moe`` (router + batched experts, ``moe_layer``); its
+layer keeps ``output.LayerNorm`` for the post-LN residual. The families (``modeling_minimoe``,
+``modeling_moe_bert``) are short subclasses that only name their config and weight prefix.
 """
 
 from __future__ import annotations
@@ -16,19 +18,39 @@ from torch import nn
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .attention import additive_attention_mask, merge_heads, scaled_dot_product_attention, split_heads
-from .layer_stack import run_layer_stack
-from .moe_layer import ExpertDispatch, ExpertLinear, MoEFeedForward, RoutingDecision, build_router, route
-from .outputs import CompactBertModelOutput
+from ..configuration.sparse_bert_base import SparseBertConfigBase
+from .attention import (
+    additive_attention_mask,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+    uses_eager_attention,
+)
+from .moe_layer import ExpertDispatch, ExpertLinear, MoEFeedForward, RoutingDecision, build_router, route, summarize_routing
+from .outputs import (
+    CompactBertClassifierOutput,
+    CompactBertMaskedLMOutput,
+    CompactBertModelOutput,
+    CompactBertQuestionAnsweringOutput,
+)
+from .pretrained_base import CompactBertPreTrainedModel, tied_masked_lm_weights
+from .task_losses import (
+    add_balance_loss,
+    classifier_dropout_probability,
+    question_answering_loss,
+    sequence_classification_loss,
+    token_cross_entropy,
+)
 
 __all__ = [
-    "SparseBertAttention",
-    "SparseBertEmbeddings",
     "SparseBertEncoder",
+    "SparseBertForMaskedLM",
+    "SparseBertForQuestionAnswering",
+    "SparseBertForSequenceClassification",
+    "SparseBertForTokenClassification",
     "SparseBertLayer",
-    "SparseBertModelMixin",
-    "SparseBertOnlyMLMHead",
-    "SparseBertPooler",
+    "SparseBertModel",
+    "SparseBertPreTrainedModel",
 ]
 
 
@@ -69,6 +91,7 @@ class SparseBertSelfAttention(nn.Module):
 
     def __init__(self, config):
         super().__init__()
+        self.config = config
         self.num_attention_heads = config.num_attention_heads
         self.dropout_prob = config.attention_probs_dropout_prob
         width, experts = config.hidden_size, config.num_attention_experts
@@ -81,7 +104,8 @@ class SparseBertSelfAttention(nn.Module):
             for layer in (self.query, self.key, self.value)
         )
         dropout_p = self.dropout_prob if self.training else 0.0
-        context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, output_attentions)
+        eager = uses_eager_attention(self.config, output_attentions)
+        context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, eager)
         return merge_heads(context), probs
 
 
@@ -191,6 +215,26 @@ class SparseBertEncoder(nn.Module):
             self.auxiliary_attention = SparseBertAttention(config)
         self.gradient_checkpointing = False
 
+    def forward(
+        self, hidden_states, additive_mask, token_mask, input_ids, output_attentions: bool, output_hidden_states: bool
+    ) -> tuple[CompactBertModelOutput, list[RoutingDecision]]:
+        """The layers' outputs and every MoE block's routing decision, in order."""
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        decisions = []
+        for layer in self.layer:
+            layer_output = layer(hidden_states, additive_mask, token_mask, input_ids, output_attentions=output_attentions)
+            hidden_states = layer_output.hidden_states
+            decisions.extend(layer_output.routing)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (layer_output.attention_probs,)
+        output = CompactBertModelOutput(
+            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
+        )
+        return output, decisions
+
 
 class SparseBertPooler(nn.Module):
     def __init__(self, config):
@@ -238,27 +282,22 @@ class SparseBertOnlyMLMHead(nn.Module):
         return self.predictions(sequence_output)
 
 
-def _routing_outputs(decisions: list[RoutingDecision], config, batch: int, seq: int, output_router_logits: bool):
-    if not decisions:
-        return {}
-    aux_loss = config.router_aux_loss_coef * torch.stack([d.aux_loss for d in decisions]).mean()
-    router_logits = None
-    if output_router_logits and config.router_type == "top1":
-        router_logits = tuple(d.router_logits.view(batch, seq, -1) for d in decisions)
-    loads = [d.expert_load for d in decisions]
-    # MHA and FFN blocks may have different expert counts: pad loads to the widest for one tensor.
-    width = max(load.shape[0] for load in loads)
-    expert_load = torch.stack([torch.nn.functional.pad(load, (0, width - load.shape[0])) for load in loads])
-    return {
-        "aux_loss": aux_loss,
-        "router_logits": router_logits,
-        "expert_load": expert_load,
-        "dropped_token_fraction": torch.stack([d.dropped_fraction for d in decisions]),
-    }
+def _passed_through(backbone_outputs) -> dict:
+    """What every head returns of its backbone's output: per-layer states and the routing fields."""
+    names = ("hidden_states", "attentions", "router_logits", "aux_loss", "expert_load", "dropped_token_fraction")
+    return {name: backbone_outputs.get(name) for name in names}
 
 
-class SparseBertModelMixin:
-    """The base model of a sparse-BERT family: embeddings, encoder, optional pooler.
+class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
+    """Weight init and settings of the architecture; each family names its config and weight prefix."""
+
+    config_class = SparseBertConfigBase
+    base_model_prefix = "sparse_bert"
+    _no_split_modules = ["SparseBertLayer"]
+
+
+class SparseBertModel(SparseBertPreTrainedModel):
+    """The base model: embeddings, encoder, optional pooler.
 
     ``forward`` accepts BERT's arguments plus ``output_router_logits`` and ``run_auxiliary_attention``
     (run the auxiliary MHA block so that distillation hooks can read its Q/K/V).
@@ -302,26 +341,189 @@ class SparseBertModelMixin:
             attention_mask = torch.ones(batch, seq, dtype=torch.long, device=hidden_states.device)
         token_mask = attention_mask.bool()
         additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
-
-        stack = run_layer_stack(
-            self.encoder.layer,
-            hidden_states,
-            lambda layer, states: layer(
-                states, additive_mask, token_mask, input_ids=input_ids, output_attentions=output_attentions
-            ),
-            output_hidden_states,
-            output_attentions,
+        encoded, decisions = self.encoder(
+            hidden_states, additive_mask, token_mask, input_ids, bool(output_attentions), bool(output_hidden_states)
         )
-        hidden_states = stack.hidden_states
-        decisions = [decision for layer_output in stack.layer_outputs for decision in layer_output.routing]
         if run_auxiliary_attention:
-            self.encoder.auxiliary_attention(hidden_states, additive_mask, token_mask, input_ids, False)
-
+            self.encoder.auxiliary_attention(encoded.last_hidden_state, additive_mask, token_mask, input_ids, False)
         output = CompactBertModelOutput(
-            last_hidden_state=hidden_states,
-            pooler_output=self.pooler(hidden_states) if self.pooler is not None else None,
-            hidden_states=stack.all_hidden_states,
-            attentions=stack.all_attentions,
-            **_routing_outputs(decisions, self.config, batch, seq, bool(output_router_logits)),
+            last_hidden_state=encoded.last_hidden_state,
+            pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
+            hidden_states=encoded.hidden_states,
+            attentions=encoded.attentions,
+            **summarize_routing(decisions, self.config, batch, seq, bool(output_router_logits)),
         )
         return output.to_tuple() if return_dict is False else output
+
+
+class SparseBertForMaskedLM(SparseBertPreTrainedModel):
+    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
+
+    backbone_class = SparseBertModel
+
+    def __init__(self, config):
+        super().__init__(config)
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.cls = SparseBertOnlyMLMHead(config)
+        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        output_router_logits=None,
+        return_dict=None,
+    ):
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_router_logits=output_router_logits,
+        )  # fmt: skip
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None if labels is None else token_cross_entropy(logits, labels)
+        result = CompactBertMaskedLMOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss),
+            logits=logits,
+            **_passed_through(outputs),
+        )
+        return result.to_tuple() if return_dict is False else result
+
+
+class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
+    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
+
+    backbone_class = SparseBertModel
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        setattr(self, self.base_model_prefix, self.backbone_class(config))
+        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        output_router_logits=None,
+        return_dict=None,
+    ):
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_router_logits=output_router_logits,
+        )  # fmt: skip
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        result = CompactBertClassifierOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss),
+            logits=logits,
+            **_passed_through(outputs),
+        )
+        return result.to_tuple() if return_dict is False else result
+
+
+class SparseBertForTokenClassification(SparseBertPreTrainedModel):
+    """Per-token dropout → linear classifier; labels of -100 are ignored."""
+
+    backbone_class = SparseBertModel
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        output_router_logits=None,
+        return_dict=None,
+    ):
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_router_logits=output_router_logits,
+        )  # fmt: skip
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None if labels is None else token_cross_entropy(logits, labels)
+        result = CompactBertClassifierOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss),
+            logits=logits,
+            **_passed_through(outputs),
+        )
+        return result.to_tuple() if return_dict is False else result
+
+
+class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
+    """Extractive QA: per-token start/end logits."""
+
+    backbone_class = SparseBertModel
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        output_router_logits=None,
+        return_dict=None,
+    ):
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_router_logits=output_router_logits,
+        )  # fmt: skip
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
+        result = CompactBertQuestionAnsweringOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss),
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            **_passed_through(outputs),
+        )
+        return result.to_tuple() if return_dict is False else result
