@@ -15,11 +15,14 @@ from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 from .validation import (
+    reject_misspelt_fields,
+    require_bool,
     require_choice,
     require_divisible,
     require_dropout_probability,
     require_positive_float,
     require_positive_int,
+    require_token_id,
 )
 
 __all__ = ["BottleneckBertConfig", "CompactMobileBertConfig", "IBBertConfig", "BOTTLENECK_BERT_PRESETS"]
@@ -80,6 +83,7 @@ class BottleneckBertConfig(PretrainedConfig):
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
+        reject_misspelt_fields(type(self), kwargs)
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
         self.tie_word_embeddings = tie_word_embeddings
@@ -134,6 +138,9 @@ class BottleneckBertConfig(PretrainedConfig):
         require_dropout_probability(owner, "classifier_dropout", self.classifier_dropout, allow_none=True)
         require_positive_float(owner, "initializer_range", self.initializer_range)
         require_positive_float(owner, "layer_norm_eps", self.layer_norm_eps)
+        for field in ("use_bottleneck", "trigram_input", "classifier_activation", "tie_word_embeddings"):
+            require_bool(owner, field, getattr(self, field))
+        require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
         field = "intra_bottleneck_size" if self.use_bottleneck else "hidden_size"
         require_divisible(owner, field, self.true_hidden_size, "num_attention_heads", self.num_attention_heads)
         if not self.use_bottleneck and self.attention_input != "inter_block":

@@ -11,11 +11,15 @@ from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 from .validation import (
+    reject_misspelt_fields,
+    require_bool,
     require_choice,
     require_divisible,
     require_dropout_probability,
+    require_non_negative_float,
     require_positive_float,
     require_positive_int,
+    require_token_id,
 )
 
 __all__ = ["SparseBertConfigBase", "ROUTER_TYPES", "ROUTER_AUX_LOSS_TYPES"]
@@ -75,6 +79,7 @@ class SparseBertConfigBase(PretrainedConfig):
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
+        reject_misspelt_fields(type(self), kwargs)
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
         self.tie_word_embeddings = tie_word_embeddings
@@ -131,11 +136,9 @@ class SparseBertConfigBase(PretrainedConfig):
         require_positive_float(owner, "eval_capacity_factor", self.eval_capacity_factor, allow_none=True)
         require_positive_float(owner, "initializer_range", self.initializer_range)
         require_positive_float(owner, "layer_norm_eps", self.layer_norm_eps)
-        if isinstance(self.router_aux_loss_coef, bool) or not (
-            isinstance(self.router_aux_loss_coef, (int, float)) and self.router_aux_loss_coef >= 0
-        ):
-            raise ValueError(
-                f"{owner}: `router_aux_loss_coef` must be a number >= 0, got {self.router_aux_loss_coef!r}."
-            )
+        require_non_negative_float(owner, "router_aux_loss_coef", self.router_aux_loss_coef)
+        require_bool(owner, "use_auxiliary_attention", self.use_auxiliary_attention)
+        require_bool(owner, "tie_word_embeddings", self.tie_word_embeddings)
+        require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
         if isinstance(self.hash_seed, bool) or not isinstance(self.hash_seed, int) or self.hash_seed < 0:
             raise ValueError(f"{owner}: `hash_seed` must be an integer >= 0, got {self.hash_seed!r}.")

@@ -6,15 +6,22 @@ be valid, so that a wrong config fails when it is built rather than as a shape e
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import math
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "reject_misspelt_fields",
+    "require_bool",
     "require_choice",
     "require_divisible",
     "require_dropout_probability",
+    "require_non_negative_float",
     "require_positive_float",
     "require_positive_int",
+    "require_token_id",
 ]
 
 
@@ -27,17 +34,39 @@ def require_positive_int(owner: str, field: str, value: Any, minimum: int = 1) -
         _fail(owner, field, value, f"an integer >= {minimum}")
 
 
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def require_bool(owner: str, field: str, value: Any) -> None:
+    """A real boolean: the string "false" is truthy, and would silently switch the feature on."""
+    if not isinstance(value, bool):
+        _fail(owner, field, value, "True or False")
+
+
 def require_positive_float(owner: str, field: str, value: Any, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        _fail(owner, field, value, "a number > 0" + (" or None" if allow_none else ""))
+    if not _is_number(value) or not value > 0:
+        _fail(owner, field, value, "a finite number > 0" + (" or None" if allow_none else ""))
+
+
+def require_non_negative_float(owner: str, field: str, value: Any) -> None:
+    if not _is_number(value) or value < 0:
+        _fail(owner, field, value, "a finite number >= 0")
+
+
+def require_token_id(owner: str, field: str, value: Any, vocab_size: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+        _fail(owner, field, value, f"None or a token id in [0, vocab_size) = [0, {vocab_size})")
 
 
 def require_dropout_probability(owner: str, field: str, value: Any, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+    if not _is_number(value) or not 0.0 <= value < 1.0:
         _fail(owner, field, value, "a probability in [0, 1)" + (" or None" if allow_none else ""))
 
 
@@ -50,3 +79,27 @@ def require_choice(owner: str, field: str, value: Any, choices: Iterable[str]) -
 def require_divisible(owner: str, field: str, value: int, divisor_field: str, divisor: int) -> None:
     if value % divisor != 0:
         _fail(owner, field, value, f"divisible by `{divisor_field}` ({divisor})")
+
+
+def reject_misspelt_fields(config_class: type, given: Iterable[str]) -> None:
+    """A keyword that is not a field but nearly spells one (``num_expert`` for ``num_experts``) is a typo.
+
+    transformers configs accept arbitrary extra attributes, and saved configs carry keys of whichever
+    transformers line wrote them, so unknown names in general stay allowed; only near-misses of the
+    family's own fields are refused, because they would be ignored silently (4 experts trained instead of 8).
+    """
+    own_fields = set()
+    for klass in config_class.__mro__:
+        if klass.__module__.startswith("transformers") or klass is object:
+            continue
+        if "__init__" in vars(klass):
+            own_fields |= set(inspect.signature(vars(klass)["__init__"]).parameters) - {"self", "kwargs"}
+    for name in given:
+        if name in own_fields:
+            continue
+        close = difflib.get_close_matches(name, own_fields, n=1, cutoff=0.85)
+        if close:
+            raise ValueError(
+                f"{config_class.__name__}: unknown field `{name}`; did you mean `{close[0]}`? (Misspelt fields "
+                "would be ignored silently.)"
+            )

@@ -407,7 +407,7 @@ class BottleneckBertModel(BottleneckBertPreTrainedModel):
         output_hidden_states=None,
         return_dict=None,
     ):
-        self.check_inputs(input_ids, inputs_embeds)
+        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states

@@ -83,7 +83,9 @@ def load_balancing_loss(
         fractions = _token_fractions(expert_index, weights, num_experts, num_tokens)
         return num_experts * (fractions * mean_probs).sum()
     if loss_type == "kl_uniform":
-        return -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+        divergence = -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+        # A block that saw no real token (a fully padded batch) has no distribution to balance.
+        return divergence * (weights.sum() > 0).to(divergence.dtype)
     raise ValueError(f"`router_aux_loss_type` must be 'switch' or 'kl_uniform', got {loss_type!r}.")
 
 

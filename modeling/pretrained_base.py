@@ -100,8 +100,18 @@ class CompactBertPreTrainedModel(PreTrainedModel):
         if kwargs.get("is_main_process", True):
             write_remote_code(type(self), save_directory)
 
-    def check_inputs(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> None:
-        """Fail with a clear message instead of a shape error deep inside ``forward``."""
+    def check_inputs(
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> None:
+        """Fail with a clear message instead of a shape error or a bare ``IndexError`` deep inside ``forward``.
+
+        The value checks read the ids once (a reduction each); they are skipped while tracing for
+        ``torch.compile`` / export, where data-dependent checks would break the graph.
+        """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
         shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
@@ -113,6 +123,22 @@ class CompactBertPreTrainedModel(PreTrainedModel):
                 f"Sequence length {shape[1]} exceeds `max_position_embeddings` ({limit}) of this model; "
                 f"truncate inputs to at most {limit} tokens."
             )
+        if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return
+        for name, ids, size_field in (
+            ("input_ids", input_ids, "vocab_size"),
+            ("token_type_ids", token_type_ids, "type_vocab_size"),
+            ("position_ids", position_ids, "max_position_embeddings"),
+        ):
+            if ids is None or ids.numel() == 0:
+                continue
+            size = getattr(self.config, size_field)
+            low, high = int(ids.min()), int(ids.max())
+            if low < 0 or high >= size:
+                raise ValueError(
+                    f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
+                    f"{high}: is the tokenizer the one this model was trained with?"
+                )
 
 
 def tied_masked_lm_weights(base_model_prefix: str) -> dict[str, str]:
@@ -122,4 +148,3 @@ def tied_masked_lm_weights(base_model_prefix: str) -> dict[str, str]:
         "cls.predictions.decoder.weight": f"{base_model_prefix}.embeddings.word_embeddings.weight",
         "cls.predictions.decoder.bias": "cls.predictions.bias",
     }
-

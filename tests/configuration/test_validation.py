@@ -39,6 +39,20 @@ BAD_FIELDS = [
     (IBBertConfig, {"intra_bottleneck_size": 256}, "intra_bottleneck_size"),
     (IBBertConfig, {"num_attention_heads": 3}, "intra_bottleneck_size"),
     (IBBertConfig, {"layer_norm_eps": 0}, "layer_norm_eps"),
+    # Types, ranges and names that were once accepted silently (strings for booleans, inf, bad ids, typos).
+    (MiniMoEConfig, {"use_auxiliary_attention": "false"}, "use_auxiliary_attention"),
+    (CompactMobileBertConfig, {"trigram_input": "no"}, "trigram_input"),
+    (CompactMobileBertConfig, {"use_bottleneck": 1}, "use_bottleneck"),
+    (MiniMoEConfig, {"pad_token_id": -5}, "pad_token_id"),
+    (MiniMoEConfig, {"pad_token_id": 30522}, "pad_token_id"),
+    (IBBertConfig, {"pad_token_id": 1.5}, "pad_token_id"),
+    (MiniMoEConfig, {"layer_norm_eps": float("inf")}, "layer_norm_eps"),
+    (MiniMoEConfig, {"initializer_range": float("nan")}, "initializer_range"),
+    (MoEBertConfig, {"router_aux_loss_coef": float("inf")}, "router_aux_loss_coef"),
+    (MiniMoEConfig, {"capacity_factor": float("inf")}, "capacity_factor"),
+    (MiniMoEConfig, {"num_expert": 8}, "num_expert"),
+    (MoEBertConfig, {"router_aux_los_coef": 10.0}, "router_aux_los_coef"),
+    (CompactMobileBertConfig, {"num_feedforward_network": 2}, "num_feedforward_network"),
 ]
 
 
@@ -52,7 +66,7 @@ def test_bad_field_raises_value_error_naming_it(config_class, fields, field_name
 def test_error_message_says_what_is_valid():
     with pytest.raises(ValueError, match="one of 'hash', 'top1'"):
         MiniMoEConfig(router_type="top2")
-    with pytest.raises(ValueError, match="a number > 0 or None"):
+    with pytest.raises(ValueError, match="a finite number > 0 or None"):
         MiniMoEConfig(capacity_factor=0)
 
 
@@ -66,3 +80,14 @@ def test_round_trip_keeps_every_field(tmp_path):
     config.save_pretrained(tmp_path)
     loaded = MiniMoEConfig.from_pretrained(tmp_path)
     assert loaded.to_dict() == config.to_dict()
+
+
+def test_misspelt_field_suggests_the_real_one():
+    with pytest.raises(ValueError, match="did you mean `num_experts`"):
+        MiniMoEConfig(num_expert=8)
+
+
+def test_unrelated_extra_attributes_stay_allowed():
+    """transformers configs carry arbitrary extra attributes (and keys of the other transformers line)."""
+    config = MiniMoEConfig(my_project_note="kept", num_labels=3, finetuning_task="sst2")
+    assert config.my_project_note == "kept" and config.num_labels == 3
