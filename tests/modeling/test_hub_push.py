@@ -147,3 +147,11 @@ def test_pushed_repos_load_by_id_without_compact_bert(pushed):
     compact_cases = [case for case in cases if not case["folder"].endswith("plain-bert")]
     load_in_fresh_process(compact_cases, work, environment=_hub_environment(hub, work / "loader_home"))
     assert hub.unknown_requests == []
+
+
+def test_only_the_main_process_writes_remote_code_or_pushes(tmp_path):
+    config = tiny_configs()["minimoe"]
+    model = AUTO_CLASSES_BY_CONFIG[type(config)]["AutoModel"](config)
+    # This process is offline (conftest): any attempt to create the repo or upload would raise.
+    model.save_pretrained(tmp_path, is_main_process=False, push_to_hub=True, repo_id="user/not-pushed")
+    assert not list(tmp_path.glob("*.py")) and not (tmp_path / "README.md").exists()
