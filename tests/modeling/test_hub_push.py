@@ -35,8 +35,8 @@ PUSHER = textwrap.dedent(
     from pathlib import Path
 
     import torch
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.utils import HfHubHTTPError
+    from huggingface_hub import hf_hub_download, list_repo_files, model_info
+    from huggingface_hub.utils import HfHubHTTPError, RepositoryNotFoundError
     from transformers import AutoConfig, AutoModel, BertModel
 
     from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
@@ -59,6 +59,8 @@ PUSHER = textwrap.dedent(
             model.save_pretrained(folder, push_to_hub=True, repo_id=case["folder"])
             downloaded = Path(hf_hub_download(case["folder"], "config.json"))
             assert downloaded.read_bytes() == (folder / "config.json").read_bytes(), "hf_hub_download differs"
+            siblings = {sibling.rfilename for sibling in model_info(case["folder"]).siblings}
+            assert set(list_repo_files(case["folder"])) == siblings and "config.json" in siblings, siblings
             with torch.no_grad():  # changed weights, pushed as a pull request and to a new branch; main keeps its own
                 next(model.parameters()).add_(1.0)
             model.save_pretrained(folder, push_to_hub=True, repo_id=case["folder"], create_pr=True,
@@ -71,6 +73,12 @@ PUSHER = textwrap.dedent(
             with torch.no_grad():
                 torch.testing.assert_close(getattr(loaded(**batch), case["output"]), expected)
 
+    try:
+        hf_hub_download("user/missing", "config.json")
+    except RepositoryNotFoundError:
+        pass
+    else:
+        raise AssertionError("a missing repo was found")
     try:
         compact_model.save_pretrained(work / "no-token", push_to_hub=True, repo_id="user/no-token", token=False)
     except HfHubHTTPError as error:
