@@ -6,9 +6,9 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from .hub_saving import SavesRemoteCode
 from .moe_layer import ExpertLinear, HashRouter, MoEExperts, hash_routing_table
 from .normalization import NoNorm
-from .remote_code import write_remote_code
 
 __all__ = ["CompactBertPreTrainedModel", "tied_masked_lm_weights"]
 
@@ -34,12 +34,13 @@ def _copy(tensor: torch.Tensor, value: torch.Tensor) -> None:
         tensor.copy_(value)
 
 
-class CompactBertPreTrainedModel(PreTrainedModel):
+class CompactBertPreTrainedModel(SavesRemoteCode, PreTrainedModel):
     """Shared behaviour; each family subclasses it with its ``config_class`` and ``base_model_prefix``.
 
-    ``save_pretrained`` also writes the family's two self-contained code files next to the weights and the
-    ``auto_map`` into ``config.json``, so ``AutoModel*.from_pretrained(dir, trust_remote_code=True)``
-    works in a process that never installed compact-bert.
+    ``save_pretrained`` (from ``SavesRemoteCode``) also writes the family's two self-contained code files
+    next to the weights and the ``auto_map`` into ``config.json`` before any push, so
+    ``AutoModel*.from_pretrained(dir or repo_id, trust_remote_code=True)`` works in a process that never
+    installed compact-bert.
     """
 
     supports_gradient_checkpointing = True
@@ -94,11 +95,6 @@ class CompactBertPreTrainedModel(PreTrainedModel):
         def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
             kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
             super().gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-
-    def save_pretrained(self, save_directory, *args, **kwargs) -> None:
-        super().save_pretrained(save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True):
-            write_remote_code(type(self), save_directory)
 
     def check_inputs(
         self,

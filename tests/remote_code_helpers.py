@@ -38,12 +38,16 @@ CHILD = textwrap.dedent(
 
 
 
-def load_in_fresh_process(cases: list[dict], work_dir: Path) -> None:
-    """Each case: ``folder``, ``auto_name``, ``output`` (field to compare) and ``reference`` (a torch.save of
-    ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches."""
+def load_in_fresh_process(cases: list[dict], work_dir: Path, environment: dict[str, str] | None = None) -> None:
+    """Each case: ``folder`` (or a repo id), ``auto_name``, ``output`` (field to compare) and ``reference`` (a
+    torch.save of ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches.
+
+    ``environment`` overrides the child's variables, e.g. to load by repo id from a test Hub (``HF_ENDPOINT``)."""
     (work_dir / "cases.json").write_text(json.dumps(cases))
     (work_dir / "child.py").write_text(CHILD)
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(work_dir / "modules")}
+    environment = {
+        **os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(work_dir / "modules"), **(environment or {})
+    }  # fmt: skip
     environment.pop("PYTHONPATH", None)
     result = subprocess.run(
         [sys.executable, str(work_dir / "child.py"), str(work_dir / "cases.json")],
