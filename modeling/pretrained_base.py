@@ -8,17 +8,18 @@ from transformers import PreTrainedModel
 
 from .moe_layer import ExpertLinear, MoEExperts
 from .normalization import NoNorm
-from .remote_code import write_remote_code
+from .remote_code import SavesRemoteCode
 
 __all__ = ["CompactBertPreTrainedModel"]
 
 
-class CompactBertPreTrainedModel(PreTrainedModel):
+class CompactBertPreTrainedModel(SavesRemoteCode, PreTrainedModel):
     """Shared behaviour; each family subclasses it with its ``config_class`` and ``base_model_prefix``.
 
-    ``save_pretrained`` also writes the flat, self-contained modeling code next to the weights and the
-    ``auto_map`` into ``config.json``, so ``AutoModel*.from_pretrained(dir, trust_remote_code=True)``
-    works in a process that never installed compact-bert.
+    Within compact-bert, ``save_pretrained`` (of the package-only ``SavesRemoteCode`` mixin) also writes
+    the self-contained remote code next to the weights and the ``auto_map`` into ``config.json``, so
+    ``AutoModel*.from_pretrained(dir, trust_remote_code=True)`` works in a process that never installed
+    compact-bert.
     """
 
     supports_gradient_checkpointing = True
@@ -57,11 +58,6 @@ class CompactBertPreTrainedModel(PreTrainedModel):
         included) next to the hidden states, and reentrant checkpointing would detach them."""
         kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
         super().gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-
-    def save_pretrained(self, save_directory, *args, **kwargs) -> None:
-        super().save_pretrained(save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True):
-            write_remote_code(type(self), save_directory)
 
     def check_inputs(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> None:
         """Fail with a clear message instead of a shape error deep inside ``forward``."""

@@ -36,17 +36,17 @@ CHILD = textwrap.dedent(
 )
 
 
-
-
-def load_in_fresh_process(cases: list[dict], work_dir: Path) -> None:
+def load_in_fresh_process(cases: list[dict], work_dir: Path, python: str = sys.executable) -> None:
     """Each case: ``folder``, ``auto_name``, ``output`` (field to compare) and ``reference`` (a torch.save of
-    ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches."""
+    ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches in one process of
+    ``python`` (another interpreter, e.g. with the other transformers line, to check folders across lines)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "cases.json").write_text(json.dumps(cases))
     (work_dir / "child.py").write_text(CHILD)
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(work_dir / "modules")}
     environment.pop("PYTHONPATH", None)
     result = subprocess.run(
-        [sys.executable, str(work_dir / "child.py"), str(work_dir / "cases.json")],
+        [python, str(work_dir / "child.py"), str(work_dir / "cases.json")],
         cwd=work_dir, env=environment, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
