@@ -236,6 +236,9 @@ def _check_name_collisions(index, order, external_imports, relative_imports) -> 
 def _definition_text(module, definition: Definition) -> str:
     """The statement's own source lines, with the comment lines directly above it."""
     lines = module.text.splitlines()
+    for line, start, end, name in sorted(definition.submodule_attributes, reverse=True):
+        encoded = lines[line - 1].encode("utf-8")
+        lines[line - 1] = (encoded[:start] + name.encode("utf-8") + encoded[end:]).decode("utf-8")
     node = definition.node
     first = min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])])
     while first > 1 and lines[first - 2].startswith("#"):

@@ -66,6 +66,8 @@ class Definition:
     import_time_needs: list[Definition] = field(default_factory=list)
     run_time_needs: list[Definition] = field(default_factory=list)
     external_imports: set[ExternalImport] = field(default_factory=set)
+    # ``submodule.name`` spans (line, start, end, name) to write as ``name``: the flat file has no submodules.
+    submodule_attributes: list[tuple[int, int, int, str]] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -81,6 +83,10 @@ class _Reference:
     # Read only by an annotation that Python never evaluates (``from __future__ import annotations``):
     # its external import is kept so that the annotation stays readable, but no definition is shipped for it.
     annotation: bool = False
+    # For ``name.attribute`` on one line: its columns (UTF-8 offsets, as ``ast`` gives them), and whether
+    # ``attribute`` is also a local name there (then ``name.attribute`` cannot become plain ``attribute``).
+    span: tuple[int, int] | None = None
+    attribute_is_local: bool = False
 
 
 @dataclass
@@ -154,7 +160,7 @@ class SourceIndex:
         for entry in entries:
             if "." in entry.__qualname__ or not entry.__module__.startswith(self.package + "."):
                 raise RemoteCodeError(f"{entry.__qualname__} must be a top-level class of the {self.package} package.")
-            roots.append(self._definition_of(self.module(entry.__module__), entry.__name__, line=0))
+            roots.append(self._definition_of(self.module(entry.__module__), entry.__name__))
         pending = list(roots)
         analysed: set[tuple[str, int]] = set()
         while pending:
@@ -166,13 +172,13 @@ class SourceIndex:
             pending.extend(definition.import_time_needs + definition.run_time_needs)
         return roots
 
-    def _definition_of(self, module: _Module, name: str, line: int) -> Definition:
+    def _definition_of(self, module: _Module, name: str) -> Definition:
         indices = module.bindings.get(name, [])
         if len(indices) > 1:
-            lines = ", ".join(str(module.tree.body[index].lineno) for index in indices)
+            lines = [module.tree.body[index].lineno for index in indices]
             raise RemoteCodeError(
-                f"{_location(module, line)}: `{name}` is bound {len(indices)} times at the top level (lines {lines}); "
-                "remote code ships one top-level definition per name."
+                f"{_location(module, lines[0])}: `{name}` is bound {len(indices)} times at the top level (lines "
+                f"{', '.join(map(str, lines))}); remote code ships one top-level definition per name."
             )
         index = indices[0]
         key = (module.name, index)
@@ -210,6 +216,8 @@ class SourceIndex:
                 self._add_annotation_import(module, definition, reference)
                 continue
             target = self._resolve(module, reference)
+            if reference.attribute is not None and self._imported_submodule(module, reference.name) is not None:
+                self._flatten_submodule_attribute(module, definition, reference)
             if isinstance(target, Definition):
                 needs = definition.import_time_needs if reference.import_time else definition.run_time_needs
                 if target is not definition and target not in needs:
@@ -219,6 +227,28 @@ class SourceIndex:
         for nested in ast.walk(node):
             if isinstance(nested, (ast.Import, ast.ImportFrom)) and nested is not node:
                 self._check_nested_import(module, nested)
+
+    def _imported_submodule(self, module: _Module, name: str) -> str | None:
+        """The package module that ``name`` is bound to by ``from . import name``, if it is one."""
+        indices = module.bindings.get(name, [])
+        statement = module.tree.body[indices[0]] if len(indices) == 1 else None
+        if not isinstance(statement, ast.ImportFrom) or statement.level == 0:
+            return None
+        anchor = module.name if module.is_package else module.name.rpartition(".")[0]
+        source = importlib.util.resolve_name("." * statement.level + (statement.module or ""), anchor)
+        submodule = f"{source}.{name}"
+        if self._module_path(source) is None or self._module_path(submodule) is None:
+            return None
+        return None if name in self.module(source).bindings else submodule
+
+    def _flatten_submodule_attribute(self, module: _Module, definition: Definition, reference: _Reference) -> None:
+        if reference.span is None or reference.attribute_is_local:
+            raise RemoteCodeError(
+                f"{_location(module, reference.line)}: `{reference.name}.{reference.attribute}` cannot be written as "
+                f"plain `{reference.attribute}` in one flat file (split over lines, or `{reference.attribute}` is also "
+                f"a local name); import it with `from .{reference.name} import {reference.attribute}`."
+            )
+        definition.submodule_attributes.append((reference.line, *reference.span, reference.attribute))
 
     def _add_annotation_import(self, module: _Module, definition: Definition, reference: _Reference) -> None:
         try:
@@ -256,7 +286,7 @@ class SourceIndex:
         indices = module.bindings[name]
         statement = module.tree.body[indices[0]]
         if len(indices) > 1 or not isinstance(statement, (ast.Import, ast.ImportFrom)):
-            return self._definition_of(module, name, reference.line)
+            return self._definition_of(module, name)
         alias = next(alias for alias in statement.names if (alias.asname or alias.name).split(".")[0] == name)
         if isinstance(statement, ast.Import):
             if alias.name.split(".")[0] == self.package:
@@ -283,8 +313,8 @@ class SourceIndex:
             raise _PackageOnlyName(module, reference, source)
         if self._module_path(source) is None:
             raise RemoteCodeError(f"{_location(module, statement.lineno)}: {source} is not a module of the package.")
-        submodule = f"{source}.{alias.name}"
-        if alias.name in self.module(source).bindings or self._module_path(submodule) is None:
+        submodule = self._imported_submodule(module, alias.name)
+        if submodule is None:
             return self._resolve_in(self.module(source), replace(reference, name=alias.name, attribute=None), module)
         # ``from . import submodule``: what is shipped is the name read from it, ``submodule.name``.
         if self.is_package_only(submodule):
@@ -377,13 +407,18 @@ def _root_name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+_NESTED_SCOPES = (
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp
+)  # fmt: skip
+
+
 def _walk_module_scope(statement: ast.stmt):
     """``ast.walk`` that stays in the module's scope (does not enter function, class or lambda bodies)."""
     stack = [statement]
     while stack:
         node = stack.pop()
         yield node
-        if node is not statement and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if node is not statement and isinstance(node, _NESTED_SCOPES):
             continue
         stack.extend(ast.iter_child_nodes(node))
 
@@ -494,8 +529,11 @@ class _ReferenceCollector:
                     self._scan(child, visible, enclosing, import_time)
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load):
             if node.value.id not in visible:
+                span = (node.col_offset, node.end_col_offset) if node.end_lineno == node.lineno else None
                 self.references.append(
-                    _Reference(node.value.id, node.attr, node.lineno, import_time, self._in_lazy_annotation)
+                    _Reference(
+                        node.value.id, node.attr, node.lineno, import_time, self._in_lazy_annotation, span, node.attr in visible
+                    )
                 )
         elif isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load) and node.id not in visible:

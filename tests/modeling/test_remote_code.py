@@ -203,9 +203,13 @@ def _fake_model_class(tmp_path, monkeypatch, extra_imports="", extra_code="", ex
 
 
 def test_package_only_bases_are_dropped_and_the_bundle_runs(tmp_path, monkeypatch):
-    files = bundle_remote_code(_fake_model_class(tmp_path, monkeypatch))
+    layers = "def double(x):\n    return 2 * x\n\n\ndef unused():\n    return 0\n"
+    extra_code = "\n    def doubled(self, x):\n        return layers.double(x)\n"
+    model_class = _fake_model_class(tmp_path, monkeypatch, "from . import layers\n", extra_code, {"layers.py": layers})
+    files = bundle_remote_code(model_class)
     modeling = files["modeling_fake_bert.py"]
     assert "class FakeBertModel(PreTrainedModel):" in modeling
+    assert "def double(x):" in modeling and "return double(x)" in modeling and "unused" not in modeling
     assert "SavesRemoteCode" not in modeling and "hub_saving" not in modeling and "AUTO_CLASSES" not in modeling
     bundle = tmp_path / f"bundled_{tmp_path.name}"
     bundle.mkdir()
@@ -214,7 +218,8 @@ def test_package_only_bases_are_dropped_and_the_bundle_runs(tmp_path, monkeypatc
         (bundle / name).write_text(text)
     model_class = importlib.import_module(f"{bundle.name}.modeling_fake_bert").FakeBertModel
     assert "save_pretrained" not in model_class.__dict__ and model_class.__mro__[1].__name__ == "PreTrainedModel"
-    assert model_class(model_class.config_class(hidden_size=3))(torch.ones(1, 3)).shape == (1, 3)
+    model = model_class(model_class.config_class(hidden_size=3))
+    assert model(torch.ones(1, 3)).shape == (1, 3) and model.doubled(3) == 6
 
 
 @pytest.mark.parametrize(
