@@ -40,7 +40,7 @@ def bundle_remote_code(model_class: type) -> dict[str, str]:
     config_side = _closure(config_roots)
     config_keys = {definition.key for definition in config_side}
     model_side = [definition for definition in _closure(model_roots) if definition.key not in config_keys]
-    configuration_name, modeling_name = f"configuration_{model_type}", f"modeling_{model_type}"
+    configuration_name, modeling_name = _module_names(model_type)
     # The config class always, so that the modeling file names the configuration file it belongs with.
     from_configuration = sorted(
         {need.names[0] for definition in model_side for need in _needs(definition) if need.key in config_keys}
@@ -62,7 +62,7 @@ def write_remote_code(model_class: type, save_directory) -> None:
     _remove_earlier_remote_code(save_directory, keep=set(files), package=model_class.__module__.split(".")[0])
     for name, text in files.items():
         (save_directory / name).write_text(text, encoding="utf-8")
-    configuration_name, modeling_name = (Path(name).stem for name in files)
+    configuration_name, modeling_name = _module_names(model_class.config_class.model_type)
     auto_map = {"AutoConfig": f"{configuration_name}.{model_class.config_class.__name__}"}
     for auto_name, head_class in sys.modules[model_class.__module__].AUTO_CLASSES.items():
         auto_map[auto_name] = f"{modeling_name}.{head_class.__name__}"
@@ -83,6 +83,10 @@ class SavesRemoteCode:
         super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
             write_remote_code(type(self), save_directory)
+
+
+def _module_names(model_type: str) -> tuple[str, str]:
+    return f"configuration_{model_type}", f"modeling_{model_type}"
 
 
 def _entry_classes(model_class: type) -> list[type]:
@@ -187,7 +191,7 @@ def _render(index, definitions, roots, kind: str, model_type: str, relative_impo
     for definition in order:
         lines += ["", "", _definition_text(index.module(definition.module), definition)]
     text = "\n".join(lines) + "\n"
-    ast.parse(text)
+    ast.parse(text)  # a bundling mistake fails here, when saving, rather than when a user loads the folder
     return text
 
 

@@ -222,22 +222,25 @@ def test_package_only_bases_are_dropped_and_the_bundle_runs(tmp_path, monkeypatc
     assert model(torch.ones(1, 3)).shape == (1, 3) and model.doubled(3) == 6
 
 
+TWO_HELPERS = {"helpers_a.py": "def _helper():\n    return 1\n\n\ndef first():\n    return _helper()\n",
+               "helpers_b.py": "def _helper():\n    return 2\n\n\ndef second():\n    return _helper()\n"}  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("extra_code", "extra_files", "message"),
+    ("extra_imports", "extra_code", "extra_files", "message"),
     [
-        ("\n    def hub(self):\n        return SavesRemoteCode\n", {}, r"modeling_fake\.py:23 .*package-only"),
-        ("\n    def helper(self):\n        return undefined_helper()\n", {}, r"modeling_fake\.py:23 .*`undefined_helper`"),
-        (
-            "\n    def helpers(self):\n        return first(), second()\n",
-            {"helpers_a.py": "def _helper():\n    return 1\n\n\ndef first():\n    return _helper()\n",
-             "helpers_b.py": "def _helper():\n    return 2\n\n\ndef second():\n    return _helper()\n"},
-            r"`_helper` would be defined twice .*helpers_a\.py:1 .*helpers_b\.py:1|helpers_b\.py:1 .*helpers_a\.py:1",
-        ),  # fmt: skip
-    ],
-    ids=["package-only-name-in-a-body", "unresolvable-name", "name-collision"],
+        ("", "\n    def hub(self):\n        return SavesRemoteCode\n", {}, r"modeling_fake\.py:23 .*package-only"),
+        ("", "\n    def helper(self):\n        return undefined_helper()\n", {}, r"modeling_fake\.py:23 .*`undefined_helper`"),
+        ("import safetensors", "\n    def helper(self):\n        return safetensors\n", {},
+         r"modeling_fake\.py:11 \(FakeBertModel\) needs `import safetensors`; remote code may import only"),
+        ("from .helpers_a import first\nfrom .helpers_b import second", "\n    def helpers(self):\n        return first(), second()\n",
+         TWO_HELPERS, r"`_helper` would be defined twice .*helpers_a\.py:1 .*helpers_b\.py:1|helpers_b\.py:1 .*helpers_a\.py:1"),
+    ],  # fmt: skip
+    ids=["package-only-name-in-a-body", "unresolvable-name", "unavailable-import", "name-collision"],
 )
-def test_sources_that_cannot_be_bundled_fail_naming_file_and_line(tmp_path, monkeypatch, extra_code, extra_files, message):
-    extra_imports = "from .helpers_a import first\nfrom .helpers_b import second\n" if extra_files else ""
+def test_sources_that_cannot_be_bundled_fail_naming_file_and_line(
+    tmp_path, monkeypatch, extra_imports, extra_code, extra_files, message
+):
     model_class = _fake_model_class(tmp_path, monkeypatch, extra_imports, extra_code, extra_files)
     with pytest.raises(RemoteCodeError, match=message):
         bundle_remote_code(model_class)
