@@ -275,7 +275,7 @@ def _remove_earlier_remote_code(save_directory: Path, keep: set[str], package: s
     copies of the package modules written before bundling); any other file is the user's and stays."""
     package_root = Path(sys.modules[package].__file__).parent
     for path in sorted(save_directory.glob("*.py")):
-        if path.name in keep:
+        if path.name in keep or not path.is_file():
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         if text.startswith(GENERATED_HEADER) or _is_copy_of_package_module(path.name, text, package_root):

@@ -477,9 +477,11 @@ class _ReferenceCollector:
             if isinstance(statement, ast.AnnAssign):
                 # Class annotations are evaluated at class creation by ``typing.get_type_hints`` (transformers 5
                 # does so for every model class), so what they name is needed then.
-                self._scan(statement.annotation, visible, enclosing, import_time)
-                statement = ast.Assign(targets=[statement.target], value=statement.value or ast.Constant(None))
-            self._scan(statement, visible, enclosing, import_time)
+                for child in (statement.annotation, statement.value):
+                    if child is not None:
+                        self._scan(child, visible, enclosing, import_time)
+            else:
+                self._scan(statement, visible, enclosing, import_time)
 
     def _scan_annotation(self, node: ast.expr, visible: frozenset, enclosing: frozenset, import_time: bool) -> None:
         lazy, self._in_lazy_annotation = self._in_lazy_annotation, not self.evaluates_annotations
