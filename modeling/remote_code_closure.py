@@ -49,7 +49,8 @@ class ExternalImport:
 
     def statement(self) -> str:
         if self.module is None:
-            return f"import {self.name}"
+            alias = "" if self.bound_as == self.name.split(".")[0] else f" as {self.bound_as}"
+            return f"import {self.name}{alias}"
         alias = "" if self.name == self.bound_as else f" as {self.bound_as}"
         return f"from {self.module} import {self.name}{alias}"
 
@@ -291,10 +292,10 @@ class SourceIndex:
         if isinstance(statement, ast.Import):
             if alias.name.split(".")[0] == self.package:
                 raise self._absolute_import_error(module, statement)
-            if alias.asname is None:
-                return ExternalImport(None, alias.name, name)
             parent, _, leaf = alias.name.rpartition(".")
-            return ExternalImport(parent or None, leaf, name) if parent else ExternalImport(None, alias.name, name)
+            if alias.asname is None or not parent:
+                return ExternalImport(None, alias.name, name)
+            return ExternalImport(parent, leaf, name)  # ``import a.b as c`` is ``from a import b as c``
         if statement.level == 0:
             if statement.module.split(".")[0] == self.package:
                 raise self._absolute_import_error(module, statement)
