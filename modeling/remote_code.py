@@ -208,7 +208,12 @@ def _external_imports(index, order: list[Definition]) -> list[ExternalImport]:
             imports.add(external)
     return sorted(
         imports,
-        key=lambda external: (not _is_standard_library(external), external.module is not None, external.module or "", external.name),
+        key=lambda external: (
+            not _is_standard_library(external),
+            external.module is not None,
+            external.module or "",
+            external.name,
+        ),
     )
 
 
@@ -222,7 +227,10 @@ def _check_name_collisions(index, order, external_imports, relative_imports) -> 
 
     def claim(name: str, owner: str) -> None:
         if name in owners and owners[name] != owner:
-            raise RemoteCodeError(f"`{name}` would be defined twice in one remote-code file: by {owners[name]} and by {owner}; rename one.")
+            raise RemoteCodeError(
+                f"`{name}` would be defined twice in one remote-code file: by {owners[name]} and by {owner}; "
+                "rename one."
+            )
         owners[name] = owner
 
     for external in external_imports:

@@ -112,7 +112,7 @@ class SourceIndex:
     def __init__(self, package: str):
         top = sys.modules[package]
         self.package = package
-        self.root = Path(top.__file__).parent if top.__file__ else Path(list(top.__path__)[0])
+        self.root = Path(top.__file__).parent if top.__file__ else Path(next(iter(top.__path__)))
         self._modules: dict[str, _Module] = {}
         self.definitions: dict[tuple[str, int], Definition] = {}
 
@@ -190,7 +190,9 @@ class SourceIndex:
                     f"{_location(module, module.modified[name])}: this top-level statement modifies `{name}`, which "
                     "remote code ships; build it completely in its definition instead."
                 )
-            if not isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Assign, ast.AnnAssign)):
+            if not isinstance(
+                statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Assign, ast.AnnAssign)
+            ):
                 raise RemoteCodeError(
                     f"{_location(module, statement.lineno)}: `{name}` is bound by a top-level "
                     f"{type(statement).__name__} statement; remote code ships only classes, functions and assignments."
@@ -344,7 +346,9 @@ class SourceIndex:
 
     def _check_nested_import(self, module: _Module, statement: ast.stmt) -> None:
         """Imports inside functions are shipped as written, so they must be of modules Hub users have."""
-        modules = [alias.name for alias in statement.names] if isinstance(statement, ast.Import) else [statement.module or ""]
+        modules = (
+            [alias.name for alias in statement.names] if isinstance(statement, ast.Import) else [statement.module or ""]
+        )
         if isinstance(statement, ast.ImportFrom) and statement.level > 0:
             modules = [self.package]
         for name in modules:
@@ -386,7 +390,11 @@ def _bound_names(statement: ast.stmt) -> list[str]:
         return [(alias.asname or alias.name).split(".")[0] for alias in statement.names]
     if isinstance(statement, ast.AnnAssign) and statement.value is None:
         return []
-    return [node.id for node in _walk_module_scope(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)]
+    return [
+        node.id
+        for node in _walk_module_scope(statement)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+    ]
 
 
 def _modified_names(statement: ast.stmt) -> list[str]:
@@ -397,7 +405,11 @@ def _modified_names(statement: ast.stmt) -> list[str]:
             names.append(_root_name(node))
         elif isinstance(node, ast.AugAssign):
             names.append(_root_name(node.target))
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+        ):
             names.append(_root_name(node.value.func.value))
     return [name for name in names if name is not None]
 
@@ -408,9 +420,8 @@ def _root_name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-_NESTED_SCOPES = (
-    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp
-)  # fmt: skip
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda) + _COMPREHENSIONS
 
 
 def _walk_module_scope(statement: ast.stmt):
@@ -433,7 +444,7 @@ def _local_names(body: list[ast.AST]) -> set[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
             continue
-        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        if isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
@@ -515,14 +526,19 @@ class _ReferenceCollector:
             for expression in [*node.decorator_list, *node.bases, *node.keywords]:
                 self._scan(expression, visible, enclosing, import_time)
             self._scan_class_body(node, enclosing, import_time)
-        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        elif isinstance(node, _COMPREHENSIONS):
             self._scan(node.generators[0].iter, visible, enclosing, import_time)
             inner = enclosing | {
-                target.id for generator in node.generators for target in ast.walk(generator.target) if isinstance(target, ast.Name)
+                target.id
+                for generator in node.generators
+                for target in ast.walk(generator.target)
+                if isinstance(target, ast.Name)
             }
             rest = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
             for generator in node.generators:
-                rest += [generator.target, *generator.ifs] + ([generator.iter] if generator is not node.generators[0] else [])
+                rest += [generator.target, *generator.ifs] + (
+                    [generator.iter] if generator is not node.generators[0] else []
+                )
             for child in rest:
                 self._scan(child, inner, inner, import_time)
         elif isinstance(node, ast.AnnAssign):
@@ -535,7 +551,13 @@ class _ReferenceCollector:
                 span = (node.col_offset, node.end_col_offset) if node.end_lineno == node.lineno else None
                 self.references.append(
                     _Reference(
-                        node.value.id, node.attr, node.lineno, import_time, self._in_lazy_annotation, span, node.attr in visible
+                        node.value.id,
+                        node.attr,
+                        node.lineno,
+                        import_time,
+                        self._in_lazy_annotation,
+                        span,
+                        node.attr in visible,
                     )
                 )
         elif isinstance(node, ast.Name):

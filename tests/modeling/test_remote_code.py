@@ -121,7 +121,9 @@ def _top_level_names(files: dict[str, str]) -> set[str]:
 
 def test_each_family_ships_only_the_definitions_it_uses():
     def shipped(config_id):
-        return _top_level_names(bundle_remote_code(AUTO_CLASSES_BY_CONFIG[type(tiny_configs()[config_id])]["AutoModel"]))
+        return _top_level_names(
+            bundle_remote_code(AUTO_CLASSES_BY_CONFIG[type(tiny_configs()[config_id])]["AutoModel"])
+        )
 
     routing = {"TopOneRouter", "HashRouter", "MoEFeedForward", "ExpertDispatch", "route", "route_tokens",
                "load_balancing_loss", "ROUTER_TYPES", "SparseBertConfigBase", "SparseBertLayer"}  # fmt: skip
@@ -145,7 +147,7 @@ def test_saving_over_an_earlier_layout_removes_our_old_code_files_only(tmp_path)
 
 
 # A package of its own, to check the rules on sources that the real package does not (yet) exercise.
-FAKE_CONFIGURATION = '''
+FAKE_CONFIGURATION = """
 from __future__ import annotations
 
 from transformers import PretrainedConfig
@@ -157,7 +159,7 @@ class FakeBertConfig(PretrainedConfig):
     def __init__(self, hidden_size: int = 4, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
-'''
+"""
 FAKE_HUB_SAVING = '''
 class SavesRemoteCode:
     """Stand-in for the package-only mixin of ``modeling/hub_saving.py``."""
@@ -165,7 +167,7 @@ class SavesRemoteCode:
     def save_pretrained(self, *args, **kwargs):
         return super().save_pretrained(*args, **kwargs)
 '''
-FAKE_MODELING = '''
+FAKE_MODELING = """
 from __future__ import annotations
 
 import torch
@@ -188,7 +190,7 @@ class FakeBertModel(SavesRemoteCode, PreTrainedModel):
 {extra_code}
 
 AUTO_CLASSES = {{"AutoModel": FakeBertModel}}
-'''
+"""
 
 
 def _fake_model_class(tmp_path, monkeypatch, extra_imports="", extra_code="", extra_files=None):
@@ -204,7 +206,9 @@ def _fake_model_class(tmp_path, monkeypatch, extra_imports="", extra_code="", ex
 
 
 def test_package_only_bases_are_dropped_and_the_bundle_runs(tmp_path, monkeypatch):
-    layers = "# Comment above.\ndef double(x):\n    # Comment inside.\n    return 2 * x\n\n\ndef unused():\n    return 0\n"
+    layers = (
+        "# Comment above.\ndef double(x):\n    # Comment inside.\n    return 2 * x\n\n\ndef unused():\n    return 0\n"
+    )
     extra_code = "\n    def doubled(self, x):\n        return layers.double(x)\n"
     model_class = _fake_model_class(tmp_path, monkeypatch, "from . import layers\n", extra_code, {"layers.py": layers})
     files = bundle_remote_code(model_class)
@@ -232,12 +236,25 @@ TWO_HELPERS = {"helpers_a.py": "def _helper():\n    return 1\n\n\ndef first():\n
     ("extra_imports", "extra_code", "extra_files", "message"),
     [
         ("", "\n    def hub(self):\n        return SavesRemoteCode\n", {}, r"modeling_fake\.py:23 .*package-only"),
-        ("", "\n    def helper(self):\n        return undefined_helper()\n", {}, r"modeling_fake\.py:23 .*`undefined_helper`"),
-        ("import safetensors", "\n    def helper(self):\n        return safetensors\n", {},
-         r"modeling_fake\.py:11 \(FakeBertModel\) needs `import safetensors`; remote code may import only"),
-        ("from .helpers_a import first\nfrom .helpers_b import second", "\n    def helpers(self):\n        return first(), second()\n",
-         TWO_HELPERS, r"`_helper` would be defined twice .*helpers_a\.py:1 .*helpers_b\.py:1|helpers_b\.py:1 .*helpers_a\.py:1"),
-    ],  # fmt: skip
+        (
+            "",
+            "\n    def helper(self):\n        return undefined_helper()\n",
+            {},
+            r"modeling_fake\.py:23 .*`undefined_helper`",
+        ),
+        (
+            "import safetensors",
+            "\n    def helper(self):\n        return safetensors\n",
+            {},
+            r"modeling_fake\.py:11 \(FakeBertModel\) needs `import safetensors`; remote code may import only",
+        ),
+        (
+            "from .helpers_a import first\nfrom .helpers_b import second",
+            "\n    def helpers(self):\n        return first(), second()\n",
+            TWO_HELPERS,
+            r"`_helper` would be defined twice .*helpers_a\.py:1 .*helpers_b\.py:1|helpers_b\.py:1 .*helpers_a\.py:1",
+        ),
+    ],
     ids=["package-only-name-in-a-body", "unresolvable-name", "unavailable-import", "name-collision"],
 )
 def test_sources_that_cannot_be_bundled_fail_naming_file_and_line(
