@@ -7,6 +7,8 @@ renaming the prefix. What transformers cannot express, and this does, is ``atten
 IB-BERT's query/key/value read the 512-d inter-block features and produce the 1024-d all-head size.
 The families (``modeling_ib_bert``, ``modeling_compact_mobilebert``) are short subclasses of the classes
 here that only name their config and weight prefix.
+Task heads hand ``output_attentions``, ``output_hidden_states`` to the base model through
+``**kwargs``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
-from .normalization import build_normalization
+from .normalization import NoNorm, build_normalization
 from .outputs import (
     CompactBertClassifierOutput,
     CompactBertMaskedLMOutput,
@@ -35,7 +37,7 @@ from .outputs import (
     CompactBertPreTrainingOutput,
     CompactBertQuestionAnsweringOutput,
 )
-from .pretrained_base import CompactBertPreTrainedModel, tied_masked_lm_weights
+from .pretrained_base import CompactBertPreTrainedModel, fill_unless_loaded, tied_masked_lm_weights
 from .task_losses import (
     classifier_dropout_probability,
     question_answering_loss,
@@ -379,6 +381,13 @@ class BottleneckBertPreTrainedModel(CompactBertPreTrainedModel):
     base_model_prefix = "bottleneck_bert"
     _no_split_modules = ["BottleneckBertLayer"]
 
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, NoNorm):
+            fill_unless_loaded(module.weight, 1.0)
+            fill_unless_loaded(module.bias, 0.0)
+
 
 class BottleneckBertModel(BottleneckBertPreTrainedModel):
     """The base model: factorized embeddings, bottleneck encoder, pooler."""
@@ -452,14 +461,10 @@ class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.last_hidden_state)
         result = CompactBertMaskedLMOutput(
             loss=None if labels is None else token_cross_entropy(logits, labels),
@@ -485,14 +490,10 @@ class BottleneckBertForPreTraining(BottleneckBertForMaskedLM):
         inputs_embeds=None,
         labels=None,
         next_sentence_label=None,
-        output_attentions=None,
-        output_hidden_states=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         prediction_logits, seq_relationship_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
         losses = []
         if labels is not None:
@@ -530,14 +531,10 @@ class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.pooler_output))
         result = CompactBertClassifierOutput(
             loss=None if labels is None else sequence_classification_loss(logits, labels, self.config),
@@ -569,14 +566,10 @@ class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         result = CompactBertClassifierOutput(
             loss=None if labels is None else token_cross_entropy(logits, labels),
@@ -608,14 +601,10 @@ class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel):
         inputs_embeds=None,
         start_positions=None,
         end_positions=None,
-        output_attentions=None,
-        output_hidden_states=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:

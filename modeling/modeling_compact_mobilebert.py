@@ -47,7 +47,9 @@ class CompactMobileBertForMaskedLM(CompactMobileBertPreTrainedModel, BottleneckB
     backbone_class = CompactMobileBertModel
 
 
-class CompactMobileBertForSequenceClassification(CompactMobileBertPreTrainedModel, BottleneckBertForSequenceClassification):
+class CompactMobileBertForSequenceClassification(
+    CompactMobileBertPreTrainedModel, BottleneckBertForSequenceClassification
+):
     backbone_class = CompactMobileBertModel
 
 

@@ -7,6 +7,8 @@ PEFT's default targets apply, and distillation reads the same named modules from
 transformers' ``BertModel``. An MoE FFN lives in ``moe`` (router + batched experts, ``moe_layer``); its
 layer keeps ``output.LayerNorm`` for the post-LN residual. The families (``modeling_minimoe``,
 ``modeling_moe_bert``) are short subclasses that only name their config and weight prefix.
+Task heads hand ``output_attentions``, ``output_hidden_states``, ``output_router_logits`` to the base model through
+``**kwargs``.
 """
 
 from __future__ import annotations
@@ -26,14 +28,31 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
-from .moe_layer import ExpertDispatch, ExpertLinear, MoEFeedForward, RoutingDecision, build_router, route, summarize_routing
+from .moe_layer import (
+    ExpertDispatch,
+    ExpertLinear,
+    HashRouter,
+    MoEExperts,
+    MoEFeedForward,
+    RoutingDecision,
+    build_router,
+    hash_routing_table,
+    route,
+    summarize_routing,
+)
 from .outputs import (
     CompactBertClassifierOutput,
     CompactBertMaskedLMOutput,
     CompactBertModelOutput,
     CompactBertQuestionAnsweringOutput,
 )
-from .pretrained_base import CompactBertPreTrainedModel, tied_masked_lm_weights
+from .pretrained_base import (
+    CompactBertPreTrainedModel,
+    copy_unless_loaded,
+    fill_unless_loaded,
+    normal_unless_loaded,
+    tied_masked_lm_weights,
+)
 from .task_losses import (
     add_balance_loss,
     classifier_dropout_probability,
@@ -223,7 +242,7 @@ class SparseBertEncoder(nn.Module):
         all_attentions = () if output_attentions else None
         decisions = []
         for layer in self.layer:
-            layer_output = layer(hidden_states, additive_mask, token_mask, input_ids, output_attentions=output_attentions)
+            layer_output = layer(hidden_states, additive_mask, token_mask, input_ids, output_attentions)
             hidden_states = layer_output.hidden_states
             decisions.extend(layer_output.routing)
             if output_hidden_states:
@@ -294,6 +313,19 @@ class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
     config_class = SparseBertConfigBase
     base_model_prefix = "sparse_bert"
     _no_split_modules = ["SparseBertLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, (ExpertLinear, MoEExperts)):
+            for name, parameter in module.named_parameters(recurse=False):
+                if name.endswith("weight"):
+                    normal_unless_loaded(parameter, self.config.initializer_range)
+                else:
+                    fill_unless_loaded(parameter, 0.0)
+        elif isinstance(module, HashRouter):
+            # The table is saved with the weights; a checkpoint without it gets the same table from the seed.
+            copy_unless_loaded(module.token_to_expert, hash_routing_table(*module.table_arguments))
 
 
 class SparseBertModel(SparseBertPreTrainedModel):
@@ -383,16 +415,10 @@ class SparseBertForMaskedLM(SparseBertPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        output_router_logits=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-            output_router_logits=output_router_logits,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.last_hidden_state)
         loss = None if labels is None else token_cross_entropy(logits, labels)
         result = CompactBertMaskedLMOutput(
@@ -424,16 +450,10 @@ class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        output_router_logits=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-            output_router_logits=output_router_logits,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
         result = CompactBertClassifierOutput(
@@ -465,16 +485,10 @@ class SparseBertForTokenClassification(SparseBertPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        output_router_logits=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-            output_router_logits=output_router_logits,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None if labels is None else token_cross_entropy(logits, labels)
         result = CompactBertClassifierOutput(
@@ -506,16 +520,10 @@ class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
         inputs_embeds=None,
         start_positions=None,
         end_positions=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        output_router_logits=None,
         return_dict=None,
+        **kwargs,
     ):
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-            output_router_logits=output_router_logits,
-        )  # fmt: skip
+        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:

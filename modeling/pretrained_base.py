@@ -7,10 +7,14 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from .hub_saving import SavesRemoteCode
-from .moe_layer import ExpertLinear, HashRouter, MoEExperts, hash_routing_table
-from .normalization import NoNorm
 
-__all__ = ["CompactBertPreTrainedModel", "tied_masked_lm_weights"]
+__all__ = [
+    "CompactBertPreTrainedModel",
+    "copy_unless_loaded",
+    "fill_unless_loaded",
+    "normal_unless_loaded",
+    "tied_masked_lm_weights",
+]
 
 
 def _loaded(tensor: torch.Tensor) -> bool:
@@ -19,17 +23,17 @@ def _loaded(tensor: torch.Tensor) -> bool:
     return bool(getattr(tensor, "_is_hf_initialized", False))
 
 
-def _normal(tensor: torch.Tensor, std: float) -> None:
+def normal_unless_loaded(tensor: torch.Tensor, std: float) -> None:
     if not _loaded(tensor):
         tensor.normal_(mean=0.0, std=std)
 
 
-def _fill(tensor: torch.Tensor, value: float) -> None:
+def fill_unless_loaded(tensor: torch.Tensor, value: float) -> None:
     if not _loaded(tensor):
         tensor.fill_(value)
 
 
-def _copy(tensor: torch.Tensor, value: torch.Tensor) -> None:
+def copy_unless_loaded(tensor: torch.Tensor, value: torch.Tensor) -> None:
     if not _loaded(tensor):
         tensor.copy_(value)
 
@@ -57,36 +61,28 @@ class CompactBertPreTrainedModel(SavesRemoteCode, PreTrainedModel):
 
         transformers 5 materializes a loaded model from the meta device and leaves whatever a checkpoint
         lacks uninitialized — non-persistent buffers (``position_ids``) included — unless this method
-        covers it; a task head added to a saved base model relies on it on both lines.
+        covers it; a task head added to a saved base model relies on it on both lines. Each architecture
+        adds its own modules (NoNorm, experts, hash tables).
         """
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):
-            _normal(module.weight, std)
+            normal_unless_loaded(module.weight, std)
             if module.bias is not None:
-                _fill(module.bias, 0.0)
+                fill_unless_loaded(module.bias, 0.0)
         elif isinstance(module, nn.Embedding):
             if not _loaded(module.weight):
                 module.weight.normal_(mean=0.0, std=std)
                 if module.padding_idx is not None:
                     module.weight[module.padding_idx].zero_()
-        elif isinstance(module, (nn.LayerNorm, NoNorm)):
-            _fill(module.weight, 1.0)
-            _fill(module.bias, 0.0)
-        elif isinstance(module, (ExpertLinear, MoEExperts)):
-            for name, parameter in module.named_parameters(recurse=False):
-                if name.endswith("weight"):
-                    _normal(parameter, std)
-                else:
-                    _fill(parameter, 0.0)
-        elif isinstance(module, HashRouter):
-            _copy(module.token_to_expert, hash_routing_table(*module.table_arguments))
+        elif isinstance(module, nn.LayerNorm):
+            fill_unless_loaded(module.weight, 1.0)
+            fill_unless_loaded(module.bias, 0.0)
+        elif isinstance(getattr(module, "decoder", None), nn.Linear) and isinstance(module.bias, nn.Parameter):
+            # The stand-alone output bias of masked-LM prediction heads.
+            fill_unless_loaded(module.bias, 0.0)
         if isinstance(getattr(module, "position_ids", None), torch.Tensor):
             positions = torch.arange(module.position_ids.shape[-1], device=module.position_ids.device)
-            _copy(module.position_ids, positions.expand_as(module.position_ids))
-        bias = getattr(module, "bias", None)
-        if not isinstance(module, (nn.Linear, nn.LayerNorm, NoNorm, ExpertLinear)) and isinstance(bias, nn.Parameter):
-            # The stand-alone output bias of masked-LM prediction heads.
-            _fill(bias, 0.0)
+            copy_unless_loaded(module.position_ids, positions.expand_as(module.position_ids))
 
     if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):
         # Layers return routing decisions (balance loss included) next to the hidden states, and reentrant

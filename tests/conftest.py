@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -19,12 +17,6 @@ from compact_bert.configuration import (  # noqa: E402
     MiniMoEConfig,
     MoEBertConfig,
 )
-
-# The repository root is the package ``compact_bert`` (see "Layout" in the README), so pytest sees a package
-# at the root of the checkout and imports its ``__init__.py`` under the folder's name ("main", "cb-ci", ...)
-# for module-level set-up. Registering the already imported package under that name keeps pytest from
-# importing a second copy whose Auto-class registrations would replace the real ones.
-sys.modules.setdefault(Path(__file__).resolve().parents[1].name, compact_bert)
 
 VOCAB_SIZE = 128
 

@@ -36,13 +36,15 @@ CHILD = textwrap.dedent(
 )
 
 
-
-
-def load_in_fresh_process(cases: list[dict], work_dir: Path, environment: dict[str, str] | None = None) -> None:
+def load_in_fresh_process(
+    cases: list[dict], work_dir: Path, environment: dict[str, str] | None = None, python: str = sys.executable
+) -> None:
     """Each case: ``folder`` (or a repo id), ``auto_name``, ``output`` (field to compare) and ``reference`` (a
-    torch.save of ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches.
+    torch.save of ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches in one process
+    of ``python`` (another interpreter, e.g. with the other transformers line, checks folders across lines).
 
     ``environment`` overrides the child's variables, e.g. to load by repo id from a test Hub (``HF_ENDPOINT``)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "cases.json").write_text(json.dumps(cases))
     (work_dir / "child.py").write_text(CHILD)
     environment = {
@@ -50,7 +52,7 @@ def load_in_fresh_process(cases: list[dict], work_dir: Path, environment: dict[s
     }  # fmt: skip
     environment.pop("PYTHONPATH", None)
     result = subprocess.run(
-        [sys.executable, str(work_dir / "child.py"), str(work_dir / "cases.json")],
+        [python, str(work_dir / "child.py"), str(work_dir / "cases.json")],
         cwd=work_dir, env=environment, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
