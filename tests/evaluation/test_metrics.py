@@ -134,6 +134,33 @@ def test_metrics_load_from_a_copy_of_the_package_elsewhere(tmp_path):
     assert result["conll"]["overall_f1"] == 1.0
 
 
+def test_a_missing_metrics_extra_is_an_error_that_names_it(tmp_path):
+    """Without scikit-learn / SciPy / seqeval, loading says which extra to install (a fresh process, because
+    evaluate caches imported metric modules)."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import evaluate
+        from compact_bert.evaluation import metric_path
+        for name in ("scipy", "scipy.stats", "sklearn", "sklearn.metrics", "seqeval", "seqeval.metrics",
+                     "seqeval.scheme"):
+            sys.modules[name] = None  # makes `import name` raise ImportError
+        for name, config_name in (("glue", "sst2"), ("conll_ner", None)):
+            try:
+                evaluate.load(metric_path(name), config_name)
+            except ImportError as error:
+                print(name, error)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    messages = done.stdout.strip().splitlines()[-2:]
+    assert messages[0].startswith("glue ") and messages[1].startswith("conll_ner ")
+    assert all("pip install 'compact-bert[metrics]'" in message for message in messages)
+
+
 # --- GLUE ---------------------------------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ try:
     import seqeval.scheme
     from seqeval.metrics import accuracy_score
     from seqeval.metrics import classification_report
-except ImportError as error:  # pragma: no cover - exercised only without the extra
+except ImportError as error:  # the metrics extra is not installed
     raise ImportError(
         "The CoNLL entity-level metric of compact-bert needs seqeval: pip install 'compact-bert[metrics]'"
     ) from error

@@ -21,7 +21,7 @@ try:
     from sklearn.metrics import accuracy_score
     from sklearn.metrics import f1_score
     from sklearn.metrics import matthews_corrcoef
-except ImportError as error:  # pragma: no cover - exercised only without the extra
+except ImportError as error:  # the metrics extra is not installed
     raise ImportError(
         "The GLUE metric of compact-bert needs scikit-learn and SciPy: pip install 'compact-bert[metrics]'"
     ) from error
