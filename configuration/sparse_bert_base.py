@@ -51,6 +51,10 @@ class SparseBertConfigBase(PretrainedConfig):
             self-attention relations during distillation (paper 002 §3.2, after MiniLMv2).
     """
 
+    # What Trainer drops from a head's outputs when it collects predictions: the routing diagnostics sit
+    # next to the logits, and without this a user's ``logits, labels = eval_pred`` receives a tuple.
+    keys_to_ignore_at_inference = ["router_logits", "aux_loss", "expert_load", "dropped_token_fraction"]
+
     def __init__(
         self,
         vocab_size: int = 30522,
