@@ -12,7 +12,7 @@ import transformers
 from transformers import HfArgumentParser
 
 from ..configuration import PRESETS, preset_config
-from ..distillation.compat import FROM_PRETRAINED_KWARGS, translate_legacy_training_flags
+from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 
 __all__ = ["build_from_preset", "load_pretrained", "parse_arguments", "parse_json_object", "train_and_report"]
 
@@ -71,7 +71,7 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(training_args.output_dir)
     if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(training_args.output_dir)
+        save_tokenizer(tokenizer, training_args.output_dir)
     metrics = trainer.evaluate() if trainer.eval_dataset is not None else {}
     summary = {
         "output_dir": str(Path(training_args.output_dir).resolve()),

@@ -8,12 +8,13 @@ is collected here so that no other module needs a version check.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import torch
 import transformers
 from packaging import version
 
-__all__ = ["FROM_PRETRAINED_KWARGS", "TRANSFORMERS_5", "translate_legacy_training_flags"]
+__all__ = ["FROM_PRETRAINED_KWARGS", "TRANSFORMERS_5", "save_tokenizer", "translate_legacy_training_flags"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,3 +84,18 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
             translated += [replacement] + ([value] if value is not None else [])
         index += span
     return translated
+
+
+def save_tokenizer(tokenizer, folder: str | Path) -> None:
+    """``tokenizer.save_pretrained`` plus the WordPiece ``vocab.txt`` that transformers 5 no longer writes (it
+    saves ``tokenizer.json`` only), so that a saved folder carries the same files on both lines and slow
+    tokenizers and other toolchains can read it."""
+    tokenizer.save_pretrained(folder)
+    vocabulary = Path(folder) / "vocab.txt"
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if vocabulary.exists() or backend is None or type(backend.model).__name__ != "WordPiece":
+        return
+    tokens = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    if [index for _, index in tokens] != list(range(len(tokens))):
+        return  # not one dense id range: a vocab.txt (line number = id) could not represent it
+    vocabulary.write_text("".join(f"{token}\n" for token, _ in tokens), encoding="utf-8")

@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from tokenizers import BertWordPieceTokenizer
 from transformers import TrainingArguments
 
 from compact_bert.cli.training_common import parse_arguments
-from compact_bert.distillation.compat import translate_legacy_training_flags
+from compact_bert.distillation.compat import save_tokenizer, translate_legacy_training_flags
+from compact_bert.distillation.data import default_tokenizer
 from compact_bert.configuration import MiniMoEConfig
 from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig
 from compact_bert.distillation.minimoe_trainer import MiniMoEDistillationTrainer
@@ -69,3 +71,13 @@ def test_flags_of_either_transformers_line_parse(tmp_path, warmup):
 def test_current_flags_pass_through_unchanged():
     argv = ["--output_dir", "x", "--max_steps", "3", "--use_cpu", "true", "--warmup_steps", "4", "--bf16"]
     assert translate_legacy_training_flags(argv) == argv
+
+
+def test_saved_tokenizer_folder_has_the_wordpiece_vocabulary_on_both_lines(tmp_path):
+    tokenizer = default_tokenizer()
+    save_tokenizer(tokenizer, tmp_path)
+    lines = (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 30522 and lines[tokenizer.cls_token_id] == "[CLS]" and lines[7592] == "hello"
+    assert (tmp_path / "tokenizer.json").is_file()
+    from_vocabulary = BertWordPieceTokenizer(str(tmp_path / "vocab.txt"), lowercase=True)
+    assert from_vocabulary.encode("Hello world").ids == tokenizer("Hello world")["input_ids"] == [101, 7592, 2088, 102]
