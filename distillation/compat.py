@@ -14,11 +14,21 @@ import torch
 import transformers
 from packaging import version
 
-__all__ = ["FROM_PRETRAINED_KWARGS", "TRANSFORMERS_5", "save_tokenizer", "translate_legacy_training_flags"]
+__all__ = [
+    "FROM_PRETRAINED_KWARGS",
+    "TRANSFORMERS_5",
+    "WarmupSteps",
+    "save_tokenizer",
+    "translate_legacy_training_flags",
+]
 
 logger = logging.getLogger(__name__)
 
 TRANSFORMERS_5 = version.parse(transformers.__version__).major >= 5
+
+# Type of `TrainingArguments.warmup_steps`: a float on 5 (a value below 1 is a ratio of the total steps), an
+# int on 4.57 (which has `warmup_ratio` instead). A subclass that changes the default keeps the line's type.
+WarmupSteps = float if TRANSFORMERS_5 else int
 
 # transformers 5 loads weights in the checkpoint's dtype by default (`dtype="auto"`), 4.57 in float32. Models
 # that are trained (students, assistants) and teachers whose outputs are compared with a float32 student are
@@ -54,9 +64,13 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
     - transformers 5: ``--warmup_ratio R`` → ``--warmup_steps R``
       (5 reads a value below 1 as a ratio); ``--overwrite_output_dir`` is dropped (neither line's Trainer
       ever refused an existing output folder);
-    - transformers 4.57: ``--warmup_steps R`` with 0 < R < 1 → ``--warmup_ratio R`` (4.57 wants an integer).
+    - transformers 4.57: ``--warmup_steps R`` with 0 < R < 1 → ``--warmup_ratio R`` (4.57 wants an integer);
+      ``--warmup_ratio R`` without whole ``--warmup_steps`` also sets ``--warmup_steps 0``, since 4.57 ignores
+      the ratio when warmup_steps (e.g. a config's default) is positive.
     """
     translated: list[str] = []
+    explicit_steps = any(token.split("=", 1)[0] == "--warmup_steps" and not _is_ratio(_flag_value(argv, position)[0])
+                         for position, token in enumerate(argv))  # fmt: skip
     index = 0
     while index < len(argv):
         token = argv[index]
@@ -71,8 +85,13 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
             replacement = "--warmup_steps"
         elif TRANSFORMERS_5 and name == "--overwrite_output_dir":
             replacement = None
-        elif not TRANSFORMERS_5 and name == "--warmup_steps" and _is_ratio(value):
-            replacement = "--warmup_ratio"
+        elif not TRANSFORMERS_5 and (name == "--warmup_ratio" or (name == "--warmup_steps" and _is_ratio(value))):
+            # 4.57 wants whole warmup steps, and prefers any warmup_steps > 0 (e.g. a config's default) over
+            # the ratio the user asked for.
+            translated += ["--warmup_ratio", *([value] if value is not None else [])]
+            translated += [] if explicit_steps else ["--warmup_steps", "0"]
+            index += span
+            continue
         if replacement == name:
             translated.append(token)
             index += 1

@@ -81,3 +81,11 @@ def test_saved_tokenizer_folder_has_the_wordpiece_vocabulary_on_both_lines(tmp_p
     assert (tmp_path / "tokenizer.json").is_file()
     from_vocabulary = BertWordPieceTokenizer(str(tmp_path / "vocab.txt"), lowercase=True)
     assert from_vocabulary.encode("Hello world").ids == tokenizer("Hello world")["input_ids"] == [101, 7592, 2088, 102]
+
+
+@pytest.mark.parametrize("warmup", [["--warmup_ratio", "0.25"], ["--warmup_steps", "0.25"], ["--warmup_steps", "3"]])
+def test_a_subclass_default_keeps_the_lines_warmup_type(tmp_path, warmup):
+    (args,) = parse_arguments((MiniMoEDistillationConfig,), ["--output_dir", str(tmp_path), "--max_steps", "8", *warmup],
+                              "test", "")  # fmt: skip
+    assert args.get_warmup_steps(8) == (3 if warmup[1] == "3" else 2)
+    assert MiniMoEDistillationConfig(output_dir=str(tmp_path)).get_warmup_steps(200) == 20
