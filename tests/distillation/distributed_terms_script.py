@@ -60,6 +60,8 @@ def main(output_dir: str) -> None:
         result = {"log_history": trainer.state.log_history, "metrics": metrics}
         with open(f"{output_dir}/terms.json", "w") as file:
             json.dump(result, file)
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()  # destroys the process group: no gloo teardown race at interpreter exit
 
 
 if __name__ == "__main__":
