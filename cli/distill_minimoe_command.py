@@ -13,6 +13,7 @@ from pathlib import Path
 import transformers
 
 from ..configuration import MiniMoEConfig
+from ..distillation.compat import FROM_PRETRAINED_KWARGS
 from ..distillation.data import (
     PACKAGED_TEACHER,
     CorpusArguments,
@@ -96,7 +97,7 @@ def run(argv: list[str]) -> int:
                 max_steps=student_args.teacher_assistant_max_steps or training_args.max_steps,
             )  # fmt: skip
             _distill(teacher, assistant, assistant_args, datasets, collator, tokenizer, {"role": "teacher_assistant"})
-        teacher = transformers.AutoModel.from_pretrained(assistant_dir)
+        teacher = transformers.AutoModel.from_pretrained(assistant_dir, **FROM_PRETRAINED_KWARGS)
     _distill(teacher, student, training_args, datasets, collator, tokenizer, {
         "role": "student", "teacher": student_args.teacher,
         "teacher_assistant": student_args.teacher_assistant_preset,

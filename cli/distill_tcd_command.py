@@ -40,12 +40,6 @@ def run(argv: list[str]) -> int:
         (TransferCapabilityStudentArguments, CorpusArguments, TransferCapabilityDistillationConfig), argv,
         "compact-bert distill tcd", DESCRIPTION,
     )  # fmt: skip
-    tokens_per_batch = training_args.per_device_train_batch_size * corpus.block_size
-    if tokens_per_batch < training_args.sampled_tokens:
-        raise SystemExit(
-            f"--sampled_tokens {training_args.sampled_tokens} exceeds the {tokens_per_batch} tokens of a batch "
-            f"(per_device_train_batch_size {training_args.per_device_train_batch_size} x block_size {corpus.block_size})."
-        )
     try:
         teacher = load_encoder(student_args.teacher)
     except (ValueError, OSError) as error:

@@ -12,14 +12,16 @@ import transformers
 from transformers import HfArgumentParser
 
 from ..configuration import PRESETS, preset_config
+from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 
 __all__ = ["build_from_preset", "load_pretrained", "parse_arguments", "parse_json_object", "train_and_report"]
 
 
 def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, description: str):
-    """Parse ``argv`` into the dataclasses; ``--help`` lists every field with its help text."""
+    """Parse ``argv`` into the dataclasses; ``--help`` lists every field with its help text. Flags that only
+    one transformers line knows (``--warmup_ratio``, ``--no_cuda``, ...) are translated for the installed one."""
     parser = HfArgumentParser(dataclass_types, prog=program, description=description)
-    return parser.parse_args_into_dataclasses(args=argv)
+    return parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
 
 
 def parse_json_object(text: str, field: str) -> dict:
@@ -51,7 +53,7 @@ def load_pretrained(path: str, auto_classes: tuple, role: str):
     errors = []
     for auto_class in auto_classes:
         try:
-            return auto_class.from_pretrained(folder)
+            return auto_class.from_pretrained(folder, **FROM_PRETRAINED_KWARGS)
         except (ValueError, KeyError) as error:
             errors.append(f"{auto_class.__name__}: {error}")
     raise SystemExit(f"--{role}: cannot load {folder}: " + " | ".join(errors))
@@ -69,7 +71,7 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(training_args.output_dir)
     if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(training_args.output_dir)
+        save_tokenizer(tokenizer, training_args.output_dir)
     metrics = trainer.evaluate() if trainer.eval_dataset is not None else {}
     summary = {
         "output_dir": str(Path(training_args.output_dir).resolve()),

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from .compat import WarmupSteps
+
 __all__ = ["MiniMoEDistillationConfig"]
 
 
@@ -18,7 +20,7 @@ class MiniMoEDistillationConfig(TrainingArguments):
     max_steps: int = field(default=200, metadata={"help": "Optimizer steps (the paper trains far longer)."})
     per_device_train_batch_size: int = field(default=16, metadata={"help": "Blocks per device and step."})
     learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate (students start from scratch)."})
-    warmup_steps: int = field(default=20, metadata={"help": "Linear warm-up steps."})
+    warmup_steps: WarmupSteps = field(default=20, metadata={"help": "Linear warm-up steps."})
     logging_steps: float = field(default=20, metadata={"help": "Log every N steps."})
     save_steps: float = field(default=50, metadata={"help": "Checkpoint every N steps (resume with --resume_from_checkpoint last)."})
     save_total_limit: int | None = field(default=2, metadata={"help": "Keep at most this many checkpoints."})

@@ -4,11 +4,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+from transformers import TrainingArguments, get_scheduler
 
 from .mobilebert_stages import STRATEGIES
 
-__all__ = ["MobileBertDistillationConfig"]
+__all__ = ["MobileBertDistillationConfig", "build_base_scheduler"]
+
+
+def build_base_scheduler(args: TrainingArguments, optimizer: torch.optim.Optimizer, num_training_steps: int) -> LambdaLR:
+    """The schedule ``args`` asks for, before the stage multipliers. Only ``LambdaLR`` schedules (a factor
+    of the initial learning rate per step) compose with per-unit multipliers; the metric-driven ones
+    (``reduce_lr_on_plateau``, and ``greedy`` in transformers 5) rescale the learning rate in place from the
+    evaluation loss and cannot tell a stage's multiplier from their own decay."""
+    try:
+        scheduler = get_scheduler(
+            args.lr_scheduler_type,
+            optimizer,
+            num_warmup_steps=args.get_warmup_steps(num_training_steps),
+            num_training_steps=num_training_steps,
+            scheduler_specific_kwargs=args.lr_scheduler_kwargs,
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`lr_scheduler_type` {_scheduler_name(args)!r} cannot be built: {error}") from None
+    if not isinstance(scheduler, LambdaLR):
+        raise ValueError(
+            f"`lr_scheduler_type` {_scheduler_name(args)!r} ({type(scheduler).__name__}) adapts the learning rate to a "
+            "metric and cannot be combined with the MobileBERT stage multipliers; use a step-based schedule such as "
+            "linear, cosine, cosine_with_restarts, polynomial, constant, constant_with_warmup or inverse_sqrt."
+        )
+    return scheduler
+
+
+def _scheduler_name(args: TrainingArguments) -> str:
+    return getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
 
 
 @dataclass
@@ -63,3 +93,6 @@ class MobileBertDistillationConfig(TrainingArguments):
             raise ValueError(f"`layerwise_steps` must be in [1, max_steps={self.max_steps}], got {self.layerwise_steps}.")
         if self.steps_per_stage is not None and self.steps_per_stage < 1:
             raise ValueError(f"`steps_per_stage` must be >= 1, got {self.steps_per_stage}.")
+        # Build the schedule once on a throw-away parameter: an unsupported type or missing
+        # `lr_scheduler_kwargs` fails here, not after the data is tokenized and the models are built.
+        build_base_scheduler(self, torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), self.max_steps)

@@ -16,7 +16,7 @@ from collections import defaultdict
 import torch
 from torch.nn import functional as F
 from torch.optim.lr_scheduler import LambdaLR
-from transformers import TrainerCallback, get_scheduler
+from transformers import TrainerCallback
 
 from .losses import (
     attention_transfer_loss,
@@ -24,7 +24,7 @@ from .losses import (
     mlm_distillation_loss,
     pretraining_distillation_loss,
 )
-from .mobilebert_config import MobileBertDistillationConfig
+from .mobilebert_config import MobileBertDistillationConfig, build_base_scheduler
 from .mobilebert_stages import Stage, parameter_unit, plan_stages, stage_at, unit_lr_scale
 from .trainer_utils import DistillationTrainer
 
@@ -122,38 +122,40 @@ class MobileBertDistillationTrainer(DistillationTrainer):
         logger.info("Step %d: entering stage %s (steps %d-%d)", step, stage.name, stage.start, stage.end)
         self._current_stage = stage
 
-    def create_optimizer(self):
-        """One parameter group per unit (embeddings, each layer, heads) and weight-decay class."""
+    def create_optimizer(self, model=None):
+        """One parameter group per unit (embeddings, each layer, heads) and weight-decay class.
+
+        ``model`` is the (possibly wrapped) model that transformers 5 passes when it creates the optimizer
+        after sharding (FSDP); 4.57 never passes one."""
         if self.optimizer is None:
-            decay = set(self.get_decay_parameter_names(self.model))
+            model = self.model if model is None else model
+            decay = set(self.get_decay_parameter_names(model))
             groups: dict[tuple[str, bool], list[torch.nn.Parameter]] = defaultdict(list)
-            for name, parameter in self.model.named_parameters():
+            for name, parameter in model.named_parameters():
                 groups[(parameter_unit(name), name in decay)].append(parameter)
             parameter_groups = [
                 {"params": params, "weight_decay": self.args.weight_decay if decays else 0.0, "unit": unit}
                 for (unit, decays), params in groups.items()
             ]
-            optimizer_class, optimizer_kwargs = self.get_optimizer_cls_and_kwargs(self.args, self.model)
+            optimizer_class, optimizer_kwargs = self.get_optimizer_cls_and_kwargs(self.args, model)
             self.optimizer = optimizer_class(parameter_groups, **optimizer_kwargs)
         return self.optimizer
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
-        """The configured schedule, times each unit's learning-rate multiplier in the current stage."""
+        """The configured schedule, times each unit's learning-rate multiplier in the current stage.
+
+        Every transformers schedule that is a ``LambdaLR`` (all but the metric-driven ones, which the config
+        rejects) composes: group ``g`` gets ``learning_rate · schedule_g(step) · multiplier(unit_g, stage)``.
+        """
         if self.lr_scheduler is None:
             optimizer = optimizer or self.optimizer
-            base = get_scheduler(
-                self.args.lr_scheduler_type,
-                optimizer,
-                num_warmup_steps=self.args.get_warmup_steps(num_training_steps),
-                num_training_steps=num_training_steps,
-                scheduler_specific_kwargs=self.args.lr_scheduler_kwargs,
-            )
-            base_lambda = base.lr_lambdas[0]
+            base = build_base_scheduler(self.args, optimizer, num_training_steps)
             lambdas = [
                 functools.partial(_stage_scaled, base_lambda, group["unit"], self.stages, self.args.lower_layer_lr_scale)
-                for group in optimizer.param_groups
+                for base_lambda, group in zip(base.lr_lambdas, optimizer.param_groups)
             ]
             self.lr_scheduler = LambdaLR(optimizer, lambdas)
+            self._created_lr_scheduler = True  # both lines then rebuild it for a second `train()` call
         return self.lr_scheduler
 
     # -- loss ----------------------------------------------------------------------------------------

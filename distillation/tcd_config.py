@@ -13,15 +13,27 @@ __all__ = ["TransferCapabilityDistillationConfig"]
 @dataclass
 class TransferCapabilityDistillationConfig(TrainingArguments):
     """``L = L_MLM + λ_B·L_B + λ_T·L_T + λ_I·L_I + λ_A·L_A``; λ_B is the student's ``router_aux_loss_coef``
-    (1000 in the MoE-BERT presets), the others are here. Paper: λ_T = λ_I = 1; λ_A = 1 at H=768, 0 at H=128."""
+    (1000 in the MoE-BERT presets), the others are here. Paper: λ_T = λ_I = 1; λ_A = 1 at H=768, 0 at H=128.
+
+    The defaults run as they are (``compact-bert distill tcd --teacher DIR``): the sampled tokens fit the
+    default batch. For the paper's scale use ``--sampled_tokens 4096`` with batches of at least 32 blocks of
+    128 tokens per process."""
 
     trunk_weight: float = field(default=1.0, metadata={"help": "λ_T: relations of the normalized trunk states."})
     inner_weight: float = field(default=1.0, metadata={"help": "λ_I: relations of sublayer outputs before the residual add."})
     attention_weight: float = field(
         default=0.0, metadata={"help": "λ_A: query-key cosine relations (paper: 1 for H=768, 0 for H=128)."}
     )
-    sampled_tokens: int = field(default=4096, metadata={"help": "Tokens sampled per batch for trunk/inner relations."})
-    token_group_size: int = field(default=128, metadata={"help": "Tokens per relation group (4096 = 32 x 128 in the paper)."})
+    sampled_tokens: int = field(
+        default=512,
+        metadata={"help": "Tokens sampled per batch (and per process) for trunk/inner relations; at most the tokens "
+                  "of a training batch (per_device_train_batch_size x block_size). Default 512 = 4 groups of 128, "
+                  "which fits the default batch of 8 blocks x 128 tokens; the paper's large-batch setting is "
+                  "4096 = 32 x 128."},
+    )  # fmt: skip
+    token_group_size: int = field(
+        default=128, metadata={"help": "Tokens per relation group (128 in the paper)."}
+    )
     layer_map: str | None = field(
         default=None,
         metadata={"help": "JSON list: the teacher layer aligned with each student layer, e.g. '[1, 3, 5]'. "

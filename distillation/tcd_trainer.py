@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
+from transformers import default_data_collator
 
 from ..modeling.signals import SubmoduleRecorder, signal_module_name
 from .losses import cosine_relation_loss, query_key_relation_loss, sample_token_groups
@@ -25,6 +26,27 @@ _SIGNALS = ("attention_norm", "ffn_norm", "query", "key")
 
 def _recorded_names(layers: list[int]) -> dict[str, str]:
     return {f"{signal}/{layer}": signal_module_name(signal, layer) for layer in layers for signal in _SIGNALS}
+
+
+def _check_batch_holds_the_sample(train_dataset, data_collator, args: TransferCapabilityDistillationConfig) -> None:
+    """Relations sample ``sampled_tokens`` real tokens of every training batch: fail before training, not at
+    the first step, when a batch cannot hold them. A block's length is measured as the model sees it, after
+    the collator (which adds the special tokens)."""
+    if train_dataset is None:
+        return
+    first = next(iter(train_dataset), None)
+    if not isinstance(first, dict) or "input_ids" not in first:
+        return
+    batch = (data_collator or default_data_collator)([first])
+    mask = batch.get("attention_mask")
+    block_size = int(mask.sum()) if mask is not None else int(batch["input_ids"].numel())
+    tokens_per_batch = args.per_device_train_batch_size * block_size
+    if tokens_per_batch < args.sampled_tokens:
+        raise ValueError(
+            f"--sampled_tokens {args.sampled_tokens} exceeds the {tokens_per_batch} tokens of a batch "
+            f"(per_device_train_batch_size {args.per_device_train_batch_size} x block_size {block_size}); lower "
+            "--sampled_tokens (a multiple of --token_group_size) or raise the batch or block size."
+        )
 
 
 class TransferCapabilityDistillationTrainer(DistillationTrainer):
@@ -49,6 +71,7 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
                 f"Attention relations compare head by head: the teacher has {teacher.config.num_attention_heads} heads, "
                 f"the student {model.config.num_attention_heads}; set --attention_weight 0 or match the heads."
             )
+        _check_batch_holds_the_sample(kwargs.get("train_dataset"), kwargs.get("data_collator"), args)
         super().__init__(model, teacher, args, **kwargs)
         self._sampler = torch.Generator().manual_seed(args.seed)
 

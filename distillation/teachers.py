@@ -12,6 +12,7 @@ from pathlib import Path
 import transformers
 
 from ..modeling.signals import signal_module_name
+from .compat import FROM_PRETRAINED_KWARGS
 from .data import PACKAGED_TEACHER, packaged_teacher_dir
 
 __all__ = ["load_encoder", "relation_module_names", "resolve_layer", "resolve_model_path"]
@@ -32,7 +33,7 @@ def resolve_model_path(name_or_path: str) -> Path:
 
 def load_encoder(name_or_path: str) -> transformers.PreTrainedModel:
     """The base encoder of a checkpoint (heads dropped): what relation distillation reads."""
-    return transformers.AutoModel.from_pretrained(resolve_model_path(name_or_path))
+    return transformers.AutoModel.from_pretrained(resolve_model_path(name_or_path), **FROM_PRETRAINED_KWARGS)
 
 
 def resolve_layer(layer: int, num_layers: int, role: str) -> int:

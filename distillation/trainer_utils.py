@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from accelerate.utils import gather_object, model_has_dtensor
 from transformers import Trainer, TrainerCallback
 
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
@@ -19,6 +20,7 @@ __all__ = [
     "freeze_teacher",
     "masked_token_accuracy",
     "prepare_block_datasets",
+    "prepare_frozen_teacher",
     "preprocess_logits_for_accuracy",
     "routing_statistics",
     "with_balance_loss",
@@ -33,23 +35,69 @@ def freeze_teacher(teacher: torch.nn.Module) -> torch.nn.Module:
     return teacher.eval()
 
 
+def prepare_frozen_teacher(teacher: torch.nn.Module, accelerator) -> torch.nn.Module:
+    """Freeze ``teacher`` and hand it to the Trainer's accelerator in evaluation mode: placed on the
+    accelerator's device, with the run's mixed-precision autocast and ``torch.compile`` settings, and never
+    wrapped for gradient synchronisation.
+
+    Placement is asked for explicitly because Accelerate skips it under FSDP (it leaves placement to the
+    sharding wrapper, which evaluation mode does not apply); a teacher already distributed by transformers
+    (DTensor parameters, a ``device_map``) keeps its placement. Accelerate 1.15's evaluation mode does not
+    shard: under FSDP / DeepSpeed ZeRO-3 every process holds the whole (frozen) teacher.
+    """
+    freeze_teacher(teacher)
+    prepared = accelerator.prepare_model(teacher, device_placement=not model_has_dtensor(teacher), evaluation_mode=True)
+    # The Trainer prepares the student for an evaluation run before training only while the accelerator has
+    # prepared no model yet (and forgets every prepared model when training starts): the teacher must not count.
+    accelerator._models[:] = [model for model in accelerator._models if model is not prepared]
+    return freeze_teacher(prepared)
+
+
 class LossTermsMixin:
-    """Collects named loss terms in ``compute_loss`` and logs their means with the Trainer's own logs."""
+    """Collects named loss terms in ``compute_loss`` and logs their means with the Trainer's own logs.
+
+    Terms are summed on the device (no host synchronisation per step) and, at each log, summed over every
+    process before dividing by the number of recorded values: the logged value is the mean over all
+    processes, like the Trainer's own ``loss``, not the main process's share.
+    """
+
+    def _recorded_terms(self, prefix: str) -> dict[str, tuple]:
+        if not hasattr(self, "_loss_terms"):
+            self._loss_terms = {"train": {}, "eval": {}}
+        return self._loss_terms[prefix]
 
     def _record_terms(self, terms: dict[str, torch.Tensor | float], prefix: str) -> None:
-        if not hasattr(self, "_loss_terms"):
-            self._loss_terms = {"train": defaultdict(list), "eval": defaultdict(list)}
+        recorded = self._recorded_terms(prefix)
         for name, value in terms.items():
-            self._loss_terms[prefix][name].append(float(value.detach()) if torch.is_tensor(value) else float(value))
+            value = value.detach().double() if torch.is_tensor(value) else torch.tensor(float(value), dtype=torch.float64)
+            total, count = recorded.get(name, (0.0, 0))
+            recorded[name] = (value + total, count + 1)
+
+    def _mean_terms(self, prefix: str) -> dict[str, float]:
+        """Means of the terms recorded since the last log, over every process."""
+        recorded = self._recorded_terms(prefix)
+        names = sorted(recorded)
+        accelerator = self.accelerator
+        if accelerator.num_processes > 1:
+            # Every process must take part with the same names, also one that recorded a term the others did not.
+            names = sorted(set().union(*gather_object([names])))
+        if not names:
+            return {}
+        device = accelerator.device
+        sums = [recorded[name][0] if name in recorded else 0.0 for name in names]
+        totals = torch.stack([torch.as_tensor(value, dtype=torch.float64).to(device) for value in sums])
+        counts = torch.tensor([float(recorded[name][1]) if name in recorded else 0.0 for name in names],
+                              dtype=torch.float64, device=device)  # fmt: skip
+        packed = torch.stack([totals, counts])
+        if accelerator.num_processes > 1:
+            packed = accelerator.reduce(packed, reduction="sum")
+        recorded.clear()
+        return {name: float(total / count) for name, total, count in zip(names, *packed.tolist()) if count > 0}
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
-        terms = getattr(self, "_loss_terms", None)
-        if terms is not None:
-            prefix = "eval" if any(key.startswith("eval_") for key in logs) else "train"
-            for name, values in terms[prefix].items():
-                if values:
-                    logs[f"eval_{name}" if prefix == "eval" else name] = sum(values) / len(values)
-            terms[prefix].clear()
+        prefix = "eval" if any(key.startswith("eval_") for key in logs) else "train"
+        for name, mean in self._mean_terms(prefix).items():
+            logs[f"eval_{name}" if prefix == "eval" else name] = mean
         super().log(logs, *args, **kwargs)
 
 
@@ -127,13 +175,16 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
 
 
 class DistillationTrainer(LossTermsMixin, Trainer):
-    """Base of every compact-bert distillation trainer: holds a frozen teacher on the training device,
-    logs named loss terms and writes the loss plot. Subclasses check compatibility, then call this."""
+    """Base of every compact-bert distillation trainer: holds a frozen teacher prepared by the Trainer's
+    accelerator, logs named loss terms and writes the loss plot. Subclasses check compatibility, then call
+    this."""
 
     def __init__(self, model, teacher, args, **kwargs):
-        self.teacher = freeze_teacher(teacher)
         super().__init__(model=model, args=args, **kwargs)
-        self.teacher.to(self.args.device)
+        # compute_loss returns a per-batch mean that does not use `num_items_in_batch`: both transformers lines
+        # then divide it by the gradient-accumulation steps themselves.
+        self.model_accepts_loss_kwargs = False
+        self.teacher = prepare_frozen_teacher(teacher, self.accelerator)
         self.add_callback(LossPlotCallback())
 
 

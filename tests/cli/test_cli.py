@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 
 from compact_bert.cli.main import main
 
 
+def _console_script() -> str:
+    """The ``compact-bert`` script of the environment running the tests, whether or not its ``bin`` is on PATH
+    (a venv used through its full interpreter path is not activated)."""
+    name = "compact-bert.exe" if os.name == "nt" else "compact-bert"
+    for folder in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
+        if (folder / name).is_file():
+            return str(folder / name)
+    found = shutil.which("compact-bert")
+    if found is None:
+        pytest.fail(f"No compact-bert console script next to {sys.executable} or on PATH: install the package.")
+    return found
+
+
 def test_presets_json_from_the_installed_console_script():
-    result = subprocess.run(["compact-bert", "presets", "--json"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([_console_script(), "presets", "--json"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     rows = {row["preset"]: row for row in json.loads(result.stdout)}
     assert rows["mobilebert"]["total_params"] == pytest.approx(25.3e6, rel=0.025)

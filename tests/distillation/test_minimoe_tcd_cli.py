@@ -9,7 +9,8 @@ import pytest
 import torch
 import transformers
 
-from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM
+from compact_bert.configuration import MoEBertConfig
+from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM, MoEBertModel
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, kill_after_checkpoint, run_cli
 from tests.remote_code_helpers import load_in_fresh_process
 
@@ -97,6 +98,21 @@ def test_sigkill_then_resume_finishes_every_step(tmp_path, vanilla_teacher, meth
     trained_steps = {entry["step"] for entry in history if "loss" in entry and "eval_loss" not in entry}
     assert trained_steps == set(range(1, 25))
     assert json.loads((output / "run_summary.json").read_text())["optimizer_steps"] == 24
+
+
+def test_tcd_runs_with_its_default_arguments(tmp_path):
+    """Only the teacher, a tiny student, a short run and the output folder are given: default batch (8),
+    block size (128), sampled tokens and group size, corpus and evaluation must fit together."""
+    teacher = tmp_path / "teacher"
+    sizes = {key: value for key, value in json.loads(TINY_MOE_BERT).items() if key != "max_position_embeddings"}
+    MoEBertModel(MoEBertConfig(**{**sizes, "num_experts": 1})).save_pretrained(teacher)
+    output = tmp_path / "student"
+    run_cli(["distill", "tcd", "--teacher", str(teacher), "--student_overrides", json.dumps(sizes),
+             "--output_dir", str(output), "--max_steps", "2"])  # fmt: skip
+    summary = json.loads((output / "run_summary.json").read_text())
+    assert summary["optimizer_steps"] == 2 and "eval_trunk_loss" in summary and "eval_inner_loss" in summary
+    config = json.loads((output / "config.json").read_text())
+    assert config["model_type"] == "moe_bert" and config["architectures"] == ["MoEBertForMaskedLM"]
 
 
 def test_tcd_rejects_batches_smaller_than_the_sample(tmp_path, vanilla_teacher):

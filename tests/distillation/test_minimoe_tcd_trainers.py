@@ -126,3 +126,19 @@ def test_tcd_attention_relations_need_equal_heads(tmp_path):
 def test_tcd_config_validation(tmp_path, fields, message):
     with pytest.raises(ValueError, match=message):
         TransferCapabilityDistillationConfig(output_dir=str(tmp_path), **fields)
+
+
+def test_tcd_defaults_fit_the_default_batch(tmp_path):
+    args = TransferCapabilityDistillationConfig(output_dir=str(tmp_path))
+    default_block_size = 128  # CorpusArguments.block_size
+    assert args.sampled_tokens % args.token_group_size == 0
+    assert args.sampled_tokens <= args.per_device_train_batch_size * default_block_size
+
+
+def test_tcd_trainer_rejects_a_sample_larger_than_a_batch(tmp_path):
+    teacher, student = _tcd_pair()
+    args = TransferCapabilityDistillationConfig(output_dir=str(tmp_path), max_steps=2, sampled_tokens=512,
+                                                token_group_size=32, **COMMON)  # fmt: skip
+    with pytest.raises(ValueError, match=r"--sampled_tokens 512 exceeds the 256 tokens of a batch"):
+        TransferCapabilityDistillationTrainer(model=student, teacher=teacher, args=args, train_dataset=held_out_blocks(False),
+                                              data_collator=PretrainingCollator(tokenizer()))  # fmt: skip

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
-from transformers import TrainerCallback
+from transformers import TrainerCallback, get_scheduler
+
+from compact_bert.distillation.compat import TRANSFORMERS_5
 
 from compact_bert.distillation.data import PretrainingCollator
 from compact_bert.distillation.mobilebert_config import MobileBertDistillationConfig
-from compact_bert.distillation.mobilebert_stages import parameter_unit
+from compact_bert.distillation.mobilebert_stages import parameter_unit, stage_at, unit_lr_scale
 from compact_bert.distillation.mobilebert_trainer import MobileBertDistillationTrainer
 from compact_bert.modeling import CompactMobileBertForPreTraining, IBBertForPreTraining
+from tests.distillation.distributed_terms_script import same_device
 from tests.distillation.helpers import held_out_blocks, tiny_ib_bert_config, tiny_mobilebert_config, tokenizer
 
 
@@ -72,6 +77,7 @@ def test_akt_uses_one_combined_loss_and_learns(tmp_path):
         assert entry["stage"] == 0
     assert all(torch.equal(teacher_before[name], tensor) for name, tensor in teacher.state_dict().items())
     assert not any(parameter.requires_grad for parameter in teacher.parameters()) and not teacher.training
+    assert all(same_device(parameter.device, trainer.accelerator.device) for parameter in trainer.teacher.parameters())
     assert (tmp_path / "loss_terms.png").stat().st_size > 1000
 
 
@@ -145,3 +151,48 @@ def test_pkt_needs_enough_steps(tmp_path):
             model=CompactMobileBertForPreTraining(tiny_mobilebert_config()),
             teacher=IBBertForPreTraining(tiny_ib_bert_config()), args=args,
         )  # fmt: skip
+
+
+# Every schedule transformers builds without extra arguments, plus ones that need `lr_scheduler_kwargs`.
+STEP_SCHEDULES = [("linear", None), ("cosine", None), ("cosine_with_restarts", None), ("polynomial", None),
+                  ("constant", None), ("constant_with_warmup", None), ("inverse_sqrt", None),
+                  ("cosine_with_min_lr", {"min_lr_rate": 0.1}), ("warmup_stable_decay", {"num_decay_steps": 3})]  # fmt: skip
+
+
+@pytest.mark.parametrize(("scheduler", "kwargs"), STEP_SCHEDULES)
+def test_every_step_schedule_times_the_stage_multipliers(tmp_path, scheduler, kwargs):
+    max_steps, learning_rate = 9, 3e-3
+    trainer, _, _ = _trainer(tmp_path, "pkt", max_steps, steps_per_stage=3, lower_layer_lr_scale=0.1, warmup_steps=2,
+                             lr_scheduler_type=scheduler, lr_scheduler_kwargs=kwargs)  # fmt: skip
+    optimizer = trainer.create_optimizer()
+    scheduler_under_test = trainer.create_scheduler(max_steps, optimizer)
+    reference_optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=learning_rate)
+    reference = get_scheduler(scheduler, reference_optimizer, num_warmup_steps=2, num_training_steps=max_steps,
+                              scheduler_specific_kwargs=kwargs)  # fmt: skip
+    units = {group["unit"] for group in optimizer.param_groups}
+    assert {"embeddings", "head", "layer_0", "layer_1"} <= units
+    multipliers_seen = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # stepping schedulers without optimizer steps
+        for step in range(max_steps):
+            base = reference_optimizer.param_groups[0]["lr"]
+            stage = stage_at(trainer.stages, step)
+            for group in optimizer.param_groups:
+                multiplier = unit_lr_scale(group["unit"], stage, 0.1)
+                multipliers_seen.add(multiplier)
+                assert group["lr"] == pytest.approx(base * multiplier, rel=1e-9, abs=1e-15), (step, group["unit"])
+            scheduler_under_test.step()
+            reference.step()
+    assert multipliers_seen == {0.0, 0.1, 1.0}
+
+
+@pytest.mark.parametrize("scheduler", ["reduce_lr_on_plateau", *(["greedy"] if TRANSFORMERS_5 else [])])
+def test_metric_driven_schedules_are_rejected_up_front(tmp_path, scheduler):
+    with pytest.raises(ValueError, match="cannot be combined with the MobileBERT stage multipliers"):
+        MobileBertDistillationConfig(output_dir=str(tmp_path), max_steps=10, lr_scheduler_type=scheduler,
+                                     eval_strategy="steps", eval_steps=5)  # fmt: skip
+
+
+def test_schedule_missing_its_arguments_is_rejected_up_front(tmp_path):
+    with pytest.raises(ValueError, match="`lr_scheduler_type` 'cosine_with_min_lr' cannot be built"):
+        MobileBertDistillationConfig(output_dir=str(tmp_path), max_steps=10, lr_scheduler_type="cosine_with_min_lr")

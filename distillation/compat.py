@@ -1,0 +1,120 @@
+"""The one place where the trainers and the CLI meet the differences between transformers 4.57 and 5.
+
+Everything else in ``distillation/`` and ``cli/`` uses APIs that both lines share (``processing_class``,
+``compute_loss(..., num_items_in_batch)``, ``from_pretrained(dtype=...)``, ``get_scheduler``); what differs
+is collected here so that no other module needs a version check.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+import transformers
+from packaging import version
+
+__all__ = [
+    "FROM_PRETRAINED_KWARGS",
+    "TRANSFORMERS_5",
+    "WarmupSteps",
+    "save_tokenizer",
+    "translate_legacy_training_flags",
+]
+
+logger = logging.getLogger(__name__)
+
+TRANSFORMERS_5 = version.parse(transformers.__version__).major >= 5
+
+# Type of `TrainingArguments.warmup_steps`: a float on 5 (a value below 1 is a ratio of the total steps), an
+# int on 4.57 (which has `warmup_ratio` instead). A subclass that changes the default keeps the line's type.
+WarmupSteps = float if TRANSFORMERS_5 else int
+
+# transformers 5 loads weights in the checkpoint's dtype by default (`dtype="auto"`), 4.57 in float32. Models
+# that are trained (students, assistants) and teachers whose outputs are compared with a float32 student are
+# loaded in float32 on both lines; reduced precision comes from `--bf16`/`--fp16` (autocast through
+# Accelerate, which also wraps the teacher). `dtype` is accepted by both lines (`torch_dtype` is 4.x only).
+FROM_PRETRAINED_KWARGS = {"dtype": torch.float32}
+
+
+def _flag_value(argv: list[str], index: int) -> tuple[str | None, int]:
+    """The value of the flag at ``index`` (``--flag value``, ``--flag=value`` or a bare boolean ``--flag``)
+    and the number of tokens it spans."""
+    token = argv[index]
+    if "=" in token:
+        return token.split("=", 1)[1], 1
+    if index + 1 < len(argv) and not argv[index + 1].startswith("--"):
+        return argv[index + 1], 2
+    return None, 1
+
+
+def _is_ratio(value: str | None) -> bool:
+    try:
+        return value is not None and 0 < float(value) < 1
+    except ValueError:
+        return False
+
+
+def translate_legacy_training_flags(argv: list[str]) -> list[str]:
+    """Rewrite the TrainingArguments flags that one line renamed or removed into what the installed line
+    accepts, so that one command line runs on both:
+
+    - ``--evaluation_strategy`` → ``--eval_strategy`` (removed from both lines); ``--no_cuda X`` →
+      ``--use_cpu X`` (deprecated in 4.57, removed in 5);
+    - transformers 5: ``--warmup_ratio R`` → ``--warmup_steps R``
+      (5 reads a value below 1 as a ratio); ``--overwrite_output_dir`` is dropped (neither line's Trainer
+      ever refused an existing output folder);
+    - transformers 4.57: ``--warmup_steps R`` with 0 < R < 1 → ``--warmup_ratio R`` (4.57 wants an integer);
+      ``--warmup_ratio R`` without whole ``--warmup_steps`` also sets ``--warmup_steps 0``, since 4.57 ignores
+      the ratio when warmup_steps (e.g. a config's default) is positive.
+    """
+    translated: list[str] = []
+    explicit_steps = any(token.split("=", 1)[0] == "--warmup_steps" and not _is_ratio(_flag_value(argv, position)[0])
+                         for position, token in enumerate(argv))  # fmt: skip
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        name = token.split("=", 1)[0]
+        value, span = _flag_value(argv, index)
+        replacement: str | None = name
+        if name == "--evaluation_strategy":
+            replacement = "--eval_strategy"
+        elif name == "--no_cuda":
+            replacement = "--use_cpu"
+        elif TRANSFORMERS_5 and name == "--warmup_ratio":
+            replacement = "--warmup_steps"
+        elif TRANSFORMERS_5 and name == "--overwrite_output_dir":
+            replacement = None
+        elif not TRANSFORMERS_5 and (name == "--warmup_ratio" or (name == "--warmup_steps" and _is_ratio(value))):
+            # 4.57 wants whole warmup steps, and prefers any warmup_steps > 0 (e.g. a config's default) over
+            # the ratio the user asked for.
+            translated += ["--warmup_ratio", *([value] if value is not None else [])]
+            translated += [] if explicit_steps else ["--warmup_steps", "0"]
+            index += span
+            continue
+        if replacement == name:
+            translated.append(token)
+            index += 1
+            continue
+        if replacement is None:
+            logger.warning("%s is not a TrainingArguments flag of transformers %s; ignored.", name, transformers.__version__)
+        else:
+            logger.warning("%s is spelled %s in transformers %s; translated.", name, replacement, transformers.__version__)
+            translated += [replacement] + ([value] if value is not None else [])
+        index += span
+    return translated
+
+
+def save_tokenizer(tokenizer, folder: str | Path) -> None:
+    """``tokenizer.save_pretrained`` plus the WordPiece ``vocab.txt`` that transformers 5 no longer writes (it
+    saves ``tokenizer.json`` only), so that a saved folder carries the same files on both lines and slow
+    tokenizers and other toolchains can read it."""
+    tokenizer.save_pretrained(folder)
+    vocabulary = Path(folder) / "vocab.txt"
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if vocabulary.exists() or backend is None or type(backend.model).__name__ != "WordPiece":
+        return
+    tokens = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    if [index for _, index in tokens] != list(range(len(tokens))):
+        return  # not one dense id range: a vocab.txt (line number = id) could not represent it
+    vocabulary.write_text("".join(f"{token}\n" for token, _ in tokens), encoding="utf-8")
