@@ -249,6 +249,13 @@ class ExpertLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
 
+    def extra_repr(self) -> str:
+        # Shown in PEFT's "Target module ... is not supported" when this is named in `target_modules`.
+        return (
+            f"num_experts={self.num_experts}, in_features={self.in_features}, out_features={self.out_features}; "
+            "stacked [experts, out, in] weight: adapt it with LoRA `target_parameters=['<name>.weight']`"
+        )
+
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
         return dispatch.run(
             inputs, lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]), self.out_features
@@ -271,6 +278,14 @@ class MoEExperts(nn.Module):
         self.fc2_weight = nn.Parameter(torch.empty(num_experts, hidden_size, intermediate_size))
         self.fc2_bias = nn.Parameter(torch.zeros(num_experts, hidden_size))
         self.act = ACT2FN[hidden_act]
+
+    def extra_repr(self) -> str:
+        # Shown in PEFT's "Target module ... is not supported" when `experts` is named in `target_modules`.
+        return (
+            f"num_experts={self.num_experts}, hidden_size={self.hidden_size}, "
+            f"intermediate_size={self.fc1_weight.shape[1]}; stacked [experts, out, in] weights: adapt them with "
+            "LoRA `target_parameters=['experts.fc1_weight', 'experts.fc2_weight']`"
+        )
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
         def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
