@@ -54,15 +54,22 @@ _DEFAULT_IA3_TARGETS = ("key", "value", "output.dense")
 _DEFAULT_IA3_FEEDFORWARD = ("output.dense",)
 
 
+def _is(module: nn.Module, *classes: type) -> bool:
+    """``isinstance`` by class name, so that models loaded as Hub remote code (the same classes, defined in a
+    ``transformers_modules`` copy) are recognised too."""
+    names = {cls.__name__ for cls in classes}
+    return any(base.__name__ in names for base in type(module).__mro__)
+
+
 def router_module_names(model: nn.Module) -> list[str]:
     """Full names of every learned router's linear map (``...router.gate``), e.g. for PEFT's ``exclude_modules``
     when using ``target_modules="all-linear"`` directly: ``LoraConfig(target_modules="all-linear",
     exclude_modules=router_module_names(model) or None)``."""
-    return [f"{name}.gate" for name, module in model.named_modules() if isinstance(module, TopOneRouter)]
+    return [f"{name}.gate" for name, module in model.named_modules() if _is(module, TopOneRouter)]
 
 
 def _is_router(name: str, module: nn.Module) -> bool:
-    return isinstance(module, (TopOneRouter, HashRouter)) or ".router." in f".{name}."
+    return _is(module, TopOneRouter, HashRouter) or ".router." in f".{name}."
 
 
 def adaptable_linear_module_names(model: nn.Module) -> list[str]:
@@ -104,8 +111,8 @@ def _resolve_targets(model: nn.Module, targets: list[str], method: str, expert_s
             unmatched.append(target)
             continue
         linear = [name for name, module in hits if isinstance(module, nn.Linear)]
-        experts = [name for name, module in hits if isinstance(module, MoEExperts)]
-        expert_linear = [name for name, module in hits if isinstance(module, ExpertLinear)]
+        experts = [name for name, module in hits if _is(module, MoEExperts)]
+        expert_linear = [name for name, module in hits if _is(module, ExpertLinear)]
         # A name shared by linear maps and expert stacks (``dense`` with MoE attention) is spelled out in full
         # names, since PEFT would try to wrap both kinds as modules.
         mixed = bool(linear) and bool(experts or expert_linear)
@@ -134,7 +141,7 @@ def _resolve_targets(model: nn.Module, targets: list[str], method: str, expert_s
 
 
 def _has(model: nn.Module, module_class: type) -> bool:
-    return any(isinstance(module, module_class) for module in model.modules())
+    return any(_is(module, module_class) for module in model.modules())
 
 
 def _infer_task_type(model: nn.Module) -> TaskType | None:
@@ -187,7 +194,7 @@ def build_peft_config(
         task_type = _infer_task_type(model)
     if target_modules == "all-linear":
         expert_projections = {
-            name.rpartition(".")[2] for name, module in model.named_modules() if isinstance(module, ExpertLinear)
+            name.rpartition(".")[2] for name, module in model.named_modules() if _is(module, ExpertLinear)
         }
         requested = sorted(set(adaptable_linear_module_names(model)) | expert_projections)
     elif target_modules is None:
