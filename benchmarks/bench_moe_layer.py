@@ -47,7 +47,7 @@ def _one_expert(layer: MoEFeedForward, tokens: torch.Tensor) -> torch.Tensor:
 def _mixtral_style(layer: MoEFeedForward, tokens: torch.Tensor) -> torch.Tensor:
     """The dispatch of transformers' MixtralSparseMoeBlock (top-1) over our experts' weights."""
     flat = tokens.reshape(-1, tokens.shape[-1])
-    probs = torch.softmax(layer.router.classifier(flat).float(), dim=-1)
+    probs = torch.softmax(layer.router.gate(flat).float(), dim=-1)
     gate, chosen = probs.max(dim=-1)
     expert_mask = F.one_hot(chosen, layer.num_experts).permute(1, 0)
     output = torch.zeros_like(flat)

@@ -313,6 +313,32 @@ class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
     config_class = SparseBertConfigBase
     base_model_prefix = "sparse_bert"
     _no_split_modules = ["SparseBertLayer"]
+    # Checkpoint key patterns of earlier releases → today's names (regular expressions, as transformers'
+    # ``key_mapping``): the learned router's linear map was ``router.classifier`` before it became ``router.gate``.
+    legacy_checkpoint_key_mapping = {r"router\.classifier\.": "router.gate."}
+
+    @classmethod
+    def from_pretrained(cls, *args, key_mapping: dict[str, str] | None = None, **kwargs):
+        """transformers' ``from_pretrained``, also loading checkpoints saved under earlier key names.
+
+        Both transformers lines accept ``key_mapping`` (regex → replacement on checkpoint keys); 4.57 applies a
+        class's own ``_checkpoint_conversion_mapping`` only to vision-language models, and 5.x's registry of
+        conversions skips custom code, so the legacy renames are passed explicitly. A caller's own
+        ``key_mapping`` is added to ours. 5.x would reverse a rename that matched when the model is saved again;
+        dropping it from the record makes a re-save write today's names.
+        """
+        key_mapping = {**cls.legacy_checkpoint_key_mapping, **(key_mapping or {})}
+        loaded = super().from_pretrained(*args, key_mapping=key_mapping, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        conversions = getattr(model, "_weight_conversions", None)
+        if conversions:
+            legacy_patterns = set(cls.legacy_checkpoint_key_mapping)
+            model._weight_conversions = [
+                conversion
+                for conversion in conversions
+                if not legacy_patterns.issuperset(getattr(conversion, "_original_source_patterns", None) or [None])
+            ]
+        return loaded
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

@@ -143,14 +143,27 @@ def route_tokens(
 
 
 class TopOneRouter(nn.Module):
-    """Learned gate ``p = softmax(W x + b)`` in float32; top-1 choice ``k = argmax p``, weight ``p_k``."""
+    """Learned gate ``p = softmax(W x + b)`` in float32; top-1 choice ``k = argmax p``, weight ``p_k``.
+
+    The linear map is named ``gate`` (as Mixtral names its router's). Checkpoints written before 0.2 call it
+    ``classifier``, a name PEFT treats as a task head (``modules_to_save=["classifier"]`` for ``SEQ_CLS``),
+    which made every router trainable and saved it in each adapter; ``from_pretrained`` renames those keys
+    (``SparseBertPreTrainedModel.legacy_checkpoint_key_mapping``) and ``load_state_dict`` does here.
+    """
 
     def __init__(self, hidden_size: int, num_experts: int):
         super().__init__()
-        self.classifier = nn.Linear(hidden_size, num_experts)
+        self.gate = nn.Linear(hidden_size, num_experts)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in ("weight", "bias"):
+            legacy_key = f"{prefix}classifier.{name}"
+            if legacy_key in state_dict and f"{prefix}gate.{name}" not in state_dict:
+                state_dict[f"{prefix}gate.{name}"] = state_dict.pop(legacy_key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None):
-        router_logits = self.classifier(hidden_states).float()
+        router_logits = self.gate(hidden_states).float()
         router_probs = torch.softmax(router_logits, dim=-1)
         gate, expert_index = router_probs.max(dim=-1)
         return expert_index, gate, router_logits, router_probs
@@ -236,6 +249,13 @@ class ExpertLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
 
+    def extra_repr(self) -> str:
+        # Shown in PEFT's "Target module ... is not supported" when this is named in `target_modules`.
+        return (
+            f"num_experts={self.num_experts}, in_features={self.in_features}, out_features={self.out_features}; "
+            "stacked [experts, out, in] weight: adapt it with LoRA `target_parameters=['<name>.weight']`"
+        )
+
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
         return dispatch.run(
             inputs, lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]), self.out_features
@@ -258,6 +278,14 @@ class MoEExperts(nn.Module):
         self.fc2_weight = nn.Parameter(torch.empty(num_experts, hidden_size, intermediate_size))
         self.fc2_bias = nn.Parameter(torch.zeros(num_experts, hidden_size))
         self.act = ACT2FN[hidden_act]
+
+    def extra_repr(self) -> str:
+        # Shown in PEFT's "Target module ... is not supported" when `experts` is named in `target_modules`.
+        return (
+            f"num_experts={self.num_experts}, hidden_size={self.hidden_size}, "
+            f"intermediate_size={self.fc1_weight.shape[1]}; stacked [experts, out, in] weights: adapt them with "
+            "LoRA `target_parameters=['experts.fc1_weight', 'experts.fc2_weight']`"
+        )
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
         def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:

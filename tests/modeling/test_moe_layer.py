@@ -42,7 +42,7 @@ def _naive_moe(layer: MoEFeedForward, hidden: torch.Tensor, mask: torch.Tensor, 
         if ids is not None and layer.router.__class__ is HashRouter:
             expert, gate = int(layer.router.token_to_expert[ids[token]]), 1.0
         else:
-            probs = torch.softmax(layer.router.classifier(flat[token]).float(), dim=-1)
+            probs = torch.softmax(layer.router.gate(flat[token]).float(), dim=-1)
             expert, gate = int(probs.argmax()), probs.max()
         if taken[expert] >= capacity:
             continue
@@ -84,8 +84,8 @@ def test_eval_output_of_a_token_does_not_depend_on_its_batch_mates():
 def test_capacity_drops_exactly_each_experts_overflow_and_reports_it():
     layer = _layer(num_experts=4, capacity_factor=1.0).train()
     with torch.no_grad():
-        layer.router.classifier.weight.zero_()
-        layer.router.classifier.bias.copy_(torch.tensor([5.0, 0.0, 0.0, 0.0]))  # every token prefers expert 0
+        layer.router.gate.weight.zero_()
+        layer.router.gate.bias.copy_(torch.tensor([5.0, 0.0, 0.0, 0.0]))  # every token prefers expert 0
     hidden = torch.randn(1, 12, 16)
     outputs, decision = layer(hidden, torch.ones(1, 12), None)
     capacity = math.ceil(1.0 * 12 / 4)
@@ -106,8 +106,8 @@ def test_capacity_semantics_match_transformers_switch_router():
     # capacity_factor chosen so that ceil(cf * tokens / experts) == capacity
     layer = _layer(num_experts=num_experts, capacity_factor=capacity * num_experts / tokens).train()
     with torch.no_grad():
-        layer.router.classifier.weight.copy_(switch_router.classifier.weight)
-        layer.router.classifier.bias.zero_()
+        layer.router.gate.weight.copy_(switch_router.classifier.weight)
+        layer.router.gate.bias.zero_()
     hidden = torch.randn(1, tokens, 16)
     switch_assignment, switch_gate, _ = switch_router(hidden)
     _, decision = layer(hidden, torch.ones(1, tokens), None)
