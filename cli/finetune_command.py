@@ -155,11 +155,13 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
         compute_metrics=build_compute_metrics(splits.task_type, splits.label_names, data_args.task_name
                                               if data_args.glue_task else None) if has_eval else None,
     )  # fmt: skip
-    return train_and_report(trainer, tokenizer, training_args, {
+    summary = train_and_report(trainer, tokenizer, training_args, {
         "model_name_or_path": model_args.model_name_or_path, "model_type": model.config.model_type,
         "task_type": splits.task_type, "task_name": data_args.task_name, "label_names": splits.label_names,
         "seed": training_args.seed, "learning_rate": training_args.learning_rate,
     })  # fmt: skip
+    trainer.save_state()  # trainer_state.json: the logged loss terms of every step, next to the model
+    return summary
 
 
 def _adjusted_training_args(training_args: FinetuneConfig, argv: list[str], metric: str, has_eval: bool):
@@ -180,7 +182,11 @@ def run(argv: list[str]) -> int:
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(str(error)) from None
     tokenizer = _load_tokenizer(model_args)
+    config = _model_config(model_args)
     max_length = data_args.resolved_max_seq_length()
+    if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
+        max_length = min(max_length, config.max_position_embeddings)
+    _check_fits(config, tokenizer, max_length)  # before any run: fail in seconds, not epochs
     if splits.task_type == "ner":
         tokenized = [None if split is None else tokenize_token_dataset(split, tokenizer, max_length)
                      for split in (splits.train, splits.validation)]  # fmt: skip
@@ -191,7 +197,6 @@ def run(argv: list[str]) -> int:
         data_collator = DataCollatorWithPadding(tokenizer)
     metric = data_args.dev_metric()
     training_args = _adjusted_training_args(training_args, argv, metric, tokenized[1] is not None)
-    _check_fits(_model_config(model_args), tokenizer, max_length)  # before any run: fail in seconds, not epochs
     rates = training_args.learning_rate_grid or [training_args.learning_rate]
     seeds = training_args.seeds or [training_args.seed]
     base = Path(training_args.output_dir)

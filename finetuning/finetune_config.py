@@ -82,5 +82,5 @@ class FinetuneConfig(TrainingArguments):
         if len(set(self.learning_rate_grid)) != len(self.learning_rate_grid):
             raise ValueError(f"`learning_rate_grid` must not repeat a rate, got {self.learning_rate_grid}.")
         super().__post_init__()
-        if self.early_stopping_patience is not None and not self.load_best_model_at_end:
-            raise ValueError("Early stopping needs --load_best_model_at_end; or pass --early_stopping_patience 0.")
+        if not self.load_best_model_at_end:
+            self.early_stopping_patience = None  # early stopping compares dev evaluations of saved checkpoints
