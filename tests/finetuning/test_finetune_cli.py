@@ -219,3 +219,42 @@ def test_user_script_without_compact_bert_finetunes_a_saved_minimoe(data_dir, tm
     assert result.returncode == 0, result.stderr[-4000:]
     metrics = json.loads(result.stdout.split("METRICS", 1)[1])
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0 and "eval_loss" in metrics
+
+
+def test_config_defaults_follow_the_papers():
+    from compact_bert.finetuning.finetune_config import FinetuneConfig
+
+    config = FinetuneConfig(output_dir="unused", report_to="none")
+    assert config.get_warmup_steps(1000) == 100  # warm-up proportion 0.1, paper 002 Table 8, on both lines
+    assert (config.weight_decay, config.num_train_epochs, config.per_device_train_batch_size) == (0.01, 10, 32)
+    assert config.lr_scheduler_type == "linear" and config.eval_strategy == "epoch" and config.load_best_model_at_end
+    assert config.early_stopping_patience == 5 and config.router_aux_loss_coef is None
+    with pytest.raises(ValueError, match="router_aux_loss_coef"):
+        FinetuneConfig(output_dir="unused", report_to="none", router_aux_loss_coef=-1.0)
+    assert FinetuneConfig(output_dir="unused", report_to="none", load_best_model_at_end=False,
+                          eval_strategy="no").early_stopping_patience is None  # fmt: skip
+
+
+def test_regression_with_balance_coefficient_override(data_dir, tmp_path):
+    rows = "".join(f"a sentence {index}\tanother one {index % 3}\t{index % 5}.5\n" for index in range(24))
+    (tmp_path / "train.tsv").write_text("sentence1\tsentence2\tlabel\n" + rows, encoding="utf-8")
+    output = tmp_path / "out"
+    summary = finetune("minimoe-4l-192h", output, [
+        "--model_overrides", TINY_MINIMOE, "--task_name", "stsb", "--train_file", str(tmp_path / "train.tsv"),
+        "--validation_file", str(tmp_path / "train.tsv"), "--num_train_epochs", "1", "--router_aux_loss_coef", "0",
+    ])  # fmt: skip
+    assert {"eval_pearson", "eval_spearmanr"} <= set(summary) and summary["eval_balance_loss"] == 0.0
+    config = AutoConfig.from_pretrained(output)
+    assert (config.num_labels, config.problem_type, config.router_aux_loss_coef) == (1, "regression", 0.0)
+
+
+def test_bert_like_transformers_folder_with_its_tokenizer(data_dir, tmp_path):
+    from compact_bert.distillation.data import packaged_teacher_dir
+
+    output = tmp_path / "bert"
+    summary = finetune(str(packaged_teacher_dir()), output, [
+        *task_arguments(data_dir, "sst2"), "--max_train_samples", "8", "--max_eval_samples", "8", "--max_steps", "1",
+    ])  # fmt: skip
+    assert summary["model_type"] == "bert" and "eval_accuracy" in summary
+    assert AutoModelForSequenceClassification.from_pretrained(output).config.id2label == {0: "0", 1: "1"}
+    assert (output / "tokenizer.json").is_file() and (output / "vocab.txt").is_file()
