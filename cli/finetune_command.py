@@ -27,7 +27,7 @@ from transformers import (
 )
 
 from ..configuration import PRESETS, preset_config
-from ..distillation.compat import FROM_PRETRAINED_KWARGS
+from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
 from ..distillation.data import default_tokenizer
 from ..finetuning.data import (
     FinetuneDataArguments,
@@ -39,7 +39,7 @@ from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
 from .training_common import parse_arguments, parse_json_object, train_and_report
 
-__all__ = ["FinetuneModelArguments", "label_config_fields", "run", "summarize_runs"]
+__all__ = ["FinetuneModelArguments", "label_config_fields", "run", "save_merged", "summarize_runs", "with_peft_adapter"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,26 @@ class FinetuneModelArguments:
     tokenizer_name: str | None = field(
         default=None, metadata={"help": "Tokenizer folder; default: the model folder's, else bert-base-uncased WordPiece."}
     )
+    peft: str | None = field(
+        default=None,
+        metadata={"help": "Train a PEFT adapter (lora, ia3) and the task head instead of every weight; output_dir "
+                  "then holds the adapter. Default: full fine-tuning."},
+    )  # fmt: skip
+    peft_r: int = field(default=8, metadata={"help": "With --peft lora: the rank r."})
+    peft_alpha: float = field(default=16.0, metadata={"help": "With --peft lora: the scaling alpha."})
+    peft_dropout: float = field(default=0.1, metadata={"help": "With --peft lora: dropout on the adapter's input."})
+    peft_target_modules: str | None = field(
+        default=None, metadata={"help": "Comma-separated module names to adapt; default: PEFT's for the model type."}
+    )
+    merge: bool = field(
+        default=False,
+        metadata={"help": "With --peft: also save the adapter merged into the model in output_dir/merged, a plain "
+                  "model folder."},
+    )  # fmt: skip
+
+    def __post_init__(self):
+        if self.merge and not self.peft:
+            raise ValueError("--merge merges a PEFT adapter: give --peft too.")
 
 
 def label_config_fields(task_type: str, label_names: list[str] | None) -> dict:
@@ -144,6 +164,8 @@ def summarize_runs(runs: list[dict], metric_key: str, greater_is_better: bool = 
 def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer, data_collator) -> dict:
     transformers.set_seed(training_args.seed)  # before the model (and its new head) is built
     model = build_model(model_args, splits.task_type, splits.label_names, training_args)
+    if model_args.peft:
+        model = with_peft_adapter(model, model_args, splits.task_type)
     train, validation = tokenized
     has_eval = validation is not None
     callbacks = []
@@ -161,7 +183,36 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
         "seed": training_args.seed, "learning_rate": training_args.learning_rate,
     })  # fmt: skip
     trainer.save_state()  # trainer_state.json: the logged loss terms of every step, next to the model
+    if model_args.merge and trainer.is_world_process_zero():
+        summary["merged_model_dir"] = save_merged(trainer.model, tokenizer, Path(training_args.output_dir) / "merged")
+        Path(training_args.output_dir, "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def with_peft_adapter(model, model_args: FinetuneModelArguments, task_type: str):
+    """The model wrapped with a trainable PEFT adapter (plus its task head) built by ``finetuning.peft_support``."""
+    try:
+        import peft
+
+        from ..finetuning.peft_support import build_peft_config  # imported at use: PEFT is needed only here
+    except ImportError as error:
+        raise SystemExit(f"--peft needs PEFT support, which this installation lacks: {error}") from None
+    targets = [name.strip() for name in model_args.peft_target_modules.split(",")] if model_args.peft_target_modules else None
+    try:
+        config = build_peft_config(model_args.peft, model, "TOKEN_CLS" if task_type == "ner" else "SEQ_CLS",
+                                   r=model_args.peft_r, alpha=model_args.peft_alpha, dropout=model_args.peft_dropout,
+                                   target_modules=targets)  # fmt: skip
+        return peft.get_peft_model(model, config)
+    except ValueError as error:
+        raise SystemExit(f"--peft {model_args.peft}: {error}") from None
+
+
+def save_merged(peft_model, tokenizer, folder: Path) -> str:
+    """The adapter folded into the base weights, saved with the tokenizer as an ordinary model folder."""
+    merged = peft_model.merge_and_unload()
+    merged.save_pretrained(folder)
+    save_tokenizer(tokenizer, folder)
+    return str(folder.resolve())
 
 
 def _adjusted_training_args(training_args: FinetuneConfig, argv: list[str], metric: str, has_eval: bool):

@@ -47,7 +47,7 @@ class GlueTask:
 
 # GLUE's column names (as in the `glue` dataset on the Hub and transformers' run_glue.py).
 GLUE_TASKS: dict[str, GlueTask] = {
-    "cola": GlueTask(("sentence",), "matthews_correlation"),
+    "cola": GlueTask(("sentence",), "matthews_correlation"),  # not in paper 002's tables: GLUE's own metric
     "sst2": GlueTask(("sentence",), "accuracy", max_seq_length=64),
     "mrpc": GlueTask(("sentence1", "sentence2"), "f1"),
     "qqp": GlueTask(("question1", "question2"), "f1"),

@@ -258,3 +258,52 @@ def test_bert_like_transformers_folder_with_its_tokenizer(data_dir, tmp_path):
     assert summary["model_type"] == "bert" and "eval_accuracy" in summary
     assert AutoModelForSequenceClassification.from_pretrained(output).config.id2label == {0: "0", 1: "1"}
     assert (output / "tokenizer.json").is_file() and (output / "vocab.txt").is_file()
+
+
+def _stub_peft_support(monkeypatch):
+    """Stands in for ``finetuning/peft_support.py`` (written on another branch) to test this command's wiring:
+    LoRA on the attention's query and value projections, through PEFT itself."""
+    import types
+
+    peft = pytest.importorskip("peft")
+    module = types.ModuleType("compact_bert.finetuning.peft_support")
+
+    def build_peft_config(method, model, task_type, r=8, alpha=16.0, dropout=0.0, target_modules=None):
+        if method != "lora":
+            raise ValueError(f"unknown PEFT method {method!r}")
+        return peft.LoraConfig(task_type=task_type, r=r, lora_alpha=alpha, lora_dropout=dropout,
+                               target_modules=target_modules or ["query", "value"])  # fmt: skip
+
+    module.build_peft_config = build_peft_config
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+
+def test_peft_adapter_and_merge_wiring(model_dirs, data_dir, tmp_path, monkeypatch):
+    _stub_peft_support(monkeypatch)
+    from peft import PeftModel
+
+    output = tmp_path / "lora"
+    summary = finetune(str(model_dirs["ib_bert"]), output, [*task_arguments(data_dir, "sst2"), "--max_steps", "4",
+                       "--eval_strategy", "steps", "--eval_steps", "2", "--save_strategy", "steps", "--save_steps", "2",
+                       "--peft", "lora", "--peft_r", "4", "--merge"])  # fmt: skip
+    assert (output / "adapter_config.json").is_file() and "eval_accuracy" in summary
+    merged = AutoModelForSequenceClassification.from_pretrained(summary["merged_model_dir"]).eval()
+    base = AutoModelForSequenceClassification.from_pretrained(model_dirs["ib_bert"], num_labels=2)
+    adapted = PeftModel.from_pretrained(base, output).eval()
+    tokenizer = AutoTokenizer.from_pretrained(summary["merged_model_dir"])
+    batch = tokenizer(["a great film", "dull and slow"], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        torch.testing.assert_close(merged(**batch).logits, adapted(**batch).logits, rtol=1e-4, atol=1e-5)
+    with pytest.raises(SystemExit, match="unknown PEFT method 'prefix'"):
+        finetune(str(model_dirs["ib_bert"]), tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--peft", "prefix"])
+    with pytest.raises(ValueError, match="--merge merges a PEFT adapter"):
+        finetune(str(model_dirs["ib_bert"]), tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--merge"])
+
+
+def test_peft_with_the_package_support_module(data_dir, tmp_path):
+    pytest.importorskip("compact_bert.finetuning.peft_support", reason="PEFT support is merged from another branch")
+    output = tmp_path / "lora"
+    finetune("minimoe-4l-192h", output, ["--model_overrides", TINY_MINIMOE, *task_arguments(data_dir, "sst2"),
+                                         "--max_steps", "2", "--eval_strategy", "no", "--load_best_model_at_end", "false",
+                                         "--peft", "lora", "--merge"])  # fmt: skip
+    assert (output / "adapter_config.json").is_file() and (output / "merged" / "config.json").is_file()
