@@ -12,7 +12,7 @@ __all__ = ["build_parser", "main"]
 
 _SIMPLE_COMMANDS = (presets_command, convert_command)
 # Training commands parse their own arguments (HfArgumentParser: every TrainingArguments flag).
-TRAINING_COMMANDS = {("pretrain",): "pretrain_command"}
+TRAINING_COMMANDS = {("pretrain",): "pretrain_command", ("finetune",): "finetune_command"}
 DISTILLATION_METHODS = {
     "mobilebert": "distill_mobilebert_command",
     "minimoe": "distill_minimoe_command",
@@ -28,6 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_parser(subparsers)
     subparsers.add_parser(
         "pretrain", help="Pre-train a preset with MLM (+NSP); see `compact-bert pretrain --help`.", add_help=False
+    )
+    subparsers.add_parser(
+        "finetune",
+        help="Fine-tune and evaluate a model folder or preset on classification, regression or NER; see "
+        "`compact-bert finetune --help`.",
+        add_help=False,
     )
     distill = subparsers.add_parser("distill", help="Distill a student; see `compact-bert distill METHOD --help`.")
     distill.add_argument("method", choices=sorted(DISTILLATION_METHODS), help="Distillation method.")

@@ -1,0 +1,279 @@
+"""``compact-bert finetune``: fine-tune and evaluate a compact-bert folder or preset, or any BERT-like
+transformers folder, on sentence (pair) classification / regression or NER.
+
+Defaults are the papers' fine-tuning settings (see ``finetuning/finetune_config.py``). ``--seeds`` and
+``--learning_rate_grid`` repeat the run (``output_dir/[lr-X/]seed-N``) and report the seed-averaged dev metrics
+and the best learning rate in ``output_dir/run_summary.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import transformers
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    DataCollatorForTokenClassification,
+    DataCollatorWithPadding,
+    EarlyStoppingCallback,
+)
+
+from ..configuration import PRESETS, preset_config
+from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
+from ..distillation.data import default_tokenizer
+from ..finetuning.data import (
+    FinetuneDataArguments,
+    load_finetuning_data,
+    tokenize_sequence_dataset,
+    tokenize_token_dataset,
+)
+from ..finetuning.finetune_config import FinetuneConfig
+from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
+from .training_common import parse_arguments, parse_json_object, train_and_report
+
+__all__ = ["FinetuneModelArguments", "label_config_fields", "run", "save_merged", "summarize_runs", "with_peft_adapter"]
+
+logger = logging.getLogger(__name__)
+
+DESCRIPTION = (
+    "Fine-tune and evaluate a compact-bert folder or preset, or any BERT-like transformers folder, on GLUE-style "
+    "classification / regression or CoNLL-style NER. Defaults follow papers 002 (Table 8) and 003 (appendix B). "
+    "Every TrainingArguments flag is accepted."
+)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+
+
+@dataclass
+class FinetuneModelArguments:
+    model_name_or_path: str = field(
+        metadata={"help": "A model folder (compact-bert or BERT-like transformers) or a preset name (a fresh model; "
+                  "see `compact-bert presets`)."}
+    )  # fmt: skip
+    model_overrides: str = field(
+        default="{}", metadata={"help": "JSON object of config fields for a preset, e.g. '{\"num_hidden_layers\": 2}'."}
+    )
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "Tokenizer folder; default: the model folder's, else bert-base-uncased WordPiece."}
+    )
+    peft: str | None = field(
+        default=None,
+        metadata={"help": "Train a PEFT adapter (lora, ia3) and the task head instead of every weight; output_dir "
+                  "then holds the adapter. Default: full fine-tuning."},
+    )  # fmt: skip
+    peft_r: int = field(default=8, metadata={"help": "With --peft lora: the rank r."})
+    peft_alpha: float = field(default=16.0, metadata={"help": "With --peft lora: the scaling alpha."})
+    peft_dropout: float = field(default=0.1, metadata={"help": "With --peft lora: dropout on the adapter's input."})
+    peft_target_modules: str | None = field(
+        default=None, metadata={"help": "Comma-separated module names to adapt; default: PEFT's for the model type."}
+    )
+    merge: bool = field(
+        default=False,
+        metadata={"help": "With --peft: also save the adapter merged into the model in output_dir/merged, a plain "
+                  "model folder."},
+    )  # fmt: skip
+
+    def __post_init__(self):
+        if self.merge and not self.peft:
+            raise ValueError("--merge merges a PEFT adapter: give --peft too.")
+
+
+def label_config_fields(task_type: str, label_names: list[str] | None) -> dict:
+    """What a transformers script reads from ``config.json``: ``num_labels``, ``id2label``, ``label2id``,
+    ``problem_type``."""
+    if task_type == "regression":
+        return {"num_labels": 1, "problem_type": "regression", "id2label": {0: "score"}, "label2id": {"score": 0}}
+    fields = {
+        "num_labels": len(label_names),
+        "id2label": dict(enumerate(label_names)),
+        "label2id": {name: index for index, name in enumerate(label_names)},
+    }
+    if task_type == "classification":
+        fields["problem_type"] = "single_label_classification"
+    return fields
+
+
+def _load_tokenizer(model_args: FinetuneModelArguments):
+    source = model_args.tokenizer_name
+    if source is None and Path(model_args.model_name_or_path).is_dir():
+        folder = Path(model_args.model_name_or_path)
+        source = str(folder) if any((folder / name).is_file() for name in TOKENIZER_FILES) else None
+    return default_tokenizer() if source is None else AutoTokenizer.from_pretrained(source)
+
+
+def build_model(model_args: FinetuneModelArguments, task_type: str, label_names, training_args: FinetuneConfig):
+    """A fresh preset or a loaded folder with a task head for ``label_names`` (head weights that do not fit are
+    re-initialized by the model's ``_init_weights``)."""
+    auto_class = AutoModelForTokenClassification if task_type == "ner" else AutoModelForSequenceClassification
+    fields = label_config_fields(task_type, label_names)
+    name = model_args.model_name_or_path
+    config = _model_config(model_args)
+    for key, value in fields.items():
+        setattr(config, key, value)
+    if training_args.router_aux_loss_coef is not None:
+        if not hasattr(config, "router_aux_loss_coef"):
+            raise SystemExit(f"--router_aux_loss_coef: {config.model_type} models have no MoE balance loss.")
+        config.router_aux_loss_coef = training_args.router_aux_loss_coef
+    if getattr(config, "eval_capacity_factor", None) is not None:
+        logger.warning("eval_capacity_factor %s reset to None: evaluation never drops tokens.", config.eval_capacity_factor)
+        config.eval_capacity_factor = None
+    if name in PRESETS:
+        return auto_class.from_config(config)
+    return auto_class.from_pretrained(name, config=config, ignore_mismatched_sizes=True, **FROM_PRETRAINED_KWARGS)
+
+
+def _check_fits(config, tokenizer, max_length: int) -> None:
+    if len(tokenizer) > config.vocab_size:
+        raise SystemExit(f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}; "
+                         "pass the model's tokenizer with --tokenizer_name.")  # fmt: skip
+    if max_length > config.max_position_embeddings:
+        raise SystemExit(f"--max_seq_length {max_length} exceeds the model's max_position_embeddings "
+                         f"({config.max_position_embeddings}).")  # fmt: skip
+
+
+def _mean_and_std(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
+
+
+def summarize_runs(runs: list[dict], metric_key: str, greater_is_better: bool = True) -> dict:
+    """Per learning rate: mean and sample standard deviation over seeds of every numeric ``eval_*`` value;
+    ``best``: the learning rate whose seed-averaged ``metric_key`` is best."""
+    by_rate: dict[float, list[dict]] = {}
+    for run in runs:
+        by_rate.setdefault(run["learning_rate"], []).append(run)
+    per_rate = []
+    for rate, group in by_rate.items():
+        keys = sorted({key for run in group for key, value in run.items()
+                       if key.startswith("eval_") and isinstance(value, (int, float))})  # fmt: skip
+        per_rate.append({
+            "learning_rate": rate, "seeds": [run["seed"] for run in group],
+            **{key: _mean_and_std([run[key] for run in group if key in run]) for key in keys},
+        })  # fmt: skip
+    scored = [entry for entry in per_rate if metric_key in entry]
+    best = (max if greater_is_better else min)(scored, key=lambda entry: entry[metric_key]["mean"]) if scored else None
+    return {"metric_for_best_model": metric_key, "per_learning_rate": per_rate, "best": best, "runs": runs}
+
+
+def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer, data_collator) -> dict:
+    transformers.set_seed(training_args.seed)  # before the model (and its new head) is built
+    model = build_model(model_args, splits.task_type, splits.label_names, training_args)
+    if model_args.peft:
+        model = with_peft_adapter(model, model_args, splits.task_type)
+    train, validation = tokenized
+    has_eval = validation is not None
+    callbacks = []
+    if has_eval and training_args.early_stopping_patience:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=training_args.early_stopping_patience))
+    trainer = FinetuneTrainer(
+        model=model, args=training_args, train_dataset=train, eval_dataset=validation, data_collator=data_collator,
+        processing_class=tokenizer, callbacks=callbacks,
+        compute_metrics=build_compute_metrics(splits.task_type, splits.label_names, data_args.task_name
+                                              if data_args.glue_task else None) if has_eval else None,
+    )  # fmt: skip
+    summary = train_and_report(trainer, tokenizer, training_args, {
+        "model_name_or_path": model_args.model_name_or_path, "model_type": model.config.model_type,
+        "task_type": splits.task_type, "task_name": data_args.task_name, "label_names": splits.label_names,
+        "seed": training_args.seed, "learning_rate": training_args.learning_rate,
+    })  # fmt: skip
+    trainer.save_state()  # trainer_state.json: the logged loss terms of every step, next to the model
+    if model_args.merge and trainer.is_world_process_zero():
+        summary["merged_model_dir"] = save_merged(trainer.model, tokenizer, Path(training_args.output_dir) / "merged")
+        Path(training_args.output_dir, "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def with_peft_adapter(model, model_args: FinetuneModelArguments, task_type: str):
+    """The model wrapped with a trainable PEFT adapter (plus its task head) built by ``finetuning.peft_support``."""
+    try:
+        import peft
+
+        from ..finetuning.peft_support import build_peft_config  # imported at use: PEFT is needed only here
+    except ImportError as error:
+        raise SystemExit(f"--peft needs PEFT support, which this installation lacks: {error}") from None
+    targets = [name.strip() for name in model_args.peft_target_modules.split(",")] if model_args.peft_target_modules else None
+    try:
+        config = build_peft_config(model_args.peft, model, "TOKEN_CLS" if task_type == "ner" else "SEQ_CLS",
+                                   r=model_args.peft_r, alpha=model_args.peft_alpha, dropout=model_args.peft_dropout,
+                                   target_modules=targets)  # fmt: skip
+        return peft.get_peft_model(model, config)
+    except ValueError as error:
+        raise SystemExit(f"--peft {model_args.peft}: {error}") from None
+
+
+def save_merged(peft_model, tokenizer, folder: Path) -> str:
+    """The adapter folded into the base weights, saved with the tokenizer as an ordinary model folder."""
+    merged = peft_model.merge_and_unload()
+    merged.save_pretrained(folder)
+    save_tokenizer(tokenizer, folder)
+    return str(folder.resolve())
+
+
+def _adjusted_training_args(training_args: FinetuneConfig, argv: list[str], metric: str, has_eval: bool):
+    if not has_eval:
+        return dataclasses.replace(training_args, eval_strategy="no", load_best_model_at_end=False,
+                                   early_stopping_patience=None)  # fmt: skip
+    if any(token.split("=", 1)[0] == "--metric_for_best_model" for token in argv):
+        return training_args
+    return dataclasses.replace(training_args, metric_for_best_model=metric, greater_is_better=True)
+
+
+def run(argv: list[str]) -> int:
+    model_args, data_args, training_args = parse_arguments(
+        (FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig), argv, "compact-bert finetune", DESCRIPTION
+    )  # fmt: skip
+    try:
+        splits = load_finetuning_data(data_args)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(str(error)) from None
+    tokenizer = _load_tokenizer(model_args)
+    config = _model_config(model_args)
+    max_length = data_args.resolved_max_seq_length()
+    if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
+        max_length = min(max_length, config.max_position_embeddings)
+    _check_fits(config, tokenizer, max_length)  # before any run: fail in seconds, not epochs
+    if splits.task_type == "ner":
+        tokenized = [None if split is None else tokenize_token_dataset(split, tokenizer, max_length)
+                     for split in (splits.train, splits.validation)]  # fmt: skip
+        data_collator = DataCollatorForTokenClassification(tokenizer)
+    else:
+        tokenized = [None if split is None else tokenize_sequence_dataset(split, tokenizer, splits.text_columns, max_length)
+                     for split in (splits.train, splits.validation)]  # fmt: skip
+        data_collator = DataCollatorWithPadding(tokenizer)
+    metric = data_args.dev_metric()
+    training_args = _adjusted_training_args(training_args, argv, metric, tokenized[1] is not None)
+    rates = training_args.learning_rate_grid or [training_args.learning_rate]
+    seeds = training_args.seeds or [training_args.seed]
+    base = Path(training_args.output_dir)
+    runs = []
+    for rate in rates:
+        for seed in seeds:
+            folder = base / (f"lr-{rate:g}" if len(rates) > 1 else "") / (f"seed-{seed}" if len(seeds) > 1 else "")
+            run_args = dataclasses.replace(training_args, learning_rate=rate, seed=seed, output_dir=str(folder))
+            runs.append(_run_one(model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator))
+    if len(runs) > 1 and training_args.should_save:
+        key = f"eval_{metric}" if not metric.startswith("eval_") else metric
+        summary = summarize_runs(runs, key if tokenized[1] is not None else "eval_loss", training_args.greater_is_better
+                                 is not False)  # fmt: skip
+        (base / "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(json.dumps({name: summary[name] for name in ("metric_for_best_model", "best")}, indent=2))
+    return 0
+
+
+def _model_config(model_args: FinetuneModelArguments):
+    name = model_args.model_name_or_path
+    if name in PRESETS:
+        try:
+            return preset_config(name, **parse_json_object(model_args.model_overrides, "model_overrides"))
+        except ValueError as error:
+            raise SystemExit(f"--model_overrides: {error}") from None
+    if (Path(name) / "config.json").is_file():
+        return AutoConfig.from_pretrained(name)
+    raise SystemExit(f"--model_name_or_path {name!r} is neither a model folder (with config.json) nor a preset "
+                     f"({', '.join(sorted(PRESETS))}).")  # fmt: skip

@@ -1,0 +1,487 @@
+"""Fine-tuning data: GLUE-style sentence (pair) tasks and CoNLL-style NER, read from files or ``datasets``.
+
+Everything here is a small function of its inputs so that it can be tested without a model. Labels are read
+from the training data (never assumed), and everything that can be wrong with the input — a missing column, a
+regression label that is not a number, a CoNLL line without a tag, an evaluation tag that training never
+shows — fails before any model is built, with the file, line or column at fault.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+
+__all__ = [
+    "GLUE_TASKS",
+    "NER_METRIC",
+    "TAG_PREFIXES",
+    "FinetuneDataArguments",
+    "LabeledSplits",
+    "align_labels_with_words",
+    "build_label_maps",
+    "check_tag_scheme",
+    "load_finetuning_data",
+    "read_conll",
+    "read_table",
+    "sort_tags",
+    "tokenize_sequence_dataset",
+    "tokenize_token_dataset",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    text_columns: tuple[str, ...]
+    dev_metric: str  # the `glue` metric's result key reported by paper 002 (Table 7)
+    max_seq_length: int = 128  # paper 002, Table 7
+    regression: bool = False
+    validation_split: str = "validation"
+
+
+# GLUE's column names (as in the `glue` dataset on the Hub and transformers' run_glue.py).
+GLUE_TASKS: dict[str, GlueTask] = {
+    "cola": GlueTask(("sentence",), "matthews_correlation"),  # not in paper 002's tables: GLUE's own metric
+    "sst2": GlueTask(("sentence",), "accuracy", max_seq_length=64),
+    "mrpc": GlueTask(("sentence1", "sentence2"), "f1"),
+    "qqp": GlueTask(("question1", "question2"), "f1"),
+    "stsb": GlueTask(("sentence1", "sentence2"), "spearmanr", regression=True),
+    "mnli": GlueTask(("premise", "hypothesis"), "accuracy", validation_split="validation_matched"),
+    "qnli": GlueTask(("question", "sentence"), "accuracy"),
+    "rte": GlueTask(("sentence1", "sentence2"), "accuracy"),
+    "wnli": GlueTask(("sentence1", "sentence2"), "accuracy"),
+}
+TASK_TYPES = ("classification", "regression", "ner")
+NER_METRIC = "overall_f1"  # entity-level F1 of the `conll_ner` metric (paper 002, Table 7: CoNLL F1)
+# Scheme letters of BIO / IOB2 and IOBES tags; the metric decides how inconsistent sequences (I-X after O) chunk.
+TAG_PREFIXES = ("B", "I", "E", "S")
+TABLE_SUFFIXES = (".tsv", ".csv", ".json", ".jsonl")
+
+
+@dataclass
+class FinetuneDataArguments:
+    """Which task and data (parsed by ``HfArgumentParser``)."""
+
+    task_name: str | None = field(
+        default=None,
+        metadata={"help": f"A GLUE task ({', '.join(GLUE_TASKS)}) for its column conventions and dev metric, or "
+                  "'ner'. Without it, --task_type and the column flags describe the data."},
+    )  # fmt: skip
+    task_type: str | None = field(
+        default=None,
+        metadata={"help": f"One of {', '.join(TASK_TYPES)}; default: from --task_name, else 'ner' for CoNLL "
+                  ".txt/.conll files and 'classification' otherwise."},
+    )  # fmt: skip
+    train_file: str | None = field(
+        default=None, metadata={"help": "Training data: .tsv, .csv, .json, .jsonl (tables) or .txt/.conll (CoNLL NER)."}
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "Dev data, same formats as --train_file."})
+    dataset_name: str | None = field(
+        default=None,
+        metadata={"help": "A `datasets` dataset: a folder written by save_to_disk, or a Hub name (online only)."},
+    )
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Configuration of --dataset_name."})
+    validation_split: str | None = field(
+        default=None, metadata={"help": "Split of --dataset_name used for evaluation (default: validation)."}
+    )
+    text_columns: str | None = field(
+        default=None, metadata={"help": "Comma-separated text column(s), one or two (default: the GLUE task's)."}
+    )
+    label_column: str = field(default="label", metadata={"help": "Column holding the label."})
+    token_column: str = field(default="tokens", metadata={"help": "NER: column of a dataset holding the words."})
+    tag_column: str = field(default="ner_tags", metadata={"help": "NER: column of a dataset holding the tags."})
+    label_list: str | None = field(
+        default=None,
+        metadata={"help": "Comma-separated label names in id order; default: read from the training data. Needed "
+                  "when the dev data has labels that training never shows."},
+    )  # fmt: skip
+    max_seq_length: int | None = field(
+        default=None, metadata={"help": "Tokens per example after truncation (default: 64 for SST-2, else 128; paper 002 Table 7)."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use the first N training examples (quick runs)."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use the first N dev examples (quick runs)."})
+
+    def __post_init__(self):
+        if self.task_name is not None:
+            self.task_name = self.task_name.lower().replace("-", "")
+            if self.task_name not in (*GLUE_TASKS, "ner", "conll2003"):
+                raise ValueError(
+                    f"--task_name {self.task_name!r} is unknown; valid: {', '.join(GLUE_TASKS)}, ner (or leave it "
+                    "out and describe the data with --task_type / --text_columns / --label_column)."
+                )
+        if self.task_type is not None and self.task_type not in TASK_TYPES:
+            raise ValueError(f"--task_type {self.task_type!r} is unknown; valid: {', '.join(TASK_TYPES)}.")
+        if self.train_file is None and self.dataset_name is None:
+            raise ValueError("Give the training data: --train_file (and --validation_file) or --dataset_name.")
+        if self.train_file is not None and self.dataset_name is not None:
+            raise ValueError("Give either --train_file or --dataset_name, not both.")
+        for name in ("max_seq_length", "max_train_samples", "max_eval_samples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}.")
+
+    @property
+    def glue_task(self) -> GlueTask | None:
+        return GLUE_TASKS.get(self.task_name)
+
+    def resolved_task_type(self) -> str:
+        if self.task_type is not None:
+            return self.task_type
+        if self.task_name in ("ner", "conll2003"):
+            return "ner"
+        if self.glue_task is not None:
+            return "regression" if self.glue_task.regression else "classification"
+        if self.train_file is not None and Path(self.train_file).suffix.lower() not in TABLE_SUFFIXES:
+            return "ner"
+        return "classification"
+
+    def resolved_text_columns(self) -> tuple[str, ...]:
+        if self.text_columns:
+            columns = tuple(column.strip() for column in self.text_columns.split(",") if column.strip())
+            if not 1 <= len(columns) <= 2:
+                raise ValueError(f"--text_columns takes one or two columns, got {self.text_columns!r}.")
+            return columns
+        if self.glue_task is not None:
+            return self.glue_task.text_columns
+        return ("sentence",)
+
+    def resolved_max_seq_length(self) -> int:
+        if self.max_seq_length is not None:
+            return self.max_seq_length
+        return self.glue_task.max_seq_length if self.glue_task is not None else 128
+
+    def dev_metric(self) -> str:
+        """The result key used to pick the best checkpoint (paper 002, Table 7)."""
+        task_type = self.resolved_task_type()
+        if task_type == "ner":
+            return NER_METRIC
+        if self.glue_task is not None:
+            return self.glue_task.dev_metric
+        return "spearmanr" if task_type == "regression" else "accuracy"
+
+
+@dataclass
+class LabeledSplits:
+    """Train and dev datasets (raw text columns and a ``label`` column of ids or floats) and the label names."""
+
+    train: datasets.Dataset
+    validation: datasets.Dataset | None
+    task_type: str
+    label_names: list[str] | None  # None for regression
+    text_columns: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------------------------- reading files
+def _check_file(path: str | Path, role: str) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{role}: {path} does not exist or is not a file.")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{role}: {path} is empty.")
+    return path
+
+
+def read_table(path: str | Path, role: str = "--train_file") -> tuple[list[dict], list[int]]:
+    """Rows of a .tsv / .csv (header line first) or .json (a list of objects) / .jsonl file, and each row's
+    line number (for errors). TSV files are read without quote handling, as GLUE's files are written."""
+    path = _check_file(path, role)
+    suffix = path.suffix.lower()
+    rows: list[dict] = []
+    lines: list[int] = []
+    if suffix in (".tsv", ".csv"):
+        with path.open(encoding="utf-8", newline="") as handle:
+            options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
+            reader = csv.DictReader(handle, **options)
+            for row in reader:
+                if None in row:
+                    raise ValueError(f"{path}:{reader.line_num}: more fields than the header's {reader.fieldnames}.")
+                rows.append(row)
+                lines.append(reader.line_num)
+    elif suffix == ".jsonl":
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}:{number}: not a JSON object: {error}") from None
+                lines.append(number)
+    elif suffix == ".json":
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
+        if isinstance(loaded, dict) and isinstance(loaded.get("data"), list):
+            loaded = loaded["data"]
+        if not isinstance(loaded, list):
+            raise ValueError(f"{path}: expected a list of objects (or JSON lines in a .jsonl file).")
+        rows, lines = loaded, [index + 1 for index in range(len(loaded))]  # JSON: the record number
+    else:
+        raise ValueError(f"{role}: {path} has suffix {suffix!r}; tables must be one of {', '.join(TABLE_SUFFIXES)}.")
+    if not rows:
+        raise ValueError(f"{role}: {path} has no data rows.")
+    return rows, lines
+
+
+def read_conll(path: str | Path, role: str = "--train_file") -> tuple[list[list[str]], list[list[str]]]:
+    """Sentences of a CoNLL file: one ``token ... TAG`` per line (first column = token, last = tag), a blank line
+    between sentences, ``-DOCSTART-`` lines skipped."""
+    path = _check_file(path, role)
+    sentences: list[list[str]] = []
+    tags: list[list[str]] = []
+    words: list[str] = []
+    word_tags: list[str] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if words:
+                    sentences.append(words)
+                    tags.append(word_tags)
+                words, word_tags = [], []
+                continue
+            if len(fields) < 2:
+                raise ValueError(f"{path}:{number}: expected 'token TAG' (whitespace-separated), got {line.rstrip()!r}.")
+            words.append(fields[0])
+            word_tags.append(fields[-1])
+    if words:
+        sentences.append(words)
+        tags.append(word_tags)
+    if not sentences:
+        raise ValueError(f"{role}: {path} holds no sentence.")
+    return sentences, tags
+
+
+# ------------------------------------------------------------------------------------------------------ labels
+def check_tag_scheme(tags, source: str) -> None:
+    """Every tag is ``O`` or ``<B|I|E|S>-<TYPE>``; anything else is an error naming the source."""
+    bad = sorted({tag for tag in tags if tag != "O" and (len(tag) < 3 or tag[1] != "-" or tag[0] not in TAG_PREFIXES)})
+    if bad:
+        raise ValueError(
+            f"{source}: tags {', '.join(bad)} are not 'O' or '<{'|'.join(TAG_PREFIXES)}>-TYPE' (BIO / IOBES)."
+        )
+
+
+def sort_tags(tags) -> list[str]:
+    """``O`` first, then by entity type, ``B`` before ``I`` (a stable, readable id order)."""
+    return sorted(set(tags), key=lambda tag: (tag != "O", tag[2:], "BIES".find(tag[:1]), tag))
+
+
+def build_label_maps(train_labels, eval_labels, given_names: list[str] | None, sources: tuple[str, str],
+                     is_tags: bool) -> list[str]:  # fmt: skip
+    """The label names in id order: ``given_names`` if any, else the sorted training labels. Labels of either
+    split outside that list are an error naming the split's source."""
+    names = list(given_names) if given_names else (sort_tags(train_labels) if is_tags else _sorted_labels(train_labels))
+    known = set(names)
+    for labels, source in ((train_labels, sources[0]), (eval_labels, sources[1])):
+        unknown = sorted({str(label) for label in labels} - known)
+        if unknown:
+            hint = "" if given_names else " (training never shows them); pass every label with --label_list"
+            raise ValueError(f"{source}: labels {', '.join(unknown)} are not in the label set {names}{hint}.")
+    return names
+
+
+def _sorted_labels(labels) -> list[str]:
+    values = set(labels)
+    try:
+        return [str(value) for value in sorted(values, key=float)]  # 0, 1, 2, ... numerically, not as text
+    except (TypeError, ValueError):
+        return sorted(str(value) for value in values)
+
+
+def _regression_values(values, lines, source: str, column: str) -> list[float]:
+    result = []
+    for value, line in zip(values, lines):
+        try:
+            result.append(float(value))
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{source}:{line}: column {column!r} holds {value!r}, not a number (regression labels must be numeric)."
+            ) from None
+    return result
+
+
+# ------------------------------------------------------------------------------------------------ the two kinds
+def _table_split(path, role, arguments) -> tuple[dict, list[int], str]:
+    rows, lines = read_table(path, role)
+    columns = list(rows[0])
+    needed = (*arguments.resolved_text_columns(), arguments.label_column)
+    missing = [column for column in needed if column not in columns]
+    if missing:
+        raise ValueError(f"{role}: {path} has no column {', '.join(map(repr, missing))}; its columns: {columns}.")
+    data = {column: [row.get(column) for row in rows] for column in needed}
+    return data, lines, str(path)
+
+
+def _dataset_split(dataset_dict, split: str, arguments, columns) -> tuple[dict, list[int], str]:
+    source = f"--dataset_name {arguments.dataset_name} [{split}]"
+    if split not in dataset_dict:
+        raise ValueError(f"{source}: no split {split!r}; splits: {list(dataset_dict)}.")
+    dataset = dataset_dict[split]
+    missing = [column for column in columns if column not in dataset.column_names]
+    if missing:
+        raise ValueError(f"{source}: no column {', '.join(map(repr, missing))}; its columns: {dataset.column_names}.")
+    data = {column: dataset[column] for column in columns}
+    return data, [index for index in range(len(dataset))], f"{source} row"
+
+
+def _class_label_names(dataset_dict, column: str) -> list[str] | None:
+    feature = next(iter(dataset_dict.values())).features.get(column)
+    inner = getattr(feature, "feature", feature)  # Sequence(ClassLabel) for NER tags
+    return list(inner.names) if isinstance(inner, datasets.ClassLabel) else None
+
+
+def _load_dataset_dict(arguments) -> datasets.DatasetDict:
+    local = Path(arguments.dataset_name)
+    if local.is_dir():
+        loaded = datasets.load_from_disk(str(local))
+    else:
+        loaded = datasets.load_dataset(arguments.dataset_name, arguments.dataset_config_name)
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({"train": loaded})
+    return loaded
+
+
+def _truncate(data: dict, lines: list[int], limit: int | None) -> tuple[dict, list[int]]:
+    if limit is None:
+        return data, lines
+    return {column: values[:limit] for column, values in data.items()}, lines[:limit]
+
+
+def load_finetuning_data(arguments: FinetuneDataArguments) -> LabeledSplits:
+    """Read, check and label both splits; the returned datasets hold text/words and a ``label`` column."""
+    task_type = arguments.resolved_task_type()
+    given = [name.strip() for name in arguments.label_list.split(",")] if arguments.label_list else None
+    dataset_dict = _load_dataset_dict(arguments) if arguments.dataset_name else None
+    eval_split = arguments.validation_split or (
+        arguments.glue_task.validation_split if arguments.glue_task else "validation"
+    )
+    if task_type == "ner":
+        return _load_ner(arguments, dataset_dict, eval_split, given)
+    columns = (*arguments.resolved_text_columns(), arguments.label_column)
+    splits = []
+    for role, path, split, limit in (("--train_file", arguments.train_file, "train", arguments.max_train_samples),
+                                     ("--validation_file", arguments.validation_file, eval_split, arguments.max_eval_samples)):  # fmt: skip
+        if dataset_dict is not None:
+            if split == eval_split and split not in dataset_dict:
+                splits.append(None)
+                continue
+            data, lines, source = _dataset_split(dataset_dict, split, arguments, columns)
+            splits.append((*_truncate(data, lines, limit), source))
+        elif path is None:
+            splits.append(None)
+        else:
+            data, lines, source = _table_split(path, role, arguments)
+            splits.append((*_truncate(data, lines, limit), source))
+    label = arguments.label_column
+    train, evaluation = splits
+    if task_type == "regression":
+        names = None
+        for split in (train, evaluation):
+            if split is not None:
+                split[0][label] = _regression_values(split[0][label], split[1], split[2], label)
+    else:
+        class_names = _class_label_names(dataset_dict, label) if dataset_dict is not None else None
+        if class_names is not None and given is None:
+            names = class_names  # a ClassLabel column already holds ids
+        else:
+            names = build_label_maps(
+                [str(value) for value in train[0][label]],
+                [str(value) for value in evaluation[0][label]] if evaluation else [],
+                given, (train[2], evaluation[2] if evaluation else ""), is_tags=False,
+            )  # fmt: skip
+            index = {name: position for position, name in enumerate(names)}
+            for split in (train, evaluation):
+                if split is not None:
+                    split[0][label] = [index[str(value)] for value in split[0][label]]
+    built = [None if split is None else datasets.Dataset.from_dict(
+        {**{column: split[0][column] for column in columns[:-1]}, "label": split[0][label]}
+    ) for split in (train, evaluation)]  # fmt: skip
+    return LabeledSplits(built[0], built[1], task_type, names, arguments.resolved_text_columns())
+
+
+def _load_ner(arguments, dataset_dict, eval_split: str, given: list[str] | None) -> LabeledSplits:
+    splits = []
+    if dataset_dict is None:
+        for role, path, limit in (("--train_file", arguments.train_file, arguments.max_train_samples),
+                                  ("--validation_file", arguments.validation_file, arguments.max_eval_samples)):  # fmt: skip
+            if path is None:
+                splits.append(None)
+                continue
+            words, tags = read_conll(path, role)
+            splits.append((words[:limit] if limit else words, tags[:limit] if limit else tags, str(path)))
+        class_names = None
+    else:
+        columns = (arguments.token_column, arguments.tag_column)
+        for split, limit in (("train", arguments.max_train_samples), (eval_split, arguments.max_eval_samples)):
+            if split == eval_split and split not in dataset_dict:
+                splits.append(None)
+                continue
+            data, _, source = _dataset_split(dataset_dict, split, arguments, columns)
+            words, tags = data[arguments.token_column], data[arguments.tag_column]
+            splits.append((words[:limit] if limit else words, tags[:limit] if limit else tags, source))
+        class_names = _class_label_names(dataset_dict, arguments.tag_column)
+    if class_names is not None:  # ClassLabel ids → names, so that one path checks and maps them
+        splits = [None if split is None else (split[0], [[class_names[tag] for tag in tags] for tags in split[1]], split[2])
+                  for split in splits]  # fmt: skip
+    train, evaluation = splits
+    for split in splits:
+        if split is not None:
+            check_tag_scheme({tag for tags in split[1] for tag in tags}, split[2])
+    names = build_label_maps(
+        [tag for tags in train[1] for tag in tags],
+        [tag for tags in evaluation[1] for tag in tags] if evaluation else [],
+        given or class_names, (train[2], evaluation[2] if evaluation else ""), is_tags=True,
+    )  # fmt: skip
+    index = {name: position for position, name in enumerate(names)}
+    built = [None if split is None else datasets.Dataset.from_dict(
+        {"tokens": split[0], "label": [[index[tag] for tag in tags] for tags in split[1]]}
+    ) for split in splits]  # fmt: skip
+    return LabeledSplits(built[0], built[1], "ner", names, ("tokens",))
+
+
+# -------------------------------------------------------------------------------------------------- tokenizing
+def align_labels_with_words(word_ids: list[int | None], word_labels: list[int]) -> list[int]:
+    """Token labels from word labels: the first sub-token of each word carries its word's label; the other
+    sub-tokens and special tokens (word id ``None``) get -100, which the loss and the metric ignore."""
+    aligned = []
+    previous = None
+    for word_id in word_ids:
+        aligned.append(-100 if word_id is None or word_id == previous else word_labels[word_id])
+        previous = word_id
+    return aligned
+
+
+def _require_fast(tokenizer) -> None:
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError(f"NER needs a fast tokenizer (for word_ids()); {type(tokenizer).__name__} is not one.")
+
+
+def tokenize_token_dataset(dataset: datasets.Dataset, tokenizer, max_length: int) -> datasets.Dataset:
+    """Words → truncated token ids with aligned ``labels`` (see ``align_labels_with_words``)."""
+    _require_fast(tokenizer)
+
+    def encode(batch):
+        encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=max_length)
+        encoded["labels"] = [align_labels_with_words(encoded.word_ids(index), labels)
+                             for index, labels in enumerate(batch["label"])]  # fmt: skip
+        return encoded
+
+    return dataset.map(encode, batched=True, remove_columns=dataset.column_names)
+
+
+def tokenize_sequence_dataset(dataset: datasets.Dataset, tokenizer, text_columns: tuple[str, ...],
+                              max_length: int) -> datasets.Dataset:  # fmt: skip
+    """Sentence or sentence pair → truncated token ids; ``label`` becomes ``labels``."""
+
+    def encode(batch):
+        texts = [[str(text) if text is not None else "" for text in batch[column]] for column in text_columns]
+        encoded = tokenizer(*texts, truncation=True, max_length=max_length)
+        encoded["labels"] = batch["label"]
+        return encoded
+
+    return dataset.map(encode, batched=True, remove_columns=dataset.column_names)

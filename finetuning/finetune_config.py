@@ -1,0 +1,86 @@
+"""Training arguments of ``compact-bert finetune``: the papers' fine-tuning settings as defaults.
+
+Sources: paper 002 (MiniMoE) Table 8 "Finetuning" column — AdamW, batch size {16, 32}, 10 epochs, early stop
+after 5 epochs without improvement, warm-up proportion 0.1, weight decay 0.01, learning rates
+{1e-5, 2e-5, 3e-5} / {1e-4, 2e-4, 3e-4} (GLUE / CoNLL grids); paper 003 (MoE-BERT TCD) appendix B — at most 10
+epochs, batch size 32, warm-up ratio 0.06, linear decay, weight decay 0.01, learning rates {1e-5, 2e-5, 5e-5}
+for full fine-tuning, results averaged over several runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+from ..distillation.compat import TRANSFORMERS_5
+
+__all__ = ["FinetuneConfig"]
+
+_WARMUP_HELP = (
+    "Linear warm-up as a proportion of the training steps: 0.1 (paper 002 Table 8; paper 003 uses 0.06). "
+    "{} Either spelling (--warmup_ratio / --warmup_steps R<1) works on both transformers lines."
+)
+
+
+@dataclass
+class FinetuneConfig(TrainingArguments):
+    """``TrainingArguments`` with the papers' fine-tuning defaults, plus seeds, a learning-rate grid, early
+    stopping and the MoE balance-loss coefficient."""
+
+    output_dir: str | None = field(default="outputs/finetune", metadata={"help": "Where the fine-tuned model is saved."})
+    learning_rate: float = field(
+        default=2e-5, metadata={"help": "Peak AdamW learning rate (in both papers' full fine-tuning grids)."}
+    )
+    num_train_epochs: float = field(default=10.0, metadata={"help": "Epochs (10 in papers 002 and 003)."})
+    per_device_train_batch_size: int = field(default=32, metadata={"help": "Examples per device and step (32: papers 002, 003)."})
+    per_device_eval_batch_size: int = field(default=64, metadata={"help": "Examples per device in evaluation."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (0.01: papers 002, 003)."})
+    if TRANSFORMERS_5:
+        warmup_steps: float = field(default=0.1, metadata={"help": _WARMUP_HELP.format("A value >= 1 is a step count.")})
+    else:
+        warmup_ratio: float = field(default=0.1, metadata={"help": _WARMUP_HELP.format("")})
+    eval_strategy: str = field(default="epoch", metadata={"help": "Evaluate on the dev set after every epoch."})
+    save_strategy: str = field(default="epoch", metadata={"help": "Checkpoint after every epoch (must match eval)."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Keep at most this many checkpoints."})
+    load_best_model_at_end: bool = field(
+        default=True, metadata={"help": "Keep the checkpoint with the best dev metric (the papers report the best)."}
+    )
+    logging_strategy: str = field(default="epoch", metadata={"help": "Log train loss terms once per epoch."})
+    early_stopping_patience: int | None = field(
+        default=5,
+        metadata={"help": "Stop after this many evaluations without dev improvement (paper 002 Table 8: 5 epochs); "
+                  "0 or a negative value disables early stopping."},
+    )  # fmt: skip
+    router_aux_loss_coef: float | None = field(
+        default=None,
+        metadata={"help": "MoE models: weight of the balance loss during fine-tuning. Default: keep the checkpoint's "
+                  "(MiniMoE α = 0.01, paper 002 §3.2, applied at fine-tuning too per its Fig. 5; MoE-BERT "
+                  "λ_B = 1000, paper 003 appendix A). 0 turns balancing off."},
+    )  # fmt: skip
+    seeds: list[int] = field(
+        default_factory=list,
+        metadata={"help": "Run once per seed (output_dir/seed-N) and report mean ± std of the dev metrics; "
+                  "default: one run with --seed."},
+    )  # fmt: skip
+    learning_rate_grid: list[float] = field(
+        default_factory=list,
+        metadata={"help": "Run every learning rate (output_dir/lr-X/...) and report the best seed-averaged dev "
+                  "result. Papers: 1e-5 2e-5 3e-5 (002, GLUE), 1e-4 2e-4 3e-4 (002, CoNLL), 1e-5 2e-5 5e-5 (003)."},
+    )  # fmt: skip
+
+    def __post_init__(self):
+        if self.early_stopping_patience is not None and self.early_stopping_patience <= 0:
+            self.early_stopping_patience = None
+        if self.router_aux_loss_coef is not None and self.router_aux_loss_coef < 0:
+            raise ValueError(f"`router_aux_loss_coef` must be >= 0, got {self.router_aux_loss_coef}.")
+        bad_rates = [rate for rate in self.learning_rate_grid if not rate > 0]
+        if bad_rates:
+            raise ValueError(f"`learning_rate_grid` values must be > 0, got {bad_rates}.")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"`seeds` must not repeat a seed, got {self.seeds}.")
+        if len(set(self.learning_rate_grid)) != len(self.learning_rate_grid):
+            raise ValueError(f"`learning_rate_grid` must not repeat a rate, got {self.learning_rate_grid}.")
+        super().__post_init__()
+        if not self.load_best_model_at_end:
+            self.early_stopping_patience = None  # early stopping compares dev evaluations of saved checkpoints

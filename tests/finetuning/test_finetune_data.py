@@ -1,0 +1,181 @@
+"""Fine-tuning data: label alignment on real CoNLL sentences, label sets, and early errors naming file/line/column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import pytest
+
+from compact_bert.distillation.data import default_tokenizer
+from compact_bert.finetuning.data import (
+    FinetuneDataArguments,
+    align_labels_with_words,
+    check_tag_scheme,
+    load_finetuning_data,
+    read_conll,
+    sort_tags,
+    tokenize_sequence_dataset,
+    tokenize_token_dataset,
+)
+
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+CONLL_VALIDATION = SHARED_DATA / "conll2003" / "validation.txt"
+needs_shared_data = pytest.mark.skipif(
+    not CONLL_VALIDATION.is_file(), reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})"
+)
+
+
+def _conll_slice(tmp_path: Path, sentences: int, name: str = "slice.txt", docstart: bool = True) -> Path:
+    """The first ``sentences`` sentences of the real CoNLL-2003 dev file, with a -DOCSTART- header and extra
+    blank lines as the original distribution has them."""
+    blocks = CONLL_VALIDATION.read_text(encoding="utf-8").split("\n\n")[:sentences]
+    text = ("-DOCSTART- -X- -X- O\n\n" if docstart else "") + "\n\n\n".join(blocks) + "\n\n"
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_align_labels_first_sub_token_only():
+    # [CLS] w0 w1a w1b w1c w2 [SEP]
+    assert align_labels_with_words([None, 0, 1, 1, 1, 2, None], [5, 3, 0]) == [-100, 5, 3, -100, -100, 0, -100]
+
+
+@needs_shared_data
+def test_real_conll_sentences_align_to_first_sub_tokens(tmp_path):
+    path = _conll_slice(tmp_path, 40)
+    words, tags = read_conll(path)
+    assert len(words) == 40 and all(word != "-DOCSTART-" for sentence in words for word in sentence)
+    arguments = FinetuneDataArguments(task_name="ner", train_file=str(path), validation_file=str(path))
+    splits = load_finetuning_data(arguments)
+    assert splits.label_names[0] == "O" and "B-PER" in splits.label_names
+    tokenizer = default_tokenizer()
+    tokenized = tokenize_token_dataset(splits.train, tokenizer, max_length=512)
+    split_words = 0
+    for sentence, sentence_tags, example in zip(words, tags, tokenized):
+        encoding = tokenizer(sentence, is_split_into_words=True)
+        word_ids = encoding.word_ids()
+        labels = example["labels"]
+        # Exactly one labelled position per word, carrying that word's tag; every other position is ignored.
+        labelled = [position for position, label in enumerate(labels) if label != -100]
+        assert [word_ids[position] for position in labelled] == list(range(len(sentence)))
+        assert [splits.label_names[labels[position]] for position in labelled] == sentence_tags
+        assert labels[0] == labels[-1] == -100  # [CLS], [SEP]
+        split_words += sum(1 for word in range(len(sentence)) if word_ids.count(word) > 1)
+    assert split_words > 10  # the slice does exercise words split into several sub-tokens
+
+
+@needs_shared_data
+def test_truncated_sentence_keeps_alignment(tmp_path):
+    path = _conll_slice(tmp_path, 5)
+    splits = load_finetuning_data(FinetuneDataArguments(task_name="ner", train_file=str(path)))
+    tokenized = tokenize_token_dataset(splits.train, default_tokenizer(), max_length=8)
+    assert all(len(example["labels"]) <= 8 and example["labels"][-1] == -100 for example in tokenized)
+
+
+@needs_shared_data
+def test_eval_tags_unseen_in_training_are_an_error_unless_listed(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("Paris B-LOC\nis O\nnice O\n\n", encoding="utf-8")
+    dev = _conll_slice(tmp_path, 30, "dev.txt")
+    arguments = FinetuneDataArguments(task_name="ner", train_file=str(train), validation_file=str(dev))
+    with pytest.raises(ValueError, match=r"dev\.txt: labels .*B-PER.*training never shows them.*--label_list"):
+        load_finetuning_data(arguments)
+    names = "O,B-LOC,I-LOC,B-MISC,I-MISC,B-ORG,I-ORG,B-PER,I-PER"
+    arguments = FinetuneDataArguments(task_name="ner", train_file=str(train), validation_file=str(dev), label_list=names)
+    splits = load_finetuning_data(arguments)
+    assert splits.label_names == names.split(",")
+
+
+def test_conll_line_without_tag_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("-DOCSTART- O\n\nEU B-ORG\nrejects O\n\nGerman B-MISC\ncall\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad\.txt:7: expected 'token TAG'"):
+        read_conll(path)
+
+
+def test_conll_extra_columns_take_first_and_last(tmp_path):
+    path = tmp_path / "four.txt"
+    path.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n", encoding="utf-8")
+    assert read_conll(path) == ([["EU", "rejects"]], [["B-ORG", "O"]])
+
+
+def test_unknown_scheme_letter_is_an_error():
+    check_tag_scheme({"O", "B-PER", "I-PER", "E-LOC", "S-LOC"}, "x")
+    with pytest.raises(ValueError, match="X-PER"):
+        check_tag_scheme({"O", "X-PER"}, "f.txt")
+    assert sort_tags(["I-PER", "O", "B-PER", "B-LOC"]) == ["O", "B-LOC", "B-PER", "I-PER"]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_tsv_labels_become_sorted_label_names(tmp_path):
+    train = _write(tmp_path / "train.tsv", "sentence\tlabel\ngood\tpos\nbad\tneg\nfine\tpos\n")
+    dev = _write(tmp_path / "dev.tsv", "sentence\tlabel\nmeh\tneg\n")
+    splits = load_finetuning_data(FinetuneDataArguments(train_file=str(train), validation_file=str(dev)))
+    assert splits.task_type == "classification" and splits.label_names == ["neg", "pos"]
+    assert splits.train["label"] == [1, 0, 1] and splits.validation["label"] == [0]
+
+
+def test_numeric_labels_sort_numerically_and_pairs_use_glue_columns(tmp_path):
+    rows = "".join(f"s{index}\tt{index}\t{label}\n" for index, label in enumerate([10, 2, 1]))
+    train = _write(tmp_path / "train.tsv", "sentence1\tsentence2\tlabel\n" + rows)
+    splits = load_finetuning_data(FinetuneDataArguments(task_name="rte", train_file=str(train)))
+    assert splits.label_names == ["1", "2", "10"] and splits.text_columns == ("sentence1", "sentence2")
+    tokenized = tokenize_sequence_dataset(splits.train, default_tokenizer(), splits.text_columns, 16)
+    assert 1 in tokenized[0]["token_type_ids"]  # the pair is encoded as a pair
+
+
+def test_csv_and_jsonl_with_named_columns(tmp_path):
+    csv_file = _write(tmp_path / "train.csv", 'text,y\n"hello, world",a\nbye,b\n')
+    jsonl_file = _write(tmp_path / "dev.jsonl", '{"text": "hi", "y": "a"}\n\n{"text": "yo", "y": "b"}\n')
+    arguments = FinetuneDataArguments(train_file=str(csv_file), validation_file=str(jsonl_file), text_columns="text",
+                                      label_column="y")  # fmt: skip
+    splits = load_finetuning_data(arguments)
+    assert splits.train["text"] == ["hello, world", "bye"] and splits.validation["label"] == [0, 1]
+
+
+def test_regression_labels_must_be_numeric(tmp_path):
+    train = _write(tmp_path / "train.tsv", "sentence1\tsentence2\tlabel\na\tb\t3.5\nc\td\tfive\n")
+    with pytest.raises(ValueError, match=r"train\.tsv:3: column 'label' holds 'five', not a number"):
+        load_finetuning_data(FinetuneDataArguments(task_name="stsb", train_file=str(train)))
+    good = _write(tmp_path / "good.tsv", "sentence1\tsentence2\tlabel\na\tb\t3.5\nc\td\t1\n")
+    splits = load_finetuning_data(FinetuneDataArguments(task_name="stsb", train_file=str(good)))
+    assert splits.task_type == "regression" and splits.label_names is None and splits.train["label"] == [3.5, 1.0]
+
+
+def test_missing_column_names_file_and_columns(tmp_path):
+    train = _write(tmp_path / "train.tsv", "text\tlabel\na\t1\n")
+    with pytest.raises(ValueError, match=r"train\.tsv has no column 'sentence'; its columns: \['text', 'label'\]"):
+        load_finetuning_data(FinetuneDataArguments(task_name="sst2", train_file=str(train)))
+    with pytest.raises(ValueError, match=r"no column 'gold'"):
+        load_finetuning_data(FinetuneDataArguments(train_file=str(train), text_columns="text", label_column="gold"))
+
+
+def test_unknown_task_and_empty_file(tmp_path):
+    with pytest.raises(ValueError, match=r"--task_name 'sst3' is unknown; valid: cola, sst2"):
+        FinetuneDataArguments(task_name="sst3", train_file="x.tsv")
+    empty = _write(tmp_path / "empty.tsv", "")
+    with pytest.raises(ValueError, match=r"empty\.tsv is empty"):
+        load_finetuning_data(FinetuneDataArguments(task_name="sst2", train_file=str(empty)))
+    header_only = _write(tmp_path / "header.tsv", "sentence\tlabel\n")
+    with pytest.raises(ValueError, match=r"header\.tsv has no data rows"):
+        load_finetuning_data(FinetuneDataArguments(task_name="sst2", train_file=str(header_only)))
+
+
+def test_saved_dataset_folder_with_class_labels(tmp_path):
+    features = datasets.Features({
+        "tokens": datasets.Sequence(datasets.Value("string")),
+        "ner_tags": datasets.Sequence(datasets.ClassLabel(names=["O", "B-PER", "I-PER"])),
+    })  # fmt: skip
+    split = datasets.Dataset.from_dict({"tokens": [["Ada", "Lovelace", "wrote"]], "ner_tags": [[1, 2, 0]]}, features=features)
+    datasets.DatasetDict({"train": split, "validation": split}).save_to_disk(str(tmp_path / "ner"))
+    splits = load_finetuning_data(FinetuneDataArguments(dataset_name=str(tmp_path / "ner"), task_type="ner"))
+    assert splits.label_names == ["O", "B-PER", "I-PER"] and splits.train["label"] == [[1, 2, 0]]
+    classification = datasets.Dataset.from_dict({"sentence": ["a", "b"], "label": [1, 0]})
+    datasets.DatasetDict({"train": classification}).save_to_disk(str(tmp_path / "cls"))
+    splits = load_finetuning_data(FinetuneDataArguments(dataset_name=str(tmp_path / "cls"), task_name="sst2"))
+    assert splits.label_names == ["0", "1"] and splits.validation is None
