@@ -70,7 +70,11 @@ class FinetuneModelArguments:
     )  # fmt: skip
     peft_r: int = field(default=8, metadata={"help": "With --peft lora: the rank r."})
     peft_alpha: float = field(default=16.0, metadata={"help": "With --peft lora: the scaling alpha."})
-    peft_dropout: float = field(default=0.1, metadata={"help": "With --peft lora: dropout on the adapter's input."})
+    peft_dropout: float | None = field(
+        default=None,
+        metadata={"help": "With --peft lora: dropout on the adapter's input; default 0.1, or 0 when the experts' "
+                  "stacked weights are adapted (PEFT's parameter LoRA cannot apply dropout)."},
+    )
     peft_target_modules: str | None = field(
         default=None, metadata={"help": "Comma-separated module names to adapt; default: PEFT's for the model type."}
     )

@@ -260,26 +260,7 @@ def test_bert_like_transformers_folder_with_its_tokenizer(data_dir, tmp_path):
     assert (output / "tokenizer.json").is_file() and (output / "vocab.txt").is_file()
 
 
-def _stub_peft_support(monkeypatch):
-    """Stands in for ``finetuning/peft_support.py`` (written on another branch) to test this command's wiring:
-    LoRA on the attention's query and value projections, through PEFT itself."""
-    import types
-
-    peft = pytest.importorskip("peft")
-    module = types.ModuleType("compact_bert.finetuning.peft_support")
-
-    def build_peft_config(method, model, task_type, r=8, alpha=16.0, dropout=0.0, target_modules=None):
-        if method != "lora":
-            raise ValueError(f"unknown PEFT method {method!r}")
-        return peft.LoraConfig(task_type=task_type, r=r, lora_alpha=alpha, lora_dropout=dropout,
-                               target_modules=target_modules or ["query", "value"])  # fmt: skip
-
-    module.build_peft_config = build_peft_config
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-
-
-def test_peft_adapter_and_merge_wiring(model_dirs, data_dir, tmp_path, monkeypatch):
-    _stub_peft_support(monkeypatch)
+def test_peft_adapter_and_merge_wiring(model_dirs, data_dir, tmp_path):
     from peft import PeftModel
 
     output = tmp_path / "lora"
@@ -294,14 +275,14 @@ def test_peft_adapter_and_merge_wiring(model_dirs, data_dir, tmp_path, monkeypat
     batch = tokenizer(["a great film", "dull and slow"], return_tensors="pt", padding=True)
     with torch.no_grad():
         torch.testing.assert_close(merged(**batch).logits, adapted(**batch).logits, rtol=1e-4, atol=1e-5)
-    with pytest.raises(SystemExit, match="unknown PEFT method 'prefix'"):
+    with pytest.raises(SystemExit, match="Unknown PEFT method 'prefix'; valid methods: lora, ia3"):
         finetune(str(model_dirs["ib_bert"]), tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--peft", "prefix"])
     with pytest.raises(ValueError, match="--merge merges a PEFT adapter"):
         finetune(str(model_dirs["ib_bert"]), tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--merge"])
 
 
-def test_peft_with_the_package_support_module(data_dir, tmp_path):
-    pytest.importorskip("compact_bert.finetuning.peft_support", reason="PEFT support is merged from another branch")
+def test_peft_on_the_experts_of_a_moe_student(data_dir, tmp_path):
+    """Default dropout becomes 0 where the experts' stacked weights are adapted (PEFT's parameter LoRA)."""
     output = tmp_path / "lora"
     finetune("minimoe-4l-192h", output, ["--model_overrides", TINY_MINIMOE, *task_arguments(data_dir, "sst2"),
                                          "--max_steps", "2", "--eval_strategy", "no", "--load_best_model_at_end", "false",
