@@ -19,9 +19,20 @@ __all__ = ["build_from_preset", "load_pretrained", "parse_arguments", "parse_jso
 
 def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, description: str):
     """Parse ``argv`` into the dataclasses; ``--help`` lists every field with its help text. Flags that only
-    one transformers line knows (``--warmup_ratio``, ``--no_cuda``, ...) are translated for the installed one."""
+    one transformers line knows (``--warmup_ratio``, ``--no_cuda``, ...) are translated for the installed one.
+
+    Every random generator is seeded with ``--seed`` right here, before a command builds its models: Trainer
+    seeds only when it starts, after the student's random initialization, so two runs with the same seed
+    would otherwise start from different weights."""
     parser = HfArgumentParser(dataclass_types, prog=program, description=description)
-    return parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
+    parsed = parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
+    for arguments in parsed:
+        if isinstance(arguments, transformers.TrainingArguments):
+            if arguments.full_determinism:
+                transformers.enable_full_determinism(arguments.seed)
+            else:
+                transformers.set_seed(arguments.seed)
+    return parsed
 
 
 def parse_json_object(text: str, field: str) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -19,6 +20,17 @@ from compact_bert.configuration import (  # noqa: E402
 )
 
 VOCAB_SIZE = 128
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def shared_data(*parts: str) -> Path:
+    """A file or folder of the shared data sets, or a skip saying why: CI has ``../shared/data`` beside the
+    repository, a user's clone does not."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the shared data sets sit at ../shared/data beside the repository")
+    return path
+
 
 
 def tiny_configs() -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import datasets
 import pytest
@@ -10,6 +9,7 @@ import torch
 
 from compact_bert.configuration import MiniMoEConfig
 from compact_bert.distillation.trainer_utils import prepare_block_datasets
+from tests.conftest import shared_data
 from compact_bert.distillation.data import (
     CorpusArguments,
     PretrainingCollator,
@@ -21,7 +21,6 @@ from compact_bert.distillation.data import (
     resolve_text_files,
 )
 
-SHARED_WIKITEXT = Path(__file__).resolve().parents[3] / "shared" / "data" / "wikitext2"
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +29,7 @@ def tokenizer():
 
 
 def test_real_wikitext_files_become_full_blocks(tokenizer):
-    assert (SHARED_WIKITEXT / "valid.txt").is_file(), "the shared WikiText-2 data must sit at ../shared/data"
-    text = load_text_corpus([str(SHARED_WIKITEXT / "valid.txt")])
+    text = load_text_corpus([str(shared_data("wikitext2", "valid.txt"))])
     assert len(text) > 2000 and all(row["text"].strip() for row in text.select(range(50)))
     blocks = build_block_dataset(text, tokenizer, block_size=64, with_pairs=False)
     assert len(blocks) > 1000
@@ -41,9 +39,10 @@ def test_real_wikitext_files_become_full_blocks(tokenizer):
 
 
 def test_bundled_slice_matches_the_shared_data():
+    shared_wikitext = shared_data("wikitext2")
     train, held_out = bundled_corpus_files("train")[0], bundled_corpus_files("heldout")[0]
-    assert train.read_bytes() == (SHARED_WIKITEXT / "valid.txt").read_bytes()
-    assert (SHARED_WIKITEXT / "test.txt").read_text(encoding="utf-8").startswith(held_out.read_text(encoding="utf-8"))
+    assert train.read_bytes() == (shared_wikitext / "valid.txt").read_bytes()
+    assert (shared_wikitext / "test.txt").read_text(encoding="utf-8").startswith(held_out.read_text(encoding="utf-8"))
     assert train.stat().st_size + held_out.stat().st_size <= 2 * 1024 * 1024
     with pytest.raises(ValueError, match="split"):
         bundled_corpus_files("validation")
