@@ -1,9 +1,10 @@
 """``compact-bert finetune``: fine-tune and evaluate a compact-bert folder or preset, or any BERT-like
 transformers folder, on sentence (pair) classification / regression or NER.
 
-Defaults are the papers' fine-tuning settings (see ``finetuning/finetune_config.py``). ``--seeds`` and
-``--learning_rate_grid`` repeat the run (``output_dir/[lr-X/]seed-N``) and report the seed-averaged dev metrics
-and the best learning rate in ``output_dir/run_summary.json``.
+Defaults are the papers' fine-tuning settings (see ``finetuning/finetune_config.py``). ``--seeds``,
+``--learning_rate_grid`` and, with ``--peft lora``, ``--adapter_size_grid`` repeat the run
+(``output_dir/[r-R/][lr-X/]seed-N``) and report the seed-averaged dev metrics of every setting and the best one in
+``output_dir/run_summary.json``. ``finetune`` is the command as a function (the main job calls it).
 """
 
 from __future__ import annotations
@@ -39,7 +40,17 @@ from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
 from .training_common import parse_arguments, parse_json_object, train_and_report
 
-__all__ = ["FinetuneModelArguments", "label_config_fields", "run", "save_merged", "summarize_runs", "with_peft_adapter"]
+__all__ = [
+    "ADAPTER_SIZES_PAPER_003",
+    "FinetuneModelArguments",
+    "finetune",
+    "label_config_fields",
+    "parse_finetune_arguments",
+    "run",
+    "save_merged",
+    "summarize_runs",
+    "with_peft_adapter",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +60,9 @@ DESCRIPTION = (
     "Every TrainingArguments flag is accepted."
 )
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+# Paper 003 appendix B: adapter sizes searched for adapter fine-tuning of its small models (H=128); its large
+# models (H=768) add 256 (and 512 for MNLI).
+ADAPTER_SIZES_PAPER_003 = (16, 64, 128)
 
 
 @dataclass
@@ -69,6 +83,14 @@ class FinetuneModelArguments:
                   "then holds the adapter. Default: full fine-tuning."},
     )  # fmt: skip
     peft_r: int = field(default=8, metadata={"help": "With --peft lora: the rank r."})
+    adapter_size_grid: list[int] = field(
+        default_factory=list,
+        metadata={"help": "With --peft lora: run every LoRA rank r (output_dir/r-R/...), combined with "
+                  "--learning_rate_grid and --seeds, and report the best seed-averaged dev result. Paper 003 "
+                  "(appendix B) searches bottleneck-adapter sizes 16 64 128 for its small models (H=128) and "
+                  "16 64 128 256 for H=768, with adapter learning rates 1e-4 2e-4 3e-4; the rank is LoRA's "
+                  "counterpart of the adapter size."},
+    )  # fmt: skip
     peft_alpha: float = field(default=16.0, metadata={"help": "With --peft lora: the scaling alpha."})
     peft_dropout: float | None = field(
         default=None,
@@ -87,6 +109,11 @@ class FinetuneModelArguments:
     def __post_init__(self):
         if self.merge and not self.peft:
             raise ValueError("--merge merges a PEFT adapter: give --peft too.")
+        if self.adapter_size_grid:
+            if self.peft != "lora":
+                raise ValueError(f"--adapter_size_grid sets the LoRA rank: it needs --peft lora (got --peft {self.peft}).")
+            if any(size < 1 for size in self.adapter_size_grid) or len(set(self.adapter_size_grid)) != len(self.adapter_size_grid):
+                raise ValueError(f"--adapter_size_grid takes distinct ranks >= 1, got {self.adapter_size_grid}.")
 
 
 def label_config_fields(task_type: str, label_names: list[str] | None) -> dict:
@@ -146,23 +173,26 @@ def _mean_and_std(values: list[float]) -> dict:
     return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
 
 
+SETTING_KEYS = ("adapter_size", "learning_rate")  # what a grid varies; runs differing only in seed are averaged
+
+
 def summarize_runs(runs: list[dict], metric_key: str, greater_is_better: bool = True) -> dict:
-    """Per learning rate: mean and sample standard deviation over seeds of every numeric ``eval_*`` value;
-    ``best``: the learning rate whose seed-averaged ``metric_key`` is best."""
-    by_rate: dict[float, list[dict]] = {}
+    """Per setting (learning rate, and the adapter size of LoRA runs): mean and sample standard deviation over
+    seeds of every numeric ``eval_*`` value; ``best``: the setting whose seed-averaged ``metric_key`` is best."""
+    by_setting: dict[tuple, list[dict]] = {}
     for run in runs:
-        by_rate.setdefault(run["learning_rate"], []).append(run)
-    per_rate = []
-    for rate, group in by_rate.items():
+        by_setting.setdefault(tuple((key, run[key]) for key in SETTING_KEYS if key in run), []).append(run)
+    per_setting = []
+    for setting, group in by_setting.items():
         keys = sorted({key for run in group for key, value in run.items()
                        if key.startswith("eval_") and isinstance(value, (int, float))})  # fmt: skip
-        per_rate.append({
-            "learning_rate": rate, "seeds": [run["seed"] for run in group],
+        per_setting.append({
+            **dict(setting), "seeds": [run["seed"] for run in group],
             **{key: _mean_and_std([run[key] for run in group if key in run]) for key in keys},
         })  # fmt: skip
-    scored = [entry for entry in per_rate if metric_key in entry]
+    scored = [entry for entry in per_setting if metric_key in entry]
     best = (max if greater_is_better else min)(scored, key=lambda entry: entry[metric_key]["mean"]) if scored else None
-    return {"metric_for_best_model": metric_key, "per_learning_rate": per_rate, "best": best, "runs": runs}
+    return {"metric_for_best_model": metric_key, "per_setting": per_setting, "best": best, "runs": runs}
 
 
 def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer, data_collator) -> dict:
@@ -185,6 +215,7 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
         "model_name_or_path": model_args.model_name_or_path, "model_type": model.config.model_type,
         "task_type": splits.task_type, "task_name": data_args.task_name, "label_names": splits.label_names,
         "seed": training_args.seed, "learning_rate": training_args.learning_rate,
+        **({"adapter_size": model_args.peft_r} if model_args.peft == "lora" else {}),
     })  # fmt: skip
     trainer.save_state()  # trainer_state.json: the logged loss terms of every step, next to the model
     if model_args.merge and trainer.is_world_process_zero():
@@ -229,9 +260,21 @@ def _adjusted_training_args(training_args: FinetuneConfig, argv: list[str], metr
 
 
 def run(argv: list[str]) -> int:
-    model_args, data_args, training_args = parse_arguments(
+    finetune(*parse_finetune_arguments(argv), argv)
+    return 0
+
+
+def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig]:
+    return parse_arguments(
         (FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig), argv, "compact-bert finetune", DESCRIPTION
     )  # fmt: skip
+
+
+def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArguments, training_args: FinetuneConfig,
+             argv: list[str] = ()) -> list[dict]:  # fmt: skip
+    """``compact-bert finetune``: every run of the grid (``argv``: the flags as given, to tell which defaults the
+    user overrode). Returns each run's summary; with several runs, ``output_dir/run_summary.json`` also holds
+    the per-setting means and the best setting."""
     try:
         splits = load_finetuning_data(data_args)
     except (ValueError, FileNotFoundError) as error:
@@ -252,22 +295,26 @@ def run(argv: list[str]) -> int:
         data_collator = DataCollatorWithPadding(tokenizer)
     metric = data_args.dev_metric()
     training_args = _adjusted_training_args(training_args, argv, metric, tokenized[1] is not None)
+    sizes = model_args.adapter_size_grid or [model_args.peft_r]
     rates = training_args.learning_rate_grid or [training_args.learning_rate]
     seeds = training_args.seeds or [training_args.seed]
     base = Path(training_args.output_dir)
     runs = []
-    for rate in rates:
-        for seed in seeds:
-            folder = base / (f"lr-{rate:g}" if len(rates) > 1 else "") / (f"seed-{seed}" if len(seeds) > 1 else "")
-            run_args = dataclasses.replace(training_args, learning_rate=rate, seed=seed, output_dir=str(folder))
-            runs.append(_run_one(model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator))
+    for size in sizes:
+        for rate in rates:
+            for seed in seeds:
+                folder = (base / (f"r-{size}" if len(sizes) > 1 else "") / (f"lr-{rate:g}" if len(rates) > 1 else "")
+                          / (f"seed-{seed}" if len(seeds) > 1 else ""))  # fmt: skip
+                run_model_args = dataclasses.replace(model_args, peft_r=size)
+                run_args = dataclasses.replace(training_args, learning_rate=rate, seed=seed, output_dir=str(folder))
+                runs.append(_run_one(run_model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator))
     if len(runs) > 1 and training_args.should_save:
         key = f"eval_{metric}" if not metric.startswith("eval_") else metric
         summary = summarize_runs(runs, key if tokenized[1] is not None else "eval_loss", training_args.greater_is_better
                                  is not False)  # fmt: skip
         (base / "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         print(json.dumps({name: summary[name] for name in ("metric_for_best_model", "best")}, indent=2))
-    return 0
+    return runs
 
 
 def _model_config(model_args: FinetuneModelArguments):

@@ -10,6 +10,7 @@ import torch
 import transformers
 
 from compact_bert.configuration import MoEBertConfig
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM, MoEBertModel
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, kill_after_checkpoint, run_cli
 from tests.remote_code_helpers import load_in_fresh_process
@@ -23,10 +24,23 @@ TINY_MOE_BERT = json.dumps({"hidden_size": 32, "num_attention_heads": 2, "interm
 TCD_SAMPLING = ["--sampled_tokens", "128", "--token_group_size", "32"]
 
 
-def _minimoe(output, steps, *extra):
+def _minimoe(output, steps, *extra, finetune=False):
     return ["distill", "minimoe", "--student_overrides", TINY_MINIMOE, "--output_dir", str(output),
             "--max_steps", str(steps), "--per_device_train_batch_size", "8", "--logging_steps", "1",
-            "--save_steps", "4", *QUICK_DATA, *QUIET, *extra]  # fmt: skip
+            "--save_steps", "4", "--finetune", str(finetune).lower(), *QUICK_DATA, *QUIET, *extra]  # fmt: skip
+
+
+def _sst2_accuracy(folder, rows: int) -> float:
+    """Accuracy of a saved classifier on the first ``rows`` sentences of the bundled dev set, recomputed here."""
+    lines = bundled_sst2_files()["validation"].read_text(encoding="utf-8").splitlines()[1 : rows + 1]
+    sentences, labels = zip(*(line.rsplit("\t", 1) for line in lines))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    batch = tokenizer(list(sentences), truncation=True, max_length=64, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        predicted = model(**batch).logits.argmax(-1)
+    label2id = {name: int(index) for name, index in model.config.label2id.items()}
+    return float((predicted == torch.tensor([label2id[label] for label in labels])).float().mean())
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +59,18 @@ def _tcd(teacher, output, steps, *extra):
 
 
 def test_main_job_folder_loads_everywhere(tmp_path):
+    """The main job at tiny size: distill, save a folder that loads without compact-bert, fine-tune it on the
+    bundled SST-2 slice and report a dev accuracy that the saved fine-tuned folder reproduces."""
     output = tmp_path / "student"
-    result = run_cli(_minimoe(output, 4))
+    finetune_args = "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16"
+    result = run_cli(_minimoe(output, 4, "--finetune_args", finetune_args, finetune=True))
     summary = json.loads((output / "run_summary.json").read_text())
+    finetuned = tmp_path / "student-sst2"
+    assert summary["finetune_output_dir"] == str(finetuned.resolve()) and summary["finetune_runs"] == 1
+    assert summary["finetune_train_file"] == str(bundled_sst2_files()["train"]) and summary["finetune_seconds"] > 0
+    assert summary["sst2_eval_accuracy"] == pytest.approx(_sst2_accuracy(finetuned, 40), abs=1e-4)
+    assert json.loads((finetuned / "run_summary.json").read_text())["optimizer_steps"] == 3  # 48 rows / 16
+    assert f'"sst2_eval_accuracy": {summary["sst2_eval_accuracy"]}' in result.stdout
     assert summary["teacher"] == "all-MiniLM-L6-v2" and summary["optimizer_steps"] == 4
     assert summary["student_active_params_per_token"] < summary["student_total_params"]
     assert "eval_relation_loss" in summary and "eval_block0_max_expert_share" in summary

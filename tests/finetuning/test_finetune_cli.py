@@ -154,10 +154,10 @@ def test_same_seed_same_weights_and_seed_grid_summary(data_dir, tmp_path):
     assert main(["finetune", "--model_name_or_path", "minimoe-4l-192h", "--output_dir", str(tmp_path / "grid"), *QUICK, *grid]) == 0
     summary = json.loads((tmp_path / "grid" / "run_summary.json").read_text())
     assert summary["metric_for_best_model"] == "eval_accuracy" and len(summary["runs"]) == 4
-    assert {entry["learning_rate"] for entry in summary["per_learning_rate"]} == {1e-3, 5e-3}
+    assert {entry["learning_rate"] for entry in summary["per_setting"]} == {1e-3, 5e-3}
     best = summary["best"]
     assert best["eval_accuracy"]["n"] == 2 and best["eval_accuracy"]["std"] >= 0
-    assert best["eval_accuracy"]["mean"] == max(entry["eval_accuracy"]["mean"] for entry in summary["per_learning_rate"])
+    assert best["eval_accuracy"]["mean"] == max(entry["eval_accuracy"]["mean"] for entry in summary["per_setting"])
     assert (tmp_path / "grid" / "lr-0.005" / "seed-1" / "model.safetensors").is_file()
 
 
@@ -288,3 +288,29 @@ def test_peft_on_the_experts_of_a_moe_student(data_dir, tmp_path):
                                          "--max_steps", "2", "--eval_strategy", "no", "--load_best_model_at_end", "false",
                                          "--peft", "lora", "--merge"])  # fmt: skip
     assert (output / "adapter_config.json").is_file() and (output / "merged" / "config.json").is_file()
+
+
+def test_adapter_size_grid_with_learning_rates(data_dir, tmp_path):
+    """--adapter_size_grid runs every LoRA rank x learning rate (x seed) and picks the best averaged setting."""
+    output = tmp_path / "grid"
+    finetune("minimoe-4l-192h", output, ["--model_overrides", TINY_MINIMOE, *task_arguments(data_dir, "sst2"),
+                                         "--max_steps", "2", "--eval_strategy", "no", "--load_best_model_at_end", "false",
+                                         "--peft", "lora", "--adapter_size_grid", "2", "4",
+                                         "--learning_rate_grid", "1e-3", "5e-3"])  # fmt: skip
+    summary = json.loads((output / "run_summary.json").read_text())
+    assert len(summary["runs"]) == 4
+    settings = {(entry["adapter_size"], entry["learning_rate"]) for entry in summary["per_setting"]}
+    assert settings == {(2, 1e-3), (2, 5e-3), (4, 1e-3), (4, 5e-3)}
+    best = summary["best"]
+    assert best["eval_accuracy"]["mean"] == max(entry["eval_accuracy"]["mean"] for entry in summary["per_setting"])
+    for rank in (2, 4):
+        adapter = json.loads((output / f"r-{rank}" / "lr-0.005" / "adapter_config.json").read_text())
+        assert adapter["r"] == rank
+
+
+def test_adapter_size_grid_needs_lora(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="--adapter_size_grid sets the LoRA rank: it needs --peft lora"):
+        finetune("minimoe-4l-192h", tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--adapter_size_grid", "8", "16"])
+    with pytest.raises(ValueError, match="--adapter_size_grid sets the LoRA rank: it needs --peft lora"):
+        finetune("minimoe-4l-192h", tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--peft", "ia3",
+                                                     "--adapter_size_grid", "8"])  # fmt: skip
