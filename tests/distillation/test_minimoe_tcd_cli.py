@@ -62,7 +62,7 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     """The main job at tiny size: distill, save a folder that loads without compact-bert, fine-tune it on the
     bundled SST-2 slice and report a dev accuracy that the saved fine-tuned folder reproduces."""
     output = tmp_path / "student"
-    finetune_args = "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16"
+    finetune_args = "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
     result = run_cli(_minimoe(output, 4, "--finetune_args", finetune_args, finetune=True))
     summary = json.loads((output / "run_summary.json").read_text())
     finetuned = tmp_path / "student-sst2"
