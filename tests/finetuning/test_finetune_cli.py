@@ -134,7 +134,9 @@ def test_finetune_every_family(family, task, model_dirs, data_dir, tmp_path):
     if task == "sst2":
         assert saved["problem_type"] == "single_label_classification"
     reloaded = reload_and_evaluate(output, data_dir, task)
-    assert reloaded["task_loss"] == pytest.approx(summary.get("eval_task_loss", summary["eval_loss"]), abs=1e-4)
+    # One batch here, the Trainer's per-batch means there: for NER (a mean over tokens) the two differ slightly.
+    tolerance = {"abs": 1e-4} if task == "sst2" else {"rel": 1e-3}
+    assert reloaded["task_loss"] == pytest.approx(summary.get("eval_task_loss", summary["eval_loss"]), **tolerance)
     if task == "sst2":
         assert reloaded["accuracy"] == pytest.approx(summary["eval_accuracy"], abs=1e-4)
     again = reload_and_evaluate(output, data_dir, task)
