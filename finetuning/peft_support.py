@@ -162,7 +162,8 @@ def build_peft_config(
     target_modules: list[str] | str | None = None,
     adapt_experts: bool = True,
 ) -> PeftConfig:
-    """A PEFT config for ``model`` (any compact-bert family and head), ready for ``get_peft_model``.
+    """A PEFT config for ``model`` (any compact-bert family and head, or a BERT-like transformers model, whose
+    linear maps carry the same names), ready for ``get_peft_model``.
 
     Args:
         method: ``"lora"`` or ``"ia3"``.
@@ -183,13 +184,8 @@ def build_peft_config(
     method = method.lower() if isinstance(method, str) else method
     if method not in PEFT_METHODS:
         raise ValueError(f"Unknown PEFT method {method!r}; valid methods: {', '.join(PEFT_METHODS)}.")
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    if model_type not in COMPACT_BERT_MODEL_TYPES:
-        raise ValueError(
-            f"build_peft_config builds configs for compact-bert models ({', '.join(COMPACT_BERT_MODEL_TYPES)}); "
-            f"got a model of type {model_type!r}."
-        )
-    register_peft_default_targets()
+    if getattr(getattr(model, "config", None), "model_type", None) in COMPACT_BERT_MODEL_TYPES:
+        register_peft_default_targets()
     if task_type is None:
         task_type = _infer_task_type(model)
     if target_modules == "all-linear":

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from compact_bert.finetuning import COMPACT_BERT_MODEL_TYPES
 from compact_bert.finetuning.peft_support import (
     adaptable_linear_module_names,
@@ -283,3 +284,18 @@ def test_plain_peft_on_experts_names_the_way_out():
         get_peft_model(_classifier("moe_bert"), LoraConfig(target_modules=["experts"]))
     with pytest.raises(ValueError, match=r"target_parameters=\['<name>.weight'\]"):
         get_peft_model(_classifier(MOE_ATTENTION), LoraConfig(task_type="SEQ_CLS"))
+
+
+def test_transformers_bert_gets_the_same_adapter_as_from_peft_defaults():
+    """``compact-bert finetune --peft`` also takes BERT-like transformers folders (the vanilla teacher of paper
+    003): our config adapts exactly what PEFT's own BERT defaults adapt."""
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=37, num_labels=2)  # fmt: skip
+    for method, peft_default in (("lora", LoraConfig(task_type="SEQ_CLS")), ("ia3", IA3Config(task_type="SEQ_CLS"))):
+        torch.manual_seed(0)
+        model = transformers.BertForSequenceClassification(config)
+        ours = get_peft_model(model, build_peft_config(method, model))
+        torch.manual_seed(0)
+        reference = get_peft_model(transformers.BertForSequenceClassification(config), peft_default)
+        assert _trainable(ours) == _trainable(reference)
+        assert any(".classifier.modules_to_save." in name for name in _trainable(ours))

@@ -1,0 +1,98 @@
+"""MoE-BERT pre-trained with transfer-capability distillation against the same MoE-BERT pre-trained without it
+(MLM + balance loss only), both from the same vanilla BERT teacher, and that teacher itself: SST-2 dev accuracy
+after full and after LoRA fine-tuning (paper 003's claim: TCD > no-TCD, and the MoE student with TCD can pass
+its vanilla teacher).
+
+Laptop scale (say which): the vanilla teacher is the packaged all-MiniLM-L6-v2 (6 layers, H=384, pre-trained
+on far more text than any run here); the students are moe-bert-small (H=128, 2 heads, FFN 512, paper 003's
+small width) with 6 layers instead of 12, so that student layer i aligns with teacher layer i, and 8 experts per
+layer instead of 64. Both students see the same blocks of the bundled WikiText-2 slice in the same order with
+the same masks (same seed); the no-TCD run sets λ_T = λ_I = λ_A = 0 and still computes (without training on)
+the relation losses, so the table shows how far from the teacher's relations each student ends. Fine-tuning
+(``downstream.py``): the first 8,000 GLUE SST-2 train sentences, 3 epochs, learning rate 3e-4 for full
+fine-tuning and 1e-3 for LoRA (r = 8, the registered default targets: attention, FFN / experts), the GLUE dev
+set, one run per ``--seeds`` value.
+
+Run: ``python -m compact_bert.distillation.recipes.moe_bert_tcd --output_dir runs/moe_bert_tcd``
+(about 30 minutes on 2 CPU cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ..data import PACKAGED_TEACHER, packaged_teacher_dir
+from .downstream import DEFAULT_DATA_DIR, TASKS, check_data_dir, finetune_seeds, mean_and_spread
+
+__all__ = ["STUDENT", "main"]
+
+STUDENT = {"num_hidden_layers": 6, "num_experts": 8}  # on top of the moe-bert-small preset
+PRETRAINING = ["--per_device_train_batch_size", "8", "--block_size", "128", "--learning_rate", "1e-3",
+               "--warmup_steps", "30", "--logging_steps", "25", "--save_steps", "100", "--save_total_limit", "1",
+               "--max_eval_blocks", "64", "--report_to", "none", "--disable_tqdm", "true", "--seed", "42",
+               "--use_cpu", "true"]  # fmt: skip
+WITHOUT_TCD = ["--trunk_weight", "0", "--inner_weight", "0", "--attention_weight", "0"]
+FINETUNING = {"full": (), "LoRA": ("--peft", "lora", "--learning_rate", "1e-3")}
+
+
+def _pretrain(output_dir: Path, steps: int, extra: list[str]) -> dict:
+    command = [sys.executable, "-m", "compact_bert.cli.main", "distill", "tcd", "--teacher", PACKAGED_TEACHER,
+               "--student_preset", "moe-bert-small", "--student_overrides", json.dumps(STUDENT),
+               "--output_dir", str(output_dir), "--max_steps", str(steps), *PRETRAINING, *extra]  # fmt: skip
+    print("$", " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+    return json.loads((output_dir / "run_summary.json").read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", type=Path, default=Path("runs/moe_bert_tcd"))
+    parser.add_argument("--steps", type=int, default=300, help="Pre-training steps of each student.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="Fine-tuning seeds.")
+    parser.add_argument("--data_dir", type=Path, default=DEFAULT_DATA_DIR, help="Holds sst2/.")
+    args = parser.parse_args(argv)
+    check_data_dir(args.data_dir, ["sst2"])
+
+    pretraining = {
+        "MoE-BERT + TCD": _pretrain(args.output_dir / "student_tcd", args.steps, []),
+        "MoE-BERT, no TCD": _pretrain(args.output_dir / "student_no_tcd", args.steps, WITHOUT_TCD),
+    }
+    models = {"MoE-BERT + TCD": args.output_dir / "student_tcd", "MoE-BERT, no TCD": args.output_dir / "student_no_tcd",
+              f"vanilla teacher ({PACKAGED_TEACHER})": packaged_teacher_dir()}  # fmt: skip
+    scores = {
+        name: {mode: finetune_seeds(folder, "sst2", args.data_dir, args.output_dir / f"{folder.name}-sst2-{mode.lower()}",
+                                    args.seeds, flags)["values"] for mode, flags in FINETUNING.items()}
+        for name, folder in models.items()
+    }  # fmt: skip
+    lines = [
+        f"Students: moe-bert-small with {json.dumps(STUDENT)}, {args.steps} steps x 8 blocks x 128 tokens each.",
+        "",
+        "| student | held-out MLM loss | masked-token accuracy | held-out trunk relation loss | held-out inner relation loss | time |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, summary in pretraining.items():
+        lines.append(
+            f"| {name} | {summary['eval_mlm_loss']:.3f} | {summary['eval_masked_token_accuracy']:.3f} | "
+            f"{summary['eval_trunk_loss']:.4f} | {summary['eval_inner_loss']:.4f} | {summary['train_seconds']:.0f} s |"
+        )
+    lines += ["", "| model | SST-2 dev acc., full (per seed) | mean ± std | SST-2 dev acc., LoRA (per seed) | mean ± std |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for name, by_mode in scores.items():
+        cells = [f"{', '.join(f'{100 * value:.1f}' for value in by_mode[mode])} | {mean_and_spread(by_mode[mode])}" for mode in FINETUNING]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    lines += ["", f"SST-2: first {TASKS['sst2'].max_train_samples} GLUE train sentences, 3 epochs, batch 32, lr 3e-4 "
+              f"(full) / 1e-3 (LoRA r=8), seeds {args.seeds}, GLUE dev set (872 sentences)."]  # fmt: skip
+    table = "\n".join(lines)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "results.json").write_text(json.dumps({"pretraining": pretraining, "sst2_accuracy": scores}, indent=2) + "\n")
+    (args.output_dir / "results.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
