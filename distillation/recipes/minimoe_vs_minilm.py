@@ -7,7 +7,7 @@ and CoNLL-2003 dev entity F1 after fine-tuning (``downstream.py``; seed s fine-t
 with seed s, so the spread covers both stages).
 
 Run: ``python -m compact_bert.distillation.recipes.minimoe_vs_minilm --output_dir runs/minimoe_vs_minilm``
-(about 25 minutes on 2 CPU cores; the fine-tuning data: ``--data_dir``, default ``../shared/data``).
+(about 45 minutes on 2 CPU cores; the fine-tuning data: ``--data_dir``, default ``../shared/data``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ fine-tuning and 1e-3 for LoRA (r = 8, the registered default targets: attention,
 set, one run per ``--seeds`` value.
 
 Run: ``python -m compact_bert.distillation.recipes.moe_bert_tcd --output_dir runs/moe_bert_tcd``
-(about 30 minutes on 2 CPU cores).
+(about an hour on 2 CPU cores).
 """
 
 from __future__ import annotations
