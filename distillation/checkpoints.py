@@ -176,7 +176,9 @@ def _check_resumable(folder: Path, identity: dict, max_steps: int) -> None:
                          f"train. Raise --max_steps above {step}, or train into a new --output_dir.")  # fmt: skip
 
 
-def resolve_resume_checkpoint(output_dir: str | Path, requested: str | None, identity: dict, max_steps: int) -> str | None:
+def resolve_resume_checkpoint(
+    output_dir: str | Path, requested: str | None, identity: dict, max_steps: int
+) -> str | None:
     """The verified checkpoint folder to resume from, or None to start fresh.
 
     ``requested`` is ``--resume_from_checkpoint``: None/empty (start fresh), ``last``/``true`` (the newest

@@ -25,7 +25,14 @@ from compact_bert.distillation.checkpoints import (
 )
 from compact_bert.modeling import MoEBertForMaskedLM
 from tests.conftest import VOCAB_SIZE, tiny_configs
-from tests.distillation.cli_helpers import QUICK_DATA, QUIET, REPO_ROOT, cli_command, environment, run_cli
+from tests.distillation.cli_helpers import (
+    QUICK_DATA,
+    QUIET,
+    REPO_ROOT,
+    cli_command,
+    environment,
+    run_cli,
+)
 
 TINY_DENSE = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "num_hidden_layers": 2,
               "num_experts": 1, "max_position_embeddings": 64}  # fmt: skip
@@ -39,7 +46,7 @@ def _pretrain(output, steps: int, *extra, **overrides) -> list[str]:
 
 def _run_failing(arguments: list[str]) -> str:
     result = subprocess.run(cli_command(arguments), capture_output=True, text=True, timeout=600, env=environment(),
-                            cwd=REPO_ROOT)  # fmt: skip
+                            cwd=REPO_ROOT, check=False)  # fmt: skip
     assert result.returncode != 0, result.stdout[-3000:]
     return result.stderr + result.stdout
 
@@ -170,8 +177,8 @@ def test_rotation_never_deletes_the_last_complete_checkpoint(tmp_path):
     could mark checkpoint-2 complete; here checkpoint-1 survives until checkpoint-2 is complete."""
     generator = torch.Generator().manual_seed(0)
     rows = [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, VOCAB_SIZE, (8, 12), generator=generator)]
-    args = TrainingArguments(output_dir=str(tmp_path), max_steps=3, save_steps=1, save_total_limit=1,
-                             per_device_train_batch_size=2, report_to="none", use_cpu=True, disable_tqdm=True)  # fmt: skip
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=3, save_steps=1, save_total_limit=1, use_cpu=True,
+                             per_device_train_batch_size=2, report_to="none", disable_tqdm=True)  # fmt: skip
     trainer = Trainer(model=MoEBertForMaskedLM(tiny_configs()["vanilla_bert"]), args=args, train_dataset=rows,
                       callbacks=[_CrashInSave()])  # fmt: skip
     with pytest.raises(RuntimeError, match="simulated crash"):
