@@ -15,10 +15,6 @@ __all__ = [
 ]
 
 
-def _truthy_flag(value: bool) -> str:
-    return "true" if value else "false"
-
-
 def check_training_steps(num_examples: int, args, unit: str = "examples") -> None:
     """Fail before training when the training data would yield no optimizer step.
 
@@ -44,7 +40,7 @@ def check_training_steps(num_examples: int, args, unit: str = "examples") -> Non
         raise ValueError(
             f"The training set holds {num_examples} {unit} but one batch takes {batch * processes} "
             f"(--per_device_train_batch_size {args.per_device_train_batch_size} x {processes} process(es)), and "
-            f"--dataloader_drop_last {_truthy_flag(args.dataloader_drop_last)} drops the incomplete batch: training "
+            "--dataloader_drop_last true drops the incomplete batch: training "
             f"would take 0 optimizer steps ({per_step}). {remedy[0].upper()}{remedy[1:]}."
         )
 

@@ -133,6 +133,13 @@ def test_max_steps_zero_or_below_minus_one_is_refused(tmp_path, command, max_ste
         main(_command(command, tmp_path, "--max_steps", max_steps))
 
 
+def test_teacher_assistant_steps_must_be_positive(tmp_path):
+    """--teacher_assistant_max_steps 0 fell back to --max_steps (`or`); -3 trained the assistant by epochs."""
+    for steps in ("0", "-3"):
+        with pytest.raises(ValueError, match=rf"--teacher_assistant_max_steps must be >= 1 or unset, got {steps}\."):
+            main(_command("distill minimoe", tmp_path, "--teacher_assistant_max_steps", steps))
+
+
 def test_epoch_based_runs_need_epochs(tmp_path):
     """-1 (transformers' default) trains --num_train_epochs: 0 epochs would be a run without a step."""
     with pytest.raises(ValueError, match=r"--num_train_epochs must be > 0 when training by epochs \(--max_steps -1\), got 0"):
