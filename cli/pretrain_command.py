@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import transformers
-from transformers import Trainer, TrainingArguments
+from transformers import TrainingArguments
 
 from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
 from ..distillation.trainer_utils import (
     LossPlotCallback,
+    PretrainingTrainer,
     masked_token_accuracy,
     prepare_block_datasets,
     preprocess_logits_for_accuracy,
@@ -58,7 +59,7 @@ def run(argv: list[str]) -> int:
         raise SystemExit(f"--next_sentence_prediction: {type(model).__name__} has no next-sentence head.")
     tokenizer = default_tokenizer()
     train, held_out = prepare_block_datasets(corpus, tokenizer, model.config, with_pairs)
-    trainer = Trainer(
+    trainer = PretrainingTrainer(
         model=model,
         args=training_args,
         train_dataset=train,

@@ -14,6 +14,7 @@ from transformers import HfArgumentParser
 from ..configuration import PRESETS, preset_config
 from ..distillation.checkpoints import CheckpointManifestCallback, resolve_resume_checkpoint, run_identity
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
+from .argument_checks import check_training_arguments
 
 __all__ = ["build_from_preset", "load_pretrained", "parse_arguments", "parse_json_object", "train_and_report"]
 
@@ -28,11 +29,15 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
 
     Every random generator is seeded with ``--seed`` right here, before a command builds its models: Trainer
     seeds only when it starts, after the student's random initialization, so two runs with the same seed
-    would otherwise start from different weights."""
+    would otherwise start from different weights.
+
+    The training arguments are checked here too (``argument_checks``): batch sizes, accumulation, ``max_steps``
+    and the output folder fail in seconds, before a model or the data is built."""
     parser = HfArgumentParser(dataclass_types, prog=program, description=description)
     parsed = parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
+            check_training_arguments(arguments)
             if arguments.full_determinism:
                 transformers.enable_full_determinism(arguments.seed)
             else:

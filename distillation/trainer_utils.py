@@ -12,11 +12,13 @@ from accelerate.utils import gather_object, model_has_dtensor
 from transformers import Trainer, TrainerCallback
 
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
+from .trainer_guards import RunGuardsMixin
 
 __all__ = [
     "DistillationTrainer",
     "LossPlotCallback",
     "LossTermsMixin",
+    "PretrainingTrainer",
     "freeze_teacher",
     "masked_token_accuracy",
     "prepare_block_datasets",
@@ -169,15 +171,24 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
         )
     if corpus.max_eval_blocks is not None:
         eval_blocks = eval_blocks.select(range(min(corpus.max_eval_blocks, len(eval_blocks))))
-    if not corpus.streaming and len(train) == 0:
+    if (next(iter(train), None) is None) if corpus.streaming else len(train) == 0:
         raise ValueError(f"The corpus yields no block of {corpus.block_size} tokens; give it more text.")
     return train, eval_blocks
 
 
-class DistillationTrainer(LossTermsMixin, Trainer):
+class PretrainingTrainer(RunGuardsMixin, Trainer):
+    """transformers' Trainer with the run guards (no run without an optimizer step, evaluation of every held-out
+    block, disk-full errors that name the folder): the model computes its own MLM (+ NSP) loss."""
+
+    training_unit = "blocks"
+
+
+class DistillationTrainer(LossTermsMixin, RunGuardsMixin, Trainer):
     """Base of every compact-bert distillation trainer: holds a frozen teacher prepared by the Trainer's
-    accelerator, logs named loss terms and writes the loss plot. Subclasses check compatibility, then call
-    this."""
+    accelerator, logs named loss terms and writes the loss plot, with the run guards of ``trainer_guards``.
+    Subclasses check compatibility, then call this."""
+
+    training_unit = "blocks"
 
     def __init__(self, model, teacher, args, **kwargs):
         super().__init__(model=model, args=args, **kwargs)

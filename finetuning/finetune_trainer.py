@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from transformers import Trainer
 
+from ..distillation.trainer_guards import RunGuardsMixin
 from ..distillation.trainer_utils import LossTermsMixin, routing_statistics
 
 __all__ = ["FinetuneTrainer", "build_compute_metrics", "check_eval_keeps_every_token", "split_loss_terms"]
@@ -36,9 +37,10 @@ def check_eval_keeps_every_token(config) -> None:
         )
 
 
-class FinetuneTrainer(LossTermsMixin, Trainer):
+class FinetuneTrainer(LossTermsMixin, RunGuardsMixin, Trainer):
     """``Trainer`` that logs the task loss and the balance loss separately (train and eval) with the routing
-    statistics of MoE models. The optimized and reported ``loss`` is unchanged: the model's own."""
+    statistics of MoE models, with the run guards of ``distillation/trainer_guards.py``. The optimized and
+    reported ``loss`` is unchanged: the model's own."""
 
     def __init__(self, model, args, **kwargs):
         check_eval_keeps_every_token(model.config)
