@@ -8,6 +8,8 @@ import transformers
 from transformers import Trainer, TrainingArguments
 
 from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
+from ..distillation.loss_guard import LossGuardCallback
+from ..distillation.precision_checks import check_precision_supported
 from ..distillation.trainer_utils import (
     LossPlotCallback,
     masked_token_accuracy,
@@ -52,6 +54,7 @@ def run(argv: list[str]) -> int:
         except ValueError:
             model = build_from_preset(model_args.preset, model_args.model_overrides, "model_overrides",
                                       transformers.AutoModelForMaskedLM)  # fmt: skip
+    check_precision_supported(training_args, model=model)
     has_nsp_head = hasattr(getattr(model, "cls", None), "seq_relationship")
     with_pairs = has_nsp_head if model_args.next_sentence_prediction is None else model_args.next_sentence_prediction
     if with_pairs and not has_nsp_head:
@@ -67,7 +70,7 @@ def run(argv: list[str]) -> int:
         data_collator=PretrainingCollator(tokenizer, corpus.mlm_probability, next_sentence_prediction=with_pairs),
         compute_metrics=masked_token_accuracy,
         preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
-        callbacks=[LossPlotCallback()],
+        callbacks=[LossPlotCallback(), LossGuardCallback()],
     )
     train_and_report(trainer, tokenizer, training_args, {"model_type": model.config.model_type})
     return 0
