@@ -113,6 +113,33 @@ def test_fp16_is_refused_for_nonorm_models_and_allowed_for_layer_norm(tmp_path):
     check_precision_supported(TrainingArguments(str(tmp_path), bf16=True, use_cpu=True, report_to="none"), model=no_norm)
 
 
+def test_every_trainer_refuses_fp16_with_a_nonorm_model_or_teacher(tmp_path):
+    from compact_bert.distillation.trainer_utils import DistillationTrainer
+    from compact_bert.finetuning.finetune_trainer import FinetuneTrainer
+
+    arguments = TrainingArguments(str(tmp_path), fp16=True, use_cpu=True, report_to="none")
+    configs = tiny_configs()
+    with pytest.raises(UnsupportedPrecisionError, match="for the model"):
+        FinetuneTrainer(model=AutoModelForSequenceClassification.from_config(configs["mobilebert"]), args=arguments)
+    no_norm_teacher = configs["ib_bert"]
+    no_norm_teacher.normalization_type = "no_norm"
+    with pytest.raises(UnsupportedPrecisionError, match=r"for the teacher \(IBBertModel"):
+        DistillationTrainer(AutoModel.from_config(configs["mobilebert_wo_opt"]), AutoModel.from_config(no_norm_teacher),
+                            arguments)  # fmt: skip
+
+
+def test_pretrain_with_fp16_of_a_nonorm_preset_exits_with_the_reason(tmp_path):
+    overrides = json.dumps({"num_hidden_layers": 1, "hidden_size": 32, "intra_bottleneck_size": 16,
+                            "intermediate_size": 32, "embedding_size": 16})  # fmt: skip
+    result = subprocess.run(
+        cli_command(["pretrain", "--preset", "mobilebert", "--model_overrides", overrides, "--output_dir",
+                     str(tmp_path), "--max_steps", "2", "--fp16", "true", *QUICK_DATA, *QUIET]),
+        capture_output=True, text=True, env=environment(), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 1 and "--fp16 is not supported for the model" in result.stderr, result.stderr[-3000:]
+    assert "use --bf16 true" in result.stderr.lower() and "Traceback" not in result.stderr
+
+
 def test_distill_mobilebert_with_fp16_exits_with_the_reason(tmp_path):
     teacher = tmp_path / "teacher"
     IBBertForPreTraining(tiny_ib_bert_config()).save_pretrained(teacher)
