@@ -104,6 +104,14 @@ def test_nan_bytes_in_model_safetensors_fail_naming_the_tensor_and_file(tmp_path
         AutoModel.from_pretrained(folder)  # the base model names the tensor without the head's prefix
 
 
+def test_huge_but_finite_weights_whose_sum_overflows_still_load(tmp_path):
+    model = AutoModelForMaskedLM.from_config(tiny_configs()["minimoe"])
+    with torch.no_grad():
+        model.minimoe.encoder.layer[0].attention.self.query.weight.fill_(3e38)  # its float32 sum is inf
+    loaded = AutoModelForMaskedLM.from_pretrained(_save(model, tmp_path))
+    assert loaded.minimoe.encoder.layer[0].attention.self.query.weight.max().item() == pytest.approx(3e38)
+
+
 def test_fp16_is_refused_for_nonorm_models_and_allowed_for_layer_norm(tmp_path):
     arguments = TrainingArguments(str(tmp_path), fp16=True, use_cpu=True, report_to="none")
     no_norm = AutoModel.from_config(tiny_configs()["mobilebert"])
