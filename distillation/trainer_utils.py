@@ -12,6 +12,8 @@ from accelerate.utils import gather_object, model_has_dtensor
 from transformers import Trainer, TrainerCallback
 
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
+from .loss_guard import LossGuardCallback
+from .precision_checks import check_precision_supported
 from .trainer_guards import RunGuardsMixin
 
 __all__ = [
@@ -185,18 +187,20 @@ class PretrainingTrainer(RunGuardsMixin, Trainer):
 
 class DistillationTrainer(LossTermsMixin, RunGuardsMixin, Trainer):
     """Base of every compact-bert distillation trainer: holds a frozen teacher prepared by the Trainer's
-    accelerator, logs named loss terms and writes the loss plot, with the run guards of ``trainer_guards``.
-    Subclasses check compatibility, then call this."""
+    accelerator, logs named loss terms, writes the loss plot, stops a diverged run (``LossGuardCallback``) and has
+    the run guards of ``trainer_guards``. Subclasses check compatibility, then call this."""
 
     training_unit = "blocks"
 
     def __init__(self, model, teacher, args, **kwargs):
+        check_precision_supported(args, model=model, teacher=teacher)
         super().__init__(model=model, args=args, **kwargs)
         # compute_loss returns a per-batch mean that does not use `num_items_in_batch`: both transformers lines
         # then divide it by the gradient-accumulation steps themselves.
         self.model_accepts_loss_kwargs = False
         self.teacher = prepare_frozen_teacher(teacher, self.accelerator)
         self.add_callback(LossPlotCallback())
+        self.add_callback(LossGuardCallback())
 
 
 def routing_statistics(expert_load: torch.Tensor | None, dropped: torch.Tensor | None) -> dict[str, float]:
