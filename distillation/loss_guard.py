@@ -8,7 +8,7 @@ that no checkpoint is written from a state that was not checked) and raises ``Tr
 
 - the logged loss is NaN or infinite,
 - the logged loss exceeds ``explosion_factor`` (``DEFAULT_LOSS_EXPLOSION_FACTOR`` = 100) times the first logged
-  loss, or
+  loss (of the current stage, for MobileBERT's staged strategies, whose objectives differ in scale), or
 - a weight of the model is NaN or infinite (one reduction per tensor per log).
 
 The error names the step, the loss, the learning rate and the last checkpoint, which is kept; the diverged
@@ -44,6 +44,7 @@ class LossGuardCallback(TrainerCallback):
             raise ValueError(f"`explosion_factor` must be > 1, got {explosion_factor}.")
         self.explosion_factor = explosion_factor
         self.reference: tuple[int, float] | None = None  # (step, loss) of the first logged loss
+        self.stage = None  # MobileBERT's staged strategies log a `stage`: each stage has its own loss scale
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A resumed run measures against the first loss of the original run, as its log history holds it.
@@ -60,6 +61,8 @@ class LossGuardCallback(TrainerCallback):
         if not logs or "loss" not in logs or not isinstance(logs["loss"], (int, float)):
             return  # evaluation and end-of-training summaries
         loss = float(logs["loss"])
+        if logs.get("stage") != self.stage:  # a new objective (layer-wise -> pre-training distillation)
+            self.stage, self.reference = logs.get("stage"), None
         problem = None
         if not math.isfinite(loss):
             problem = f"the loss is {loss}"

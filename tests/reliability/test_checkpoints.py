@@ -80,7 +80,7 @@ def test_every_checkpoint_has_a_manifest_that_matches_its_files(three_checkpoint
         for name, path in on_disk.items():
             data = path.read_bytes()
             assert manifest["files"][name] == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, name
-        assert manifest["global_step"] == step and manifest["training_method"] == "Trainer"
+        assert manifest["global_step"] == step and manifest["training_method"] == "PretrainingTrainer"
         assert manifest["model_class"] == "MoEBertForMaskedLM" and manifest["model_config"]["num_experts"] == 1
         assert checkpoint_problem(folder) is None
 
@@ -136,7 +136,7 @@ def test_resuming_another_methods_checkpoint_is_refused(run_copy, three_checkpoi
                            "--output_dir", str(run_copy), "--max_steps", "5", "--per_device_train_batch_size", "8",
                            "--sampled_tokens", "128", "--token_group_size", "32", "--resume_from_checkpoint", "last",
                            *QUICK_DATA, *QUIET])  # fmt: skip
-    assert "trainer (method): checkpoint Trainer, this run TransferCapabilityDistillationTrainer" in output
+    assert "trainer (method): checkpoint PretrainingTrainer, this run TransferCapabilityDistillationTrainer" in output
     assert "num_experts: checkpoint 1, this run 4" in output and "Traceback" not in output
 
 

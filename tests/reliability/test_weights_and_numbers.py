@@ -225,3 +225,20 @@ def test_loss_guard_logs_before_every_save_so_no_unchecked_state_is_saved():
     quiet = TrainerControl(should_save=False, should_log=False)
     LossGuardCallback().on_step_end(None, TrainerState(), quiet)
     assert not quiet.should_log
+
+
+def test_loss_guard_measures_each_mobilebert_stage_against_its_own_first_loss():
+    """A layer-wise stage's feature-map loss can be far below the pre-training distillation loss that follows it:
+    a new ``stage`` restarts the reference, and an explosion inside the new stage still stops the run."""
+    from transformers import TrainerControl, TrainerState
+
+    from compact_bert.distillation.loss_guard import LossGuardCallback, TrainingDivergedError
+
+    guard, state = LossGuardCallback(), TrainerState()
+    arguments = type("Arguments", (), {"output_dir": "unused"})()
+    for step, loss, stage in ((25, 0.05, 0), (50, 0.04, 0), (75, 7.0, 1), (100, 6.5, 1)):
+        state.global_step = step
+        guard.on_log(arguments, state, TrainerControl(), logs={"loss": loss, "stage": stage, "learning_rate": 1e-3})
+    state.global_step = 125
+    with pytest.raises(TrainingDivergedError, match=r"step 125: the loss 800 is 114 times the first logged loss \(7 at step 75"):
+        guard.on_log(arguments, state, TrainerControl(), logs={"loss": 800.0, "stage": 1, "learning_rate": 1e-3})
