@@ -76,6 +76,10 @@ class MiniMoEStudentArguments:
         default=None, metadata={"help": "Optimizer steps of the assistant (default: --max_steps)."}
     )
 
+    def __post_init__(self):
+        if self.teacher_assistant_max_steps is not None and self.teacher_assistant_max_steps < 1:
+            raise ValueError(f"--teacher_assistant_max_steps must be >= 1 or unset, got {self.teacher_assistant_max_steps}.")
+
 
 @dataclass
 class MainJobFinetuneArguments:
@@ -129,14 +133,20 @@ def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments
     ]  # fmt: skip
 
 
+def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args):
+    """The fine-tuning step's command line and parsed arguments; bad --finetune_args fail here, and ``run`` calls
+    this before distilling, so that they fail in seconds rather than after the distillation."""
+    argv = finetune_arguments(student_dir, finetune_args, training_args)
+    try:
+        return argv, finetune_command.parse_finetune_arguments(argv)
+    except ValueError as error:
+        raise SystemExit(f"The fine-tuning step (--finetune_args, --finetune_*): {error}") from None
+
+
 def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args) -> dict:
     """Run ``compact-bert finetune`` on the student; the summary fields the main job adds to its own."""
-    argv = finetune_arguments(student_dir, finetune_args, training_args)
     start = time.perf_counter()
-    try:
-        model_args, data_args, finetune_config = finetune_command.parse_finetune_arguments(argv)
-    except ValueError as error:
-        raise SystemExit(f"--finetune_args: {error}") from None
+    argv, (model_args, data_args, finetune_config) = _parse_finetune_step(student_dir, finetune_args, training_args)
     runs = finetune_command.finetune(model_args, data_args, finetune_config, argv)
     seconds = round(time.perf_counter() - start, 1)
     metric = data_args.dev_metric()
@@ -158,6 +168,8 @@ def run(argv: list[str]) -> int:
         (MiniMoEStudentArguments, MainJobFinetuneArguments, CorpusArguments, MiniMoEDistillationConfig), argv,
         "compact-bert distill minimoe", DESCRIPTION,
     )  # fmt: skip
+    if finetune_args.finetune:
+        _parse_finetune_step(training_args.output_dir, finetune_args, training_args)
     try:
         teacher = load_encoder(student_args.teacher)
     except (ValueError, OSError) as error:

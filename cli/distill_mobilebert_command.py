@@ -18,7 +18,8 @@ DESCRIPTION = (
     "Distill a MobileBERT student from a pre-trained IB-BERT teacher (`compact-bert pretrain`) with the "
     "feature-map (eq. 2) and attention (eq. 3) transfer and pre-training distillation (eq. 4) of the MobileBERT "
     "paper, using the auxiliary (akt), joint (jkt) or progressive (pkt) strategy. Every TrainingArguments flag "
-    "is accepted; stages are counted in optimizer steps (--max_steps is required)."
+    "is accepted; stages are counted in optimizer steps (--max_steps is required). --fp16 is refused for NoNorm "
+    "students and teachers (their activations reach ~1e7, beyond float16's range): use --bf16."
 )
 
 

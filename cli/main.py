@@ -45,9 +45,21 @@ def main(argv: list[str] | None = None) -> int:
     for prefix, module_name in TRAINING_COMMANDS.items():
         if tuple(argv[: len(prefix)]) == prefix:
             module = importlib.import_module(f"{__package__}.{module_name}")
-            return module.run(argv[len(prefix) :])
+            return _run_training(module, argv[len(prefix) :])
     args = build_parser().parse_args(argv)
     return args.handler(args)
+
+
+def _run_training(module, argv: list[str]) -> int:
+    """A refused precision or a diverged run ends the command with its message and exit status 1, not a
+    traceback: both are the user's settings, not a bug."""
+    from ..distillation.loss_guard import TrainingDivergedError
+    from ..distillation.precision_checks import UnsupportedPrecisionError
+
+    try:
+        return module.run(argv)
+    except (TrainingDivergedError, UnsupportedPrecisionError) as error:
+        raise SystemExit(f"compact-bert: {error}") from error
 
 
 if __name__ == "__main__":

@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import transformers
-from transformers import Trainer, TrainingArguments
+from transformers import TrainingArguments
 
 from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
+from ..distillation.loss_guard import LossGuardCallback
+from ..distillation.precision_checks import check_precision_supported
 from ..distillation.trainer_utils import (
     LossPlotCallback,
+    PretrainingTrainer,
     masked_token_accuracy,
     prepare_block_datasets,
     preprocess_logits_for_accuracy,
@@ -21,7 +24,9 @@ __all__ = ["PretrainingModelArguments", "run"]
 DESCRIPTION = (
     "Pre-train a compact-bert model with masked language modeling (and next-sentence prediction for the "
     "MobileBERT/IB-BERT family) through transformers' Trainer. No IB-BERT weights exist anywhere, so this is "
-    "how a MobileBERT teacher is made. Every TrainingArguments flag is accepted."
+    "how a MobileBERT teacher is made. Every TrainingArguments flag is accepted; --fp16 is refused for NoNorm "
+    "models (activations reach ~1e7, beyond float16's range): use --bf16. A run whose loss turns non-finite or "
+    "grows 100-fold stops with exit status 1 before saving the diverged state."
 )
 
 
@@ -52,13 +57,14 @@ def run(argv: list[str]) -> int:
         except ValueError:
             model = build_from_preset(model_args.preset, model_args.model_overrides, "model_overrides",
                                       transformers.AutoModelForMaskedLM)  # fmt: skip
+    check_precision_supported(training_args, model=model)
     has_nsp_head = hasattr(getattr(model, "cls", None), "seq_relationship")
     with_pairs = has_nsp_head if model_args.next_sentence_prediction is None else model_args.next_sentence_prediction
     if with_pairs and not has_nsp_head:
         raise SystemExit(f"--next_sentence_prediction: {type(model).__name__} has no next-sentence head.")
     tokenizer = default_tokenizer()
     train, held_out = prepare_block_datasets(corpus, tokenizer, model.config, with_pairs)
-    trainer = Trainer(
+    trainer = PretrainingTrainer(
         model=model,
         args=training_args,
         train_dataset=train,
@@ -67,7 +73,7 @@ def run(argv: list[str]) -> int:
         data_collator=PretrainingCollator(tokenizer, corpus.mlm_probability, next_sentence_prediction=with_pairs),
         compute_metrics=masked_token_accuracy,
         preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
-        callbacks=[LossPlotCallback()],
+        callbacks=[LossPlotCallback(), LossGuardCallback()],
     )
     train_and_report(trainer, tokenizer, training_args, {"model_type": model.config.model_type})
     return 0

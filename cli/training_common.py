@@ -12,9 +12,15 @@ import transformers
 from transformers import HfArgumentParser
 
 from ..configuration import PRESETS, preset_config
+from ..distillation.checkpoints import CheckpointManifestCallback, resolve_resume_checkpoint, run_identity
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
+from .argument_checks import check_training_arguments
 
 __all__ = ["build_from_preset", "load_pretrained", "parse_arguments", "parse_json_object", "train_and_report"]
+
+# Trainer.save_model pickles the TrainingArguments next to the weights; it stays in checkpoints (Trainer's own
+# files) but not in the model folder a user loads or shares.
+TRAINING_ARGS_FILE = "training_args.bin"
 
 
 def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, description: str):
@@ -23,11 +29,15 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
 
     Every random generator is seeded with ``--seed`` right here, before a command builds its models: Trainer
     seeds only when it starts, after the student's random initialization, so two runs with the same seed
-    would otherwise start from different weights."""
+    would otherwise start from different weights.
+
+    The training arguments are checked here too (``argument_checks``): batch sizes, accumulation, ``max_steps``
+    and the output folder fail in seconds, before a model or the data is built."""
     parser = HfArgumentParser(dataclass_types, prog=program, description=description)
     parsed = parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
+            check_training_arguments(arguments)
             if arguments.full_determinism:
                 transformers.enable_full_determinism(arguments.seed)
             else:
@@ -71,16 +81,31 @@ def load_pretrained(path: str, auto_classes: tuple, role: str):
 
 
 def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | None = None) -> dict:
-    """Train (resuming if asked), save model + tokenizer, evaluate, print and return a summary."""
+    """Train (resuming if asked), save model + tokenizer, evaluate, print and return a summary.
+
+    Every checkpoint gets a manifest once complete; ``--resume_from_checkpoint last`` resumes from the newest
+    complete one (see ``distillation/checkpoints.py``), and any checkpoint is refused early, with the reason, when
+    it is incomplete, from another method or model shape, or already at ``--max_steps``. The final model folder
+    holds no ``training_args.bin`` (Trainer's pickle of the arguments, which nobody needs to load a model)."""
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
     logging.basicConfig(stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("compact_bert").setLevel(logging.INFO if training_args.should_log else logging.WARNING)
     start = time.perf_counter()
-    resume = training_args.resume_from_checkpoint
-    if isinstance(resume, str) and resume.lower() in ("last", "true"):
-        resume = True  # the newest checkpoint-* folder in output_dir
-    trainer.train(resume_from_checkpoint=resume)
+    identity = run_identity(trainer)
+    try:
+        resume = resolve_resume_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint, identity,
+                                           training_args.max_steps)  # fmt: skip
+    except ValueError as error:
+        raise SystemExit(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: {error}") from None
+    manifests = CheckpointManifestCallback(identity)
+    trainer.add_callback(manifests)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    finally:
+        manifests.give_back_rotation(trainer.args)
     trainer.save_model(training_args.output_dir)
+    if training_args.should_save:
+        Path(training_args.output_dir, TRAINING_ARGS_FILE).unlink(missing_ok=True)
     if trainer.is_world_process_zero():
         save_tokenizer(tokenizer, training_args.output_dir)
     metrics = trainer.evaluate() if trainer.eval_dataset is not None else {}

@@ -14,6 +14,8 @@ import torch
 import transformers
 from packaging import version
 
+from .write_errors import explain_write_errors
+
 __all__ = [
     "FROM_PRETRAINED_KWARGS",
     "TRANSFORMERS_5",
@@ -108,7 +110,12 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
 def save_tokenizer(tokenizer, folder: str | Path) -> None:
     """``tokenizer.save_pretrained`` plus the WordPiece ``vocab.txt`` that transformers 5 no longer writes (it
     saves ``tokenizer.json`` only), so that a saved folder carries the same files on both lines and slow
-    tokenizers and other toolchains can read it."""
+    tokenizers and other toolchains can read it. A full disk is reported with the folder (``write_errors``)."""
+    with explain_write_errors(folder, "Saving the tokenizer to"):
+        _write_tokenizer_files(tokenizer, folder)
+
+
+def _write_tokenizer_files(tokenizer, folder: str | Path) -> None:
     tokenizer.save_pretrained(folder)
     vocabulary = Path(folder) / "vocab.txt"
     backend = getattr(tokenizer, "backend_tokenizer", None)

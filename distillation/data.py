@@ -1,6 +1,6 @@
 """Corpus pipeline: text files, folders or ``datasets`` datasets → tokenized fixed-length blocks → MLM/NSP batches.
 
-Everything that can be wrong with the input (missing or empty files, bytes that are not UTF-8, a block
+Everything that can be wrong with the input (missing or empty files, bytes that are not UTF-8 or are NUL, a block
 longer than the model's positions, a tokenizer whose vocabulary is not the model's) is checked before
 training starts and reported with the file, line or field at fault.
 """
@@ -107,6 +107,14 @@ def _check_text_file(path: Path) -> None:
             f"Corpus file {path} is not UTF-8: byte {data[error.start]:#04x} at line {line} (offset {error.start}); "
             "re-encode it as UTF-8."
         ) from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        # NUL is valid UTF-8 but never part of text: a binary or zero-filled (truncated, preallocated) file.
+        line, count = data[:nul].count(b"\n") + 1, data.count(b"\x00")
+        raise ValueError(
+            f"Corpus file {path} contains NUL bytes ({count} of {len(data)} bytes, the first at line "
+            f"{line}, offset {nul}): it is binary or zero-filled, not text; give UTF-8 text files."
+        )
 
 
 def resolve_text_files(sources: list[str]) -> list[Path]:
@@ -175,7 +183,9 @@ def build_block_dataset(text_dataset, tokenizer: PreTrainedTokenizerBase, block_
         usable = len(stream) - len(stream) % content_length
         return {"input_ids": [stream[start : start + content_length] for start in range(0, usable, content_length)]}
 
-    columns = text_dataset.column_names
+    # A streamed dataset may not know its columns; it has at least `text` (`load_text_corpus`), which must go,
+    # since a map batch yields fewer blocks than it has rows (none for a short text).
+    columns = text_dataset.column_names if text_dataset.column_names is not None else ["text"]
     return text_dataset.map(tokenize_and_cut, batched=True, batch_size=2000, remove_columns=columns)
 
 

@@ -17,7 +17,9 @@ class MiniMoEDistillationConfig(TrainingArguments):
     minutes on 2 CPU cores (``compact-bert distill minimoe`` with no arguments)."""
 
     output_dir: str | None = field(default="outputs/minimoe-student", metadata={"help": "Where the student is saved."})
-    max_steps: int = field(default=200, metadata={"help": "Optimizer steps (the paper trains far longer)."})
+    max_steps: int = field(
+        default=200, metadata={"help": "Optimizer steps (the paper trains far longer); -1 trains --num_train_epochs instead."}
+    )
     per_device_train_batch_size: int = field(default=16, metadata={"help": "Blocks per device and step."})
     learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate (students start from scratch)."})
     warmup_steps: WarmupSteps = field(default=20, metadata={"help": "Linear warm-up steps."})

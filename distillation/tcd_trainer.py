@@ -28,18 +28,41 @@ def _recorded_names(layers: list[int]) -> dict[str, str]:
     return {f"{signal}/{layer}": signal_module_name(signal, layer) for layer in layers for signal in _SIGNALS}
 
 
-def _check_batch_holds_the_sample(train_dataset, data_collator, args: TransferCapabilityDistillationConfig) -> None:
-    """Relations sample ``sampled_tokens`` real tokens of every training batch: fail before training, not at
-    the first step, when a batch cannot hold them. A block's length is measured as the model sees it, after
-    the collator (which adds the special tokens)."""
-    if train_dataset is None:
-        return
-    first = next(iter(train_dataset), None)
+def _collated_block_size(dataset, data_collator) -> int | None:
+    """Tokens of one block as the model sees it, after the collator (which adds the special tokens)."""
+    if dataset is None:
+        return None
+    first = next(iter(dataset), None)
     if not isinstance(first, dict) or "input_ids" not in first:
-        return
+        return None
     batch = (data_collator or default_data_collator)([first])
     mask = batch.get("attention_mask")
-    block_size = int(mask.sum()) if mask is not None else int(batch["input_ids"].numel())
+    return int(mask.sum()) if mask is not None else int(batch["input_ids"].numel())
+
+
+def _check_evaluation_holds_a_group(eval_dataset, data_collator, args: TransferCapabilityDistillationConfig) -> None:
+    """Evaluation samples whole token groups of what each batch holds: with fewer tokens in an evaluation batch
+    than one group, the relation losses would be a mean over nothing (NaN)."""
+    block_size = _collated_block_size(eval_dataset, data_collator)
+    if block_size is None or not hasattr(eval_dataset, "__len__"):
+        return
+    blocks = min(args.per_device_eval_batch_size, len(eval_dataset))
+    if blocks * block_size < args.token_group_size:
+        raise ValueError(
+            f"An evaluation batch holds {blocks * block_size} tokens ({blocks} block(s) of {block_size}: "
+            f"--per_device_eval_batch_size {args.per_device_eval_batch_size}, {len(eval_dataset)} evaluation blocks), "
+            f"fewer than one relation group (--token_group_size {args.token_group_size}), so eval_trunk_loss and "
+            "eval_inner_loss would be undefined; raise --per_device_eval_batch_size or the evaluation blocks "
+            "(--max_eval_blocks, --eval_corpus), or lower --token_group_size."
+        )
+
+
+def _check_batch_holds_the_sample(train_dataset, data_collator, args: TransferCapabilityDistillationConfig) -> None:
+    """Relations sample ``sampled_tokens`` real tokens of every training batch: fail before training, not at
+    the first step, when a batch cannot hold them."""
+    block_size = _collated_block_size(train_dataset, data_collator)
+    if block_size is None:
+        return
     tokens_per_batch = args.per_device_train_batch_size * block_size
     if tokens_per_batch < args.sampled_tokens:
         raise ValueError(
@@ -72,6 +95,7 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
                 f"the student {model.config.num_attention_heads}; set --attention_weight 0 or match the heads."
             )
         _check_batch_holds_the_sample(kwargs.get("train_dataset"), kwargs.get("data_collator"), args)
+        _check_evaluation_holds_a_group(kwargs.get("eval_dataset"), kwargs.get("data_collator"), args)
         super().__init__(model, teacher, args, **kwargs)
         self._sampler = torch.Generator().manual_seed(args.seed)
 
@@ -108,19 +132,25 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
             teacher_hidden = self.teacher(**model_inputs, output_hidden_states=True).hidden_states
         sampled = self.args.sampled_tokens
         if not model.training:
-            # Evaluation batches may be smaller; sample what they hold (whole groups) instead of failing.
+            # Evaluation batches may be smaller (the last one keeps its remainder); sample what they hold (whole
+            # groups) instead of failing.
             real = int(attention_mask.sum())
             sampled = min(sampled, real - real % self.args.token_group_size)
-        groups = sample_token_groups(attention_mask, sampled, self.args.token_group_size, self._sampler)
-        trunk, inner, attention = self._relations(
-            student, teacher, outputs.hidden_states, teacher_hidden, groups.to(attention_mask.device), attention_mask
-        )
         labels = inputs["labels"]
         mlm = F.cross_entropy(outputs.logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
-        loss = mlm + self.args.trunk_weight * trunk + self.args.inner_weight * inner + self.args.attention_weight * attention
-        terms = {"mlm_loss": mlm, "trunk_loss": trunk, "inner_loss": inner}
-        if self.args.attention_weight > 0:
-            terms["attention_relation_loss"] = attention
+        loss, terms = mlm, {"mlm_loss": mlm}
+        if sampled > 0:
+            # Only a last, partial evaluation batch can hold less than one group (the trainer checked that full
+            # batches hold one): it adds its MLM and balance losses, and no relation value of an empty group.
+            groups = sample_token_groups(attention_mask, sampled, self.args.token_group_size, self._sampler)
+            trunk, inner, attention = self._relations(
+                student, teacher, outputs.hidden_states, teacher_hidden, groups.to(attention_mask.device), attention_mask
+            )
+            loss = loss + self.args.trunk_weight * trunk + self.args.inner_weight * inner
+            terms.update(trunk_loss=trunk, inner_loss=inner)
+            if self.args.attention_weight > 0:
+                loss = loss + self.args.attention_weight * attention
+                terms["attention_relation_loss"] = attention
         loss = with_balance_loss(loss, outputs, terms)
         self._record_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss

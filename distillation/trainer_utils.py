@@ -12,11 +12,15 @@ from accelerate.utils import gather_object, model_has_dtensor
 from transformers import Trainer, TrainerCallback
 
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
+from .loss_guard import LossGuardCallback
+from .precision_checks import check_precision_supported
+from .trainer_guards import RunGuardsMixin
 
 __all__ = [
     "DistillationTrainer",
     "LossPlotCallback",
     "LossTermsMixin",
+    "PretrainingTrainer",
     "freeze_teacher",
     "masked_token_accuracy",
     "prepare_block_datasets",
@@ -169,23 +173,34 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
         )
     if corpus.max_eval_blocks is not None:
         eval_blocks = eval_blocks.select(range(min(corpus.max_eval_blocks, len(eval_blocks))))
-    if not corpus.streaming and len(train) == 0:
+    if (next(iter(train), None) is None) if corpus.streaming else len(train) == 0:
         raise ValueError(f"The corpus yields no block of {corpus.block_size} tokens; give it more text.")
     return train, eval_blocks
 
 
-class DistillationTrainer(LossTermsMixin, Trainer):
+class PretrainingTrainer(RunGuardsMixin, Trainer):
+    """transformers' Trainer with the run guards (no run without an optimizer step, evaluation of every held-out
+    block, disk-full errors that name the folder): the model computes its own MLM (+ NSP) loss."""
+
+    training_unit = "blocks"
+
+
+class DistillationTrainer(LossTermsMixin, RunGuardsMixin, Trainer):
     """Base of every compact-bert distillation trainer: holds a frozen teacher prepared by the Trainer's
-    accelerator, logs named loss terms and writes the loss plot. Subclasses check compatibility, then call
-    this."""
+    accelerator, logs named loss terms, writes the loss plot, stops a diverged run (``LossGuardCallback``) and has
+    the run guards of ``trainer_guards``. Subclasses check compatibility, then call this."""
+
+    training_unit = "blocks"
 
     def __init__(self, model, teacher, args, **kwargs):
+        check_precision_supported(args, model=model, teacher=teacher)
         super().__init__(model=model, args=args, **kwargs)
         # compute_loss returns a per-batch mean that does not use `num_items_in_batch`: both transformers lines
         # then divide it by the gradient-accumulation steps themselves.
         self.model_accepts_loss_kwargs = False
         self.teacher = prepare_frozen_teacher(teacher, self.accelerator)
         self.add_callback(LossPlotCallback())
+        self.add_callback(LossGuardCallback())
 
 
 def routing_statistics(expert_load: torch.Tensor | None, dropped: torch.Tensor | None) -> dict[str, float]:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import numpy as np
 from transformers import Trainer
 
+from ..distillation.loss_guard import LossGuardCallback
+from ..distillation.precision_checks import check_precision_supported
+from ..distillation.trainer_guards import RunGuardsMixin
 from ..distillation.trainer_utils import LossTermsMixin, routing_statistics
 
 __all__ = ["FinetuneTrainer", "build_compute_metrics", "check_eval_keeps_every_token", "split_loss_terms"]
@@ -36,13 +39,17 @@ def check_eval_keeps_every_token(config) -> None:
         )
 
 
-class FinetuneTrainer(LossTermsMixin, Trainer):
+class FinetuneTrainer(LossTermsMixin, RunGuardsMixin, Trainer):
     """``Trainer`` that logs the task loss and the balance loss separately (train and eval) with the routing
-    statistics of MoE models. The optimized and reported ``loss`` is unchanged: the model's own."""
+    statistics of MoE models, with the run guards of ``distillation/trainer_guards.py``. The optimized and
+    reported ``loss`` is unchanged: the model's own. Refuses ``--fp16`` for NoNorm models and stops a diverged
+    run (``LossGuardCallback``)."""
 
     def __init__(self, model, args, **kwargs):
         check_eval_keeps_every_token(model.config)
+        check_precision_supported(args, model=model)
         super().__init__(model=model, args=args, **kwargs)
+        self.add_callback(LossGuardCallback())
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)

@@ -13,7 +13,8 @@ class NoNorm(nn.Module):
 
     It removes the mean/variance reductions that dominate MobileBERT's latency on phones (Table 7); the
     price is unnormalized activations (up to ~1e7), which is why fp16 overflows and bf16/fp32 are the
-    supported precisions. At inference it can be folded into the neighbouring linear layers.
+    supported precisions (compact-bert's trainers refuse ``--fp16`` for NoNorm models).
+    At inference it can be folded into the neighbouring linear layers.
     """
 
     def __init__(self, hidden_size: int, eps: float | None = None):

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from .checkpoint_checks import check_loaded_checkpoint
 from .hub_saving import SavesRemoteCode
 
 __all__ = [
@@ -38,6 +39,10 @@ def copy_unless_loaded(tensor: torch.Tensor, value: torch.Tensor) -> None:
         tensor.copy_(value)
 
 
+# ``from_pretrained`` arguments that locate a Hub checkpoint's files (to read their safetensors headers).
+_HUB_ARGUMENTS = ("subfolder", "revision", "cache_dir", "token", "local_files_only")
+
+
 class CompactBertPreTrainedModel(SavesRemoteCode, PreTrainedModel):
     """Shared behaviour; each family subclasses it with its ``config_class`` and ``base_model_prefix``.
 
@@ -54,6 +59,24 @@ class CompactBertPreTrainedModel(SavesRemoteCode, PreTrainedModel):
     # Head losses are per-batch means, so Trainer must scale them for gradient accumulation itself rather
     # than pass ``num_items_in_batch``.
     accepts_loss_kwargs = False
+
+    @classmethod
+    def from_pretrained(cls, *args, output_loading_info: bool = False, ignore_mismatched_sizes: bool = False, **kwargs):
+        """transformers' ``from_pretrained``, then ``check_loaded_checkpoint``: a config that disagrees with the
+        weights fails naming the config field, its value and the checkpoint's shape, and non-finite weights fail
+        naming the tensors.
+
+        transformers is always asked to re-initialize mismatched tensors and to report them, so that both lines
+        reach the same check; without ``ignore_mismatched_sizes`` any mismatch is then an error, with it only
+        task-head tensors may differ (a new number of labels), as ``compact-bert finetune`` relies on.
+        """
+        loaded, loading_info = super().from_pretrained(
+            *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+        )
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        hub_kwargs = {name: kwargs[name] for name in _HUB_ARGUMENTS if kwargs.get(name) is not None}
+        check_loaded_checkpoint(loaded, loading_info, source, ignore_mismatched_sizes, hub_kwargs)
+        return (loaded, loading_info) if output_loading_info else loaded
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

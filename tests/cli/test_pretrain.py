@@ -16,10 +16,13 @@ SMALL_IB_BERT = json.dumps({"num_hidden_layers": 2, "hidden_size": 32, "intra_bo
 
 def test_pretrain_ib_bert_with_nsp(tmp_path):
     result = run_cli(["pretrain", "--preset", "ib-bert-large", "--model_overrides", SMALL_IB_BERT,
-                      "--output_dir", str(tmp_path), "--max_steps", "4", "--per_device_train_batch_size", "4",
-                      *QUICK_DATA, *QUIET])  # fmt: skip
+                      "--output_dir", str(tmp_path), "--max_steps", "40", "--learning_rate", "3e-3",
+                      "--per_device_train_batch_size", "8", *QUICK_DATA, *QUIET])  # fmt: skip
     summary = json.loads((tmp_path / "run_summary.json").read_text())
-    assert summary["optimizer_steps"] == 4 and 0.0 <= summary["eval_masked_token_accuracy"] <= 1.0
+    # The held-out text is the training text here, so 40 steps learn its frequent tokens (about 7% of masked
+    # tokens; an untrained model scores ~0 over 30522 ids), while counting unmasked positions, which the model
+    # sees, would push the score far above 0.5.
+    assert summary["optimizer_steps"] == 40 and 0.03 <= summary["eval_masked_token_accuracy"] <= 0.5
     assert '"eval_loss"' in result.stdout
     model = transformers.AutoModelForPreTraining.from_pretrained(tmp_path)
     assert isinstance(model, IBBertForPreTraining) and model.config.num_hidden_layers == 2

@@ -79,6 +79,22 @@ def test_flop_formula_agrees_with_flop_counter(preset, overrides):
     assert abs(estimate_flops(config, 128) - counted) / counted <= 0.02
 
 
-def test_every_preset_builds_on_meta_and_has_flops():
+def test_every_preset_builds_on_meta_and_its_flops_follow_from_the_built_weights():
+    """Every preset's base model builds on the meta device with the config's shapes, and its FLOP estimate is
+    2 FLOPs per active matrix weight per token plus attention's n² terms (within the pooler's and embedding
+    projection's few percent), so neither the build nor the formula can drift from the other."""
+    tokens = 128
     for name in PRESETS:
-        assert estimate_flops(preset_config(name)) > 0
+        config = preset_config(name)
+        model = meta_model(config)
+        assert all(tensor.device.type == "meta" for tensor in (*model.parameters(), *model.buffers())), name
+        assert len(model.encoder.layer) == config.num_hidden_layers, name
+        assert model.embeddings.word_embeddings.weight.shape[0] == config.vocab_size, name
+        total, active = count_parameters(model)
+        matrices = sum(parameter.numel() for parameter_name, parameter in model.named_parameters()
+                       if parameter.dim() >= 2 and not parameter_name.startswith("embeddings."))  # fmt: skip
+        active_matrices = matrices - (total - active)
+        width = getattr(config, "true_hidden_size", config.hidden_size)
+        attention = 2 * 2 * tokens * tokens * width * config.num_hidden_layers
+        ratio = (estimate_flops(config, tokens) - attention) / (2 * tokens * active_matrices)
+        assert 0.95 <= ratio <= 1.001, f"{name}: {ratio:.4f}"

@@ -46,11 +46,12 @@ def stage_steps(checkpoint: Path) -> dict[int, int]:
 
 
 def kill_after_checkpoint(arguments: list[str], checkpoint: Path, timeout: float = 300) -> None:
-    """Start the CLI, SIGKILL it as soon as ``checkpoint`` is fully written, and fail if it ended first."""
+    """Start the CLI, SIGKILL it as soon as ``checkpoint`` is complete (its manifest is written), and fail if it
+    ended first."""
     process = subprocess.Popen(cli_command(arguments), env=environment(), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.time() + timeout
-    while not (checkpoint / "trainer_state.json").is_file():
+    while not (checkpoint / "compact_bert_manifest.json").is_file():
         assert process.poll() is None, "the run ended before it could be interrupted"
         assert time.time() < deadline
         time.sleep(0.05)

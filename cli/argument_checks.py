@@ -1,0 +1,58 @@
+"""Checks every training command runs on its TrainingArguments right after parsing, before models or data are
+built: a batch size or accumulation of 0 would otherwise fail deep in torch, ``--max_steps 0`` would train
+anyway, and an output folder that cannot be written would fail only when the trained model is saved."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from transformers import TrainingArguments
+
+__all__ = ["check_output_dir", "check_training_arguments"]
+
+_AT_LEAST_ONE = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
+
+
+def check_training_arguments(args: TrainingArguments) -> None:
+    """Batch sizes and accumulation >= 1; ``max_steps`` >= 1, or -1 (transformers' default: train for
+    ``num_train_epochs``, which must then be > 0); a writable ``output_dir``."""
+    for name in _AT_LEAST_ONE:
+        value = getattr(args, name)
+        if value is None or value < 1:
+            raise ValueError(f"--{name} must be >= 1, got {value}.")
+    if args.max_steps == 0 or args.max_steps < -1:
+        raise ValueError(
+            f"--max_steps must be a number of optimizer steps >= 1, or -1 to train for --num_train_epochs instead, "
+            f"got {args.max_steps}."
+        )
+    if args.max_steps == -1 and not args.num_train_epochs > 0:
+        raise ValueError(
+            f"--num_train_epochs must be > 0 when training by epochs (--max_steps -1), got {args.num_train_epochs}; "
+            "or give --max_steps."
+        )
+    check_output_dir(args.output_dir, "output_dir")
+
+
+def check_output_dir(path: str | Path | None, flag: str) -> None:
+    """``path`` is, or can be created as, a folder this process can write to. The folder is created here (the
+    Trainer would create it anyway) and a temporary file written and removed in it, which also catches
+    read-only file systems and permissions that ``os.access`` misjudges."""
+    if path is None:
+        return
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--{flag} {folder} is a file, not a folder; give the path of a folder (created if missing).")
+    blocking = next((parent for parent in folder.parents if parent.exists() and not parent.is_dir()), None)
+    if blocking is not None:
+        raise ValueError(f"--{flag} {folder} cannot be created: {blocking} is a file, not a folder.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ValueError(
+            f"--{flag} {folder} is not writable ({reason}); choose a folder you can write to, so that the trained "
+            "model can be saved."
+        ) from None

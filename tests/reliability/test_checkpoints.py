@@ -1,0 +1,190 @@
+"""Crash-safe checkpoints: every checkpoint carries a manifest, ``--resume_from_checkpoint last`` resumes from the
+newest complete one, and a checkpoint that cannot be resumed is refused before training, with the reason."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+import transformers
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+from compact_bert.cli.training_common import train_and_report
+from compact_bert.distillation.checkpoints import (
+    MANIFEST_NAME,
+    checkpoint_problem,
+    resolve_resume_checkpoint,
+    run_identity,
+)
+from compact_bert.modeling import MoEBertForMaskedLM
+from tests.conftest import VOCAB_SIZE, tiny_configs
+from tests.distillation.cli_helpers import (
+    QUICK_DATA,
+    QUIET,
+    REPO_ROOT,
+    cli_command,
+    environment,
+    run_cli,
+)
+
+TINY_DENSE = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "num_hidden_layers": 2,
+              "num_experts": 1, "max_position_embeddings": 64}  # fmt: skip
+
+
+def _pretrain(output, steps: int, *extra, **overrides) -> list[str]:
+    return ["pretrain", "--preset", "vanilla-bert-small", "--model_overrides", json.dumps({**TINY_DENSE, **overrides}),
+            "--output_dir", str(output), "--max_steps", str(steps), "--save_steps", "1", "--logging_steps", "1",
+            "--per_device_train_batch_size", "4", *QUICK_DATA, *QUIET, *extra]  # fmt: skip
+
+
+def _run_failing(arguments: list[str]) -> str:
+    result = subprocess.run(cli_command(arguments), capture_output=True, text=True, timeout=600, env=environment(),
+                            cwd=REPO_ROOT, check=False)  # fmt: skip
+    assert result.returncode != 0, result.stdout[-3000:]
+    return result.stderr + result.stdout
+
+
+def _trained_steps(checkpoint) -> set[int]:
+    history = json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
+    return {entry["step"] for entry in history if "loss" in entry and "eval_loss" not in entry}
+
+
+@pytest.fixture(scope="module")
+def three_checkpoints(tmp_path_factory):
+    """A finished 3-step pre-training run with a checkpoint after every step."""
+    output = tmp_path_factory.mktemp("pretrained") / "run"
+    run_cli(_pretrain(output, 3))
+    return output
+
+
+@pytest.fixture
+def run_copy(three_checkpoints, tmp_path):
+    return shutil.copytree(three_checkpoints, tmp_path / "run")
+
+
+def test_every_checkpoint_has_a_manifest_that_matches_its_files(three_checkpoints):
+    for step in (1, 2, 3):
+        folder = three_checkpoints / f"checkpoint-{step}"
+        manifest = json.loads((folder / MANIFEST_NAME).read_text())
+        on_disk = {path.relative_to(folder).as_posix(): path for path in folder.rglob("*")
+                   if path.is_file() and path.name != MANIFEST_NAME}  # fmt: skip
+        assert set(manifest["files"]) == set(on_disk)
+        assert {"model.safetensors", "optimizer.pt", "trainer_state.json"} <= set(on_disk)
+        for name, path in on_disk.items():
+            data = path.read_bytes()
+            assert manifest["files"][name] == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, name
+        assert manifest["global_step"] == step and manifest["training_method"] == "PretrainingTrainer"
+        assert manifest["model_class"] == "MoEBertForMaskedLM" and manifest["model_config"]["num_experts"] == 1
+        assert checkpoint_problem(folder) is None
+
+
+def test_final_model_folder_has_no_training_arguments_pickle_and_loads(three_checkpoints):
+    assert not (three_checkpoints / "training_args.bin").exists()
+    assert not (three_checkpoints / MANIFEST_NAME).exists()
+    model = transformers.AutoModelForMaskedLM.from_pretrained(three_checkpoints)
+    assert isinstance(model, MoEBertForMaskedLM) and model.config.num_experts == 1
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    ("truncate_weights", "model.safetensors has"),
+    ("delete_trainer_state", "trainer_state.json is missing"),
+])  # fmt: skip
+def test_last_resumes_from_the_newest_complete_checkpoint(run_copy, damage, reason):
+    newest = run_copy / "checkpoint-3"
+    if damage == "truncate_weights":
+        weights = newest / "model.safetensors"
+        os.truncate(weights, weights.stat().st_size // 2)
+    else:
+        (newest / "trainer_state.json").unlink()
+    result = run_cli(_pretrain(run_copy, 4, "--resume_from_checkpoint", "last"))
+    assert f"Not resuming from {newest}: {reason}" in result.stdout
+    assert f"Resuming from {run_copy / 'checkpoint-2'}" in result.stdout
+    assert json.loads((run_copy / "run_summary.json").read_text())["optimizer_steps"] == 4
+    assert _trained_steps(run_copy / "checkpoint-4") == {1, 2, 3, 4}
+    assert checkpoint_problem(newest) is None  # step 3 trained again and its checkpoint rewritten complete
+
+
+def test_an_incomplete_checkpoint_named_explicitly_is_refused(run_copy):
+    weights = run_copy / "checkpoint-3" / "model.safetensors"
+    os.truncate(weights, 100)
+    output = _run_failing(_pretrain(run_copy, 5, "--resume_from_checkpoint", str(run_copy / "checkpoint-3")))
+    assert "is not a complete checkpoint: model.safetensors has 100 bytes" in output
+    assert "Traceback" not in output
+
+
+def test_resuming_at_or_past_max_steps_is_refused(run_copy):
+    output = _run_failing(_pretrain(run_copy, 2, "--resume_from_checkpoint", "last"))
+    assert "checkpoint-3 is at step 3, which is not below --max_steps 2" in output
+    assert not (run_copy / "checkpoint-4").exists() and "Traceback" not in output
+
+
+def test_resuming_another_model_shape_is_refused(run_copy):
+    output = _run_failing(_pretrain(run_copy, 5, "--resume_from_checkpoint", "last", num_experts=4))
+    assert "num_experts: checkpoint 1, this run 4" in output and "Traceback" not in output
+
+
+def test_resuming_another_methods_checkpoint_is_refused(run_copy, three_checkpoints):
+    student = json.dumps({**TINY_DENSE, "num_experts": 4})
+    output = _run_failing(["distill", "tcd", "--teacher", str(three_checkpoints), "--student_overrides", student,
+                           "--output_dir", str(run_copy), "--max_steps", "5", "--per_device_train_batch_size", "8",
+                           "--sampled_tokens", "128", "--token_group_size", "32", "--resume_from_checkpoint", "last",
+                           *QUICK_DATA, *QUIET])  # fmt: skip
+    assert "trainer (method): checkpoint PretrainingTrainer, this run TransferCapabilityDistillationTrainer" in output
+    assert "num_experts: checkpoint 1, this run 4" in output and "Traceback" not in output
+
+
+def test_sigkill_while_a_checkpoint_is_written_then_last_completes(tmp_path):
+    """Killed the moment a checkpoint folder appears (while Trainer is writing it), the run resumes from the
+    newest complete checkpoint, trains every step and rotates down to the newest complete checkpoints."""
+    output = tmp_path / "run"
+    arguments = _pretrain(output, 12, "--save_total_limit", "2")
+    process = subprocess.Popen(cli_command(arguments), env=environment(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 300
+    while not (output / "checkpoint-4").is_dir():
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        assert time.time() < deadline
+        time.sleep(0.001)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (output / "run_summary.json").exists()
+    result = run_cli(arguments + ["--resume_from_checkpoint", "last"])
+    assert "Resuming from" in result.stdout
+    assert json.loads((output / "run_summary.json").read_text())["optimizer_steps"] == 12
+    assert _trained_steps(output / "checkpoint-12") == set(range(1, 13))
+    remaining = sorted(path.name for path in output.glob("checkpoint-*"))
+    assert remaining == ["checkpoint-11", "checkpoint-12"]
+    assert all(checkpoint_problem(output / name) is None for name in remaining)
+
+
+class _CrashInSave(TrainerCallback):
+    """Fails after Trainer has written checkpoint-2 but before its manifest: a kill at the worst moment."""
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == 2:
+            raise RuntimeError("simulated crash while saving checkpoint-2")
+
+
+def test_rotation_never_deletes_the_last_complete_checkpoint(tmp_path):
+    """With save_total_limit=1 Trainer alone deletes checkpoint-1 inside the save of checkpoint-2, before anyone
+    could mark checkpoint-2 complete; here checkpoint-1 survives until checkpoint-2 is complete."""
+    generator = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, VOCAB_SIZE, (8, 12), generator=generator)]
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=3, save_steps=1, save_total_limit=1, use_cpu=True,
+                             per_device_train_batch_size=2, report_to="none", disable_tqdm=True)  # fmt: skip
+    trainer = Trainer(model=MoEBertForMaskedLM(tiny_configs()["vanilla_bert"]), args=args, train_dataset=rows,
+                      callbacks=[_CrashInSave()])  # fmt: skip
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train_and_report(trainer, None, args)
+    assert args.save_total_limit == 1  # given back after the failed run
+    assert checkpoint_problem(tmp_path / "checkpoint-1") is None
+    assert "no compact_bert_manifest.json" in checkpoint_problem(tmp_path / "checkpoint-2")
+    chosen = resolve_resume_checkpoint(tmp_path, "last", run_identity(trainer), max_steps=3)
+    assert chosen == str(tmp_path / "checkpoint-1")

@@ -1,0 +1,236 @@
+"""Issue 11 items 4, 6 and 8: a run that would do nothing fails clearly, and bad arguments or data fail before
+any training, with a message that names the flag or file, the value and what is valid."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel, TrainingArguments
+
+from compact_bert.cli.main import main
+from compact_bert.configuration import MoEBertConfig
+from compact_bert.distillation.compat import save_tokenizer
+from compact_bert.distillation.data import PretrainingCollator, resolve_text_files
+from compact_bert.distillation.tcd_config import TransferCapabilityDistillationConfig
+from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillationTrainer
+from compact_bert.distillation.trainer_utils import PretrainingTrainer
+from compact_bert.distillation.write_errors import OutputWriteError
+from compact_bert.modeling import MoEBertForMaskedLM
+from tests.distillation.cli_helpers import HELD_OUT, QUIET
+from tests.distillation.helpers import held_out_blocks, tokenizer
+
+TINY_MOE_BERT = json.dumps({"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
+                            "num_hidden_layers": 2, "num_experts": 4, "max_position_embeddings": 64})  # fmt: skip
+QUICK_CORPUS = ["--corpus", str(HELD_OUT), "--block_size", "32", "--max_eval_blocks", "16"]
+TRAINER_ARGS = {"save_strategy": "no", "report_to": "none", "disable_tqdm": True, "use_cpu": True, "seed": 0,
+                "sampled_tokens": 128, "token_group_size": 32}  # fmt: skip
+# The shortest valid command line of each training command; flags given later override these.
+COMMANDS = {
+    "pretrain": ["pretrain"],
+    "distill mobilebert": ["distill", "mobilebert", "--teacher", "unused", "--max_steps", "2"],
+    "distill minimoe": ["distill", "minimoe", "--finetune", "false"],
+    "distill tcd": ["distill", "tcd", "--teacher", "unused"],
+    "finetune": ["finetune", "--model_name_or_path", "unused", "--train_file", "unused.tsv"],
+}
+
+
+def _command(name: str, output_dir, *flags: str) -> list[str]:
+    return [*COMMANDS[name], "--output_dir", str(output_dir), *QUIET, *flags]
+
+
+def _tcd_trainer(tmp_path, train_blocks: int = 16, eval_blocks: int = 16, **fields):
+    torch.manual_seed(0)
+    teacher = BertModel(BertConfig(hidden_size=48, num_hidden_layers=2, num_attention_heads=2, intermediate_size=96,
+                                   max_position_embeddings=64))  # fmt: skip
+    student = MoEBertForMaskedLM(MoEBertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                               intermediate_size=64, num_experts=4, max_position_embeddings=64))  # fmt: skip
+    args = TransferCapabilityDistillationConfig(output_dir=str(tmp_path), max_steps=2, **{**TRAINER_ARGS, **fields})
+    return TransferCapabilityDistillationTrainer(
+        model=student, teacher=teacher, args=args, train_dataset=held_out_blocks(False).select(range(train_blocks)),
+        eval_dataset=held_out_blocks(False).select(range(eval_blocks)), data_collator=PretrainingCollator(tokenizer()),
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tcd_teacher(tmp_path_factory):
+    """A tiny BERT folder (bert-base-uncased vocabulary) that `distill tcd` accepts as its vanilla teacher."""
+    folder = tmp_path_factory.mktemp("teacher")
+    BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                         max_position_embeddings=64)).save_pretrained(folder)  # fmt: skip
+    return folder
+
+
+# Item 4 -----------------------------------------------------------------------------------------------------
+
+
+def test_zero_optimizer_steps_fail_before_training(tmp_path, tcd_teacher):
+    """`distill tcd` drops incomplete training batches: 4 blocks and a batch of 8 would train 0 steps and save
+    an untrained model with exit 0."""
+    output = tmp_path / "student"
+    arguments = ["distill", "tcd", "--teacher", str(tcd_teacher), "--student_overrides", TINY_MOE_BERT,
+                 "--output_dir", str(output), "--max_steps", "2", "--per_device_train_batch_size", "8",
+                 "--gradient_accumulation_steps", "2", "--sampled_tokens", "128", "--token_group_size", "32",
+                 *QUICK_CORPUS, "--max_train_blocks", "4", *QUIET]  # fmt: skip
+    message = (r"The training set holds 4 blocks but one batch takes 8 \(--per_device_train_batch_size 8 x 1 "
+               r"process\(es\)\), and --dataloader_drop_last true drops the incomplete batch: training would take 0 "
+               r"optimizer steps \(--per_device_train_batch_size 8 x 1 process\(es\) x --gradient_accumulation_steps 2 "
+               r"= 16 blocks per optimizer step\)\. Lower --per_device_train_batch_size to 4 or less")  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        main(arguments)
+    assert not (output / "model.safetensors").exists() and not (output / "run_summary.json").exists()
+
+
+def test_a_streamed_corpus_without_a_block_fails_before_training(tmp_path):
+    """A streamed corpus has no length to count batches with: one that yields no block is refused where it is
+    built (it failed in Accelerate with 'Batch does not contain any data')."""
+    short = tmp_path / "short.txt"
+    short.write_text("only a few words\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="The corpus yields no block of 32 tokens; give it more text"):
+        main(["pretrain", "--preset", "moe-bert-small", "--model_overrides", TINY_MOE_BERT, "--output_dir",
+              str(tmp_path / "out"), "--corpus", str(short), "--streaming", "true", "--block_size", "32",
+              "--max_eval_blocks", "4", "--max_steps", "2", *QUIET])  # fmt: skip
+
+
+def test_evaluation_keeps_the_incomplete_batch(tmp_path):
+    """`distill tcd` sets dataloader_drop_last for training; 3 held-out blocks in batches of 8 used to give no
+    evaluation metric at all, and 11 blocks lost 3 of them."""
+    trainer = _tcd_trainer(tmp_path, eval_blocks=3, per_device_eval_batch_size=8)
+    metrics = trainer.evaluate()
+    for key in ("eval_loss", "eval_mlm_loss", "eval_trunk_loss", "eval_inner_loss"):
+        assert math.isfinite(metrics[key]), key
+    trainer = _tcd_trainer(tmp_path, train_blocks=11, eval_blocks=11, per_device_train_batch_size=8,
+                           per_device_eval_batch_size=8)  # fmt: skip
+    assert [len(batch["input_ids"]) for batch in trainer.get_eval_dataloader()] == [8, 3]
+    assert [len(batch["input_ids"]) for batch in trainer.get_train_dataloader()] == [8]  # training still drops
+    assert trainer.args.dataloader_drop_last
+
+
+def test_evaluation_with_fewer_tokens_than_a_group(tmp_path):
+    """A last evaluation batch with fewer tokens than one relation group gave eval_trunk_loss NaN; evaluation
+    batches that can never hold a group are refused up front."""
+    trainer = _tcd_trainer(tmp_path, eval_blocks=9, per_device_eval_batch_size=8, sampled_tokens=128,
+                           token_group_size=64)  # fmt: skip
+    metrics = trainer.evaluate()  # the last batch holds 1 block of 32 tokens < 64
+    assert math.isfinite(metrics["eval_trunk_loss"]) and math.isfinite(metrics["eval_inner_loss"])
+    assert math.isfinite(metrics["eval_loss"])
+    message = (r"An evaluation batch holds 32 tokens \(1 block\(s\) of 32: --per_device_eval_batch_size 8, 1 "
+               r"evaluation blocks\), fewer than one relation group \(--token_group_size 64\)")  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        _tcd_trainer(tmp_path, eval_blocks=1, per_device_eval_batch_size=8, token_group_size=64)
+
+
+@pytest.mark.parametrize("command", ["pretrain", "distill minimoe", "distill tcd", "finetune"])
+@pytest.mark.parametrize("max_steps", ["0", "-2"])
+def test_max_steps_zero_or_below_minus_one_is_refused(tmp_path, command, max_steps):
+    with pytest.raises(ValueError, match=rf"--max_steps must be a number of optimizer steps >= 1, or -1 to train "
+                                         rf"for --num_train_epochs instead, got {max_steps}\."):  # fmt: skip
+        main(_command(command, tmp_path, "--max_steps", max_steps))
+
+
+def test_teacher_assistant_steps_must_be_positive(tmp_path):
+    """--teacher_assistant_max_steps 0 fell back to --max_steps (`or`); -3 trained the assistant by epochs."""
+    for steps in ("0", "-3"):
+        with pytest.raises(ValueError, match=rf"--teacher_assistant_max_steps must be >= 1 or unset, got {steps}\."):
+            main(_command("distill minimoe", tmp_path, "--teacher_assistant_max_steps", steps))
+
+
+def test_epoch_based_runs_need_epochs(tmp_path):
+    """-1 (transformers' default) trains --num_train_epochs: 0 epochs would be a run without a step."""
+    with pytest.raises(ValueError, match=r"--num_train_epochs must be > 0 when training by epochs \(--max_steps -1\), got 0"):
+        main(_command("pretrain", tmp_path, "--max_steps", "-1", "--num_train_epochs", "0"))
+    with pytest.raises(ValueError, match="`max_steps` must be set"):  # MobileBERT's stages are counted in steps
+        main(_command("distill mobilebert", tmp_path, "--max_steps", "-1"))
+
+
+# Item 6 -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_unwritable_output_dir_fails_before_training(command):
+    """Nobody, root included, can create a folder in /proc: the run used to train, then fail to save."""
+    with pytest.raises(ValueError, match=r"--output_dir /proc/compact-bert-output is not writable \(.+\); choose a "
+                                         "folder you can write to"):  # fmt: skip
+        main(_command(command, "/proc/compact-bert-output"))
+
+
+def test_output_dir_that_is_a_file(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    with pytest.raises(ValueError, match=rf"--output_dir {taken} is a file, not a folder"):
+        main(_command("pretrain", taken))
+    with pytest.raises(ValueError, match=rf"--output_dir {taken / 'run'} cannot be created: {taken} is a file"):
+        main(_command("pretrain", taken / "run"))
+
+
+def test_finetune_output_of_the_main_job_is_checked_before_distilling(tmp_path):
+    with pytest.raises(SystemExit, match=r"The fine-tuning step \(--finetune_args, --finetune_\*\): --output_dir "
+                                         "/proc/compact-bert-sst2 is not writable"):  # fmt: skip
+        main(["distill", "minimoe", "--output_dir", str(tmp_path), "--finetune_output_dir", "/proc/compact-bert-sst2",
+              *QUIET])  # fmt: skip
+
+
+def _pretraining_trainer(tmp_path, **fields):
+    student = MoEBertForMaskedLM(MoEBertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                               intermediate_size=64, num_experts=2, max_position_embeddings=64))  # fmt: skip
+    args = TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True, disable_tqdm=True, **fields)
+    return PretrainingTrainer(model=student, args=args, train_dataset=held_out_blocks(False, 8),
+                              data_collator=PretrainingCollator(tokenizer()))  # fmt: skip
+
+
+def test_a_full_disk_is_reported_with_the_folder(tmp_path, monkeypatch):
+    """The writers' own messages ('unexpected pos 8384 vs 8276', errno 28) are turned into one that names the
+    folder and the cause, for the model, the checkpoints and the tokenizer."""
+    trainer = _pretraining_trainer(tmp_path / "run", max_steps=1, save_strategy="steps", save_steps=1)
+
+    def short_write(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 8384 vs 8276")
+
+    monkeypatch.setattr(torch, "save", short_write)
+    folder = tmp_path / "model"
+    with pytest.raises(OutputWriteError, match=rf"Saving the model to {folder} failed: a file was written only in "
+                                               r"part \(torch reports 'unexpected pos'\).*disk is full; free space"):  # fmt: skip
+        trainer.save_model(str(folder))
+    checkpoint = tmp_path / "run" / "checkpoint-1"
+    with pytest.raises(OutputWriteError, match=rf"Saving the model to {checkpoint} failed: .*unexpected pos"):
+        trainer.train()
+    monkeypatch.undo()
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(trainer.model, "save_pretrained", no_space)
+    with pytest.raises(OutputWriteError, match=rf"Saving the model to {folder} failed: the disk is full"):
+        trainer.save_model(str(folder))
+    words = tokenizer()
+    monkeypatch.setattr(type(words), "save_pretrained", no_space)
+    with pytest.raises(OutputWriteError, match=rf"Saving the tokenizer to {folder} failed: the disk is full"):
+        save_tokenizer(words, folder)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("flag", ["per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"])
+def test_batch_size_and_accumulation_below_one_are_refused(tmp_path, command, flag):
+    with pytest.raises(ValueError, match=rf"--{flag} must be >= 1, got 0\."):
+        main(_command(command, tmp_path, f"--{flag}", "0"))
+
+
+# Item 8 -----------------------------------------------------------------------------------------------------
+
+
+def test_corpus_of_nul_bytes_names_the_file(tmp_path):
+    zeros = tmp_path / "zeros.txt"
+    zeros.write_bytes(bytes(5000))
+    with pytest.raises(ValueError, match=rf"Corpus file {zeros} contains NUL bytes \(5000 of 5000 bytes, the first "
+                                         r"at line 1, offset 0\): it is binary or zero-filled, not text"):  # fmt: skip
+        resolve_text_files([str(zeros)])
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_bytes(b"a first paragraph\nthen\x00a NUL\n")
+    with pytest.raises(ValueError, match=r"mixed.txt contains NUL bytes \(1 of 29 bytes, the first at line 2, offset 22\)"):
+        main(["pretrain", "--output_dir", str(tmp_path / "out"), "--corpus", str(mixed), *QUIET])

@@ -1,0 +1,244 @@
+"""Issue 11, items 5 and 7: a config that disagrees with its weights, corrupted weights, float16 with NoNorm and a
+diverging learning rate each end in an early, named error instead of a raw size mismatch or NaN outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, TrainingArguments
+
+from compact_bert.distillation.precision_checks import UnsupportedPrecisionError, check_precision_supported
+from compact_bert.modeling import IBBertForPreTraining
+from compact_bert.modeling.checkpoint_checks import CheckpointMismatchError
+from tests.conftest import tiny_configs
+from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment
+from tests.distillation.helpers import tiny_ib_bert_config, tiny_mobilebert_config
+
+
+def _save(model, folder: Path) -> Path:
+    model.save_pretrained(folder)
+    return folder
+
+
+def _edit_config(folder: Path, **fields) -> None:
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    config.update(fields)
+    path.write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize("ignore_mismatched_sizes", [False, True])
+def test_num_experts_mismatch_names_the_field_value_and_checkpoint_shape(tmp_path, ignore_mismatched_sizes):
+    folder = _save(AutoModelForMaskedLM.from_config(tiny_configs()["moe_bert"]), tmp_path)  # 8 experts
+    _edit_config(folder, num_experts=4)
+    with pytest.raises(CheckpointMismatchError) as error:
+        AutoModelForMaskedLM.from_pretrained(folder, ignore_mismatched_sizes=ignore_mismatched_sizes)
+    message = str(error.value)
+    assert "`num_experts` is 4 in the config but 8 in the checkpoint" in message
+    assert "moe_bert.encoder.layer.0.moe.experts.fc1_weight has shape [8, 48, 32] in the checkpoint, [4, 48, 32]" in message
+    assert str(folder) in message
+
+
+@pytest.mark.parametrize("family", ["mobilebert", "minimoe"])
+def test_vocab_size_mismatch_names_the_field_on_base_and_head_models(tmp_path, family):
+    config = tiny_configs()[family]
+    folder = _save(AutoModelForMaskedLM.from_config(config), tmp_path)
+    _edit_config(folder, vocab_size=100)
+    for auto_class in (AutoModelForMaskedLM, AutoModel):
+        with pytest.raises(CheckpointMismatchError, match=r"`vocab_size` is 100 in the config but 128 in the checkpoint"):
+            auto_class.from_pretrained(folder)
+
+
+@pytest.mark.parametrize(("configured", "message"), [(1, "is 1 in the config but the checkpoint has 2"),
+                                                      (3, "is 3 in the config but the checkpoint has 2")])  # fmt: skip
+def test_layer_count_mismatch_is_an_error_not_a_warning(tmp_path, configured, message):
+    folder = _save(AutoModelForMaskedLM.from_config(tiny_configs()["minimoe"]), tmp_path)
+    _edit_config(folder, num_hidden_layers=configured)
+    with pytest.raises(CheckpointMismatchError, match=f"`num_hidden_layers` {message} encoder layers"):
+        AutoModelForMaskedLM.from_pretrained(folder)
+
+
+def test_a_new_task_head_may_differ_only_with_ignore_mismatched_sizes(tmp_path):
+    """What `compact-bert finetune` does with a saved classifier and a new label set."""
+    config = tiny_configs()["minimoe"]
+    config.num_labels = 2
+    trained = AutoModelForSequenceClassification.from_config(config)
+    folder = _save(trained, tmp_path)
+    _edit_config(folder, id2label={"0": "a", "1": "b", "2": "c"}, label2id={"a": 0, "b": 1, "c": 2})
+    with pytest.raises(CheckpointMismatchError, match=r"`num_labels` is 3 in the config but 2 in the checkpoint"):
+        AutoModelForSequenceClassification.from_pretrained(folder)
+    loaded = AutoModelForSequenceClassification.from_pretrained(folder, ignore_mismatched_sizes=True)
+    assert loaded.classifier.weight.shape == (3, 32)
+    torch.testing.assert_close(loaded.state_dict()["minimoe.embeddings.word_embeddings.weight"],
+                               trained.state_dict()["minimoe.embeddings.word_embeddings.weight"])  # fmt: skip
+
+
+def _overwrite_with_nan(file: Path, tensor_name: str) -> None:
+    """Overwrite the bytes of one float32 tensor in a safetensors file with NaN, keeping the header valid."""
+    data = bytearray(file.read_bytes())
+    (header_length,) = struct.unpack("<Q", data[:8])
+    entry = json.loads(data[8 : 8 + header_length])[tensor_name]
+    assert entry["dtype"] == "F32"
+    start, end = (8 + header_length + offset for offset in entry["data_offsets"])
+    data[start:end] = struct.pack("<f", math.nan) * ((end - start) // 4)
+    file.write_bytes(bytes(data))
+
+
+def test_nan_bytes_in_model_safetensors_fail_naming_the_tensor_and_file(tmp_path):
+    folder = _save(AutoModelForMaskedLM.from_config(tiny_configs()["minimoe"]), tmp_path)
+    name = "minimoe.encoder.layer.1.attention.self.query.weight"
+    _overwrite_with_nan(folder / "model.safetensors", name)
+    assert torch.isnan(load_file(folder / "model.safetensors")[name]).all()  # the file itself is still readable
+    with pytest.raises(CheckpointMismatchError) as error:
+        AutoModelForMaskedLM.from_pretrained(folder)
+    assert f"{name} (in {folder / 'model.safetensors'})" in str(error.value) and "NaN or infinite" in str(error.value)
+    with pytest.raises(CheckpointMismatchError, match="encoder.layer.1.attention.self.query.weight"):
+        AutoModel.from_pretrained(folder)  # the base model names the tensor without the head's prefix
+
+
+def test_huge_but_finite_weights_whose_sum_overflows_still_load(tmp_path):
+    model = AutoModelForMaskedLM.from_config(tiny_configs()["minimoe"])
+    with torch.no_grad():
+        model.minimoe.encoder.layer[0].attention.self.query.weight.fill_(3e38)  # its float32 sum is inf
+    loaded = AutoModelForMaskedLM.from_pretrained(_save(model, tmp_path))
+    assert loaded.minimoe.encoder.layer[0].attention.self.query.weight.max().item() == pytest.approx(3e38)
+
+
+def test_fp16_is_refused_for_nonorm_models_and_allowed_for_layer_norm(tmp_path):
+    arguments = TrainingArguments(str(tmp_path), fp16=True, use_cpu=True, report_to="none")
+    no_norm = AutoModel.from_config(tiny_configs()["mobilebert"])
+    with pytest.raises(UnsupportedPrecisionError, match="NoNorm activations .* reach about 1e7.*--bf16"):
+        check_precision_supported(arguments, model=no_norm)
+    check_precision_supported(arguments, model=AutoModel.from_config(tiny_configs()["mobilebert_wo_opt"]))
+    check_precision_supported(TrainingArguments(str(tmp_path), bf16=True, use_cpu=True, report_to="none"), model=no_norm)
+
+
+def test_every_trainer_refuses_fp16_with_a_nonorm_model_or_teacher(tmp_path):
+    from compact_bert.distillation.trainer_utils import DistillationTrainer
+    from compact_bert.finetuning.finetune_trainer import FinetuneTrainer
+
+    arguments = TrainingArguments(str(tmp_path), fp16=True, use_cpu=True, report_to="none")
+    configs = tiny_configs()
+    with pytest.raises(UnsupportedPrecisionError, match="for the model"):
+        FinetuneTrainer(model=AutoModelForSequenceClassification.from_config(configs["mobilebert"]), args=arguments)
+    no_norm_teacher = configs["ib_bert"]
+    no_norm_teacher.normalization_type = "no_norm"
+    with pytest.raises(UnsupportedPrecisionError, match=r"for the teacher \(IBBertModel"):
+        DistillationTrainer(AutoModel.from_config(configs["mobilebert_wo_opt"]), AutoModel.from_config(no_norm_teacher),
+                            arguments)  # fmt: skip
+
+
+def test_pretrain_with_fp16_of_a_nonorm_preset_exits_with_the_reason(tmp_path):
+    overrides = json.dumps({"num_hidden_layers": 1, "hidden_size": 32, "intra_bottleneck_size": 16,
+                            "intermediate_size": 32, "embedding_size": 16})  # fmt: skip
+    result = subprocess.run(
+        cli_command(["pretrain", "--preset", "mobilebert", "--model_overrides", overrides, "--output_dir",
+                     str(tmp_path), "--max_steps", "2", "--fp16", "true", *QUICK_DATA, *QUIET]),
+        capture_output=True, text=True, env=environment(), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 1 and "--fp16 is not supported for the model" in result.stderr, result.stderr[-3000:]
+    assert "use --bf16 true" in result.stderr.lower() and "Traceback" not in result.stderr
+
+
+def test_distill_mobilebert_with_fp16_exits_with_the_reason(tmp_path):
+    teacher = tmp_path / "teacher"
+    IBBertForPreTraining(tiny_ib_bert_config()).save_pretrained(teacher)
+    student = json.dumps({key: value for key, value in tiny_mobilebert_config().to_diff_dict().items()
+                          if key not in ("model_type", "transformers_version")})  # fmt: skip
+    output = tmp_path / "student"
+    result = subprocess.run(
+        cli_command(["distill", "mobilebert", "--teacher", str(teacher), "--student_overrides", student,
+                     "--output_dir", str(output), "--max_steps", "2", "--fp16", "true", *QUICK_DATA, *QUIET]),
+        capture_output=True, text=True, env=environment(), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "compact-bert: --fp16 is not supported for the model (CompactMobileBertForPreTraining" in result.stderr
+    assert "Traceback" not in result.stderr and not (output / "model.safetensors").exists()
+
+
+def test_diverging_learning_rate_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    overrides = json.dumps({"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
+                            "intermediate_size": 64, "num_experts": 2})  # fmt: skip
+    result = subprocess.run(
+        cli_command(["pretrain", "--preset", "moe-bert-small", "--model_overrides", overrides, "--output_dir",
+                     str(tmp_path), "--max_steps", "20", "--learning_rate", "1e4", "--logging_steps", "1",
+                     "--save_steps", "1", "--per_device_train_batch_size", "4", *QUICK_DATA, *QUIET]),
+        capture_output=True, text=True, env=environment(), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "compact-bert: Training diverged at step 2:" in result.stderr, result.stderr[-3000:]
+    assert re.search(r"the loss [0-9.e+]+ is [0-9.e+]+ times the first logged loss", result.stderr)
+    assert re.search(r"learning rate 9\.5e\+03", result.stderr)  # 1e4 decayed linearly over 20 steps, at step 2
+    assert f"the last checkpoint, {tmp_path / 'checkpoint-1'}, is kept" in result.stderr
+    assert "Traceback" not in result.stderr
+    # Neither the diverged state nor anything after it was saved: no final model, no checkpoint-2.
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("checkpoint")) == ["checkpoint-1"]
+    assert not (tmp_path / "model.safetensors").exists() and not (tmp_path / "run_summary.json").exists()
+    assert all(torch.isfinite(tensor).all() for tensor in load_file(tmp_path / "checkpoint-1" / "model.safetensors").values())
+
+
+def _guard_call(logs: dict, model=None, output_dir: str = "unused"):
+    from transformers import TrainerControl, TrainerState
+
+    from compact_bert.distillation.loss_guard import LossGuardCallback
+
+    guard, state = LossGuardCallback(), TrainerState()
+    arguments = type("Arguments", (), {"output_dir": output_dir})()
+    state.global_step = 1
+    guard.on_log(arguments, state, TrainerControl(), logs={"loss": 4.0, "learning_rate": 1e-3}, model=model)
+    state.global_step = 7
+    guard.on_log(arguments, state, TrainerControl(), logs=logs, model=model)
+
+
+def test_loss_guard_stops_on_nan_loss_and_on_nan_weights_behind_a_filtered_loss():
+    from compact_bert.distillation.loss_guard import TrainingDivergedError
+
+    model = torch.nn.Linear(2, 2)
+    _guard_call({"loss": 300.0, "learning_rate": 1e-3}, model)  # 75× the first loss: still within 100×
+    with pytest.raises(TrainingDivergedError, match=r"step 7: the loss is nan; learning rate 0\.001"):
+        _guard_call({"loss": math.nan, "learning_rate": 1e-3}, model)
+    with pytest.raises(TrainingDivergedError, match=r"step 7: the loss 401 is 100 times the first logged loss"):
+        _guard_call({"loss": 401.0, "learning_rate": 1e-3}, model)
+    with torch.no_grad():
+        model.weight[0, 0] = math.inf
+    # transformers' logging_nan_inf_filter keeps the logged loss finite once steps turn NaN: the weights tell.
+    with pytest.raises(TrainingDivergedError, match=r"weight weight holds NaN or infinite values \(logged loss 4\)"):
+        _guard_call({"loss": 4.0, "learning_rate": 1e-3}, model)
+
+
+def test_loss_guard_logs_before_every_save_so_no_unchecked_state_is_saved():
+    from transformers import TrainerControl, TrainerState
+
+    from compact_bert.distillation.loss_guard import LossGuardCallback
+
+    control = TrainerControl(should_save=True, should_log=False)
+    LossGuardCallback().on_step_end(None, TrainerState(), control)
+    assert control.should_log
+    quiet = TrainerControl(should_save=False, should_log=False)
+    LossGuardCallback().on_step_end(None, TrainerState(), quiet)
+    assert not quiet.should_log
+
+
+def test_loss_guard_measures_each_mobilebert_stage_against_its_own_first_loss():
+    """A layer-wise stage's feature-map loss can be far below the pre-training distillation loss that follows it:
+    a new ``stage`` restarts the reference, and an explosion inside the new stage still stops the run."""
+    from transformers import TrainerControl, TrainerState
+
+    from compact_bert.distillation.loss_guard import LossGuardCallback, TrainingDivergedError
+
+    guard, state = LossGuardCallback(), TrainerState()
+    arguments = type("Arguments", (), {"output_dir": "unused"})()
+    for step, loss, stage in ((25, 0.05, 0), (50, 0.04, 0), (75, 7.0, 1), (100, 6.5, 1)):
+        state.global_step = step
+        guard.on_log(arguments, state, TrainerControl(), logs={"loss": loss, "stage": stage, "learning_rate": 1e-3})
+    state.global_step = 125
+    with pytest.raises(TrainingDivergedError, match=r"step 125: the loss 800 is 114 times the first logged loss \(7 at step 75"):
+        guard.on_log(arguments, state, TrainerControl(), logs={"loss": 800.0, "stage": 1, "learning_rate": 1e-3})
