@@ -14,7 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_DATA_DIR", "DownstreamTask", "TASKS", "check_data_dir", "finetune_seeds", "mean_and_spread"]
+__all__ = [
+    "DEFAULT_DATA_DIR", "DownstreamTask", "TASKS", "check_data_dir", "finetune_seeds", "mean_and_spread", "write_results",
+]
 
 DEFAULT_DATA_DIR = Path("../shared/data")  # the shared data beside a checkout (see its README)
 
@@ -73,3 +75,12 @@ def mean_and_spread(values: list[float], scale: float = 100.0) -> str:
     mean = sum(values) / len(values)
     spread = (sum((value - mean) ** 2 for value in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
     return f"{mean * scale:.1f} ± {spread * scale:.1f}"
+
+
+def write_results(output_dir: Path, table: str, results: dict) -> None:
+    """A recipe's outcome: ``results.md`` (the Markdown table the README quotes), ``results.json`` (every
+    number behind it), and the table printed."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (output_dir / "results.md").write_text(table + "\n")
+    print(table)

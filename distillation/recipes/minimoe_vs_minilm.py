@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .downstream import DEFAULT_DATA_DIR, TASKS, check_data_dir, finetune_seeds, mean_and_spread
+from .downstream import DEFAULT_DATA_DIR, TASKS, check_data_dir, finetune_seeds, mean_and_spread, write_results
 
 __all__ = ["main"]
 
@@ -88,11 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append("")
     lines.append(f"Fine-tuning: {', '.join(f'{task} first {spec.max_train_samples} train examples' for task, spec in TASKS.items())}; "
                  "3 epochs, batch 32, lr 3e-4, official dev sets.")
-    table = "\n".join(lines)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "results.json").write_text(json.dumps({"distillation": results, "downstream": downstream}, indent=2) + "\n")
-    (args.output_dir / "results.md").write_text(table + "\n")
-    print(table)
+    write_results(args.output_dir, "\n".join(lines), {"distillation": results, "downstream": downstream})
     return 0
 
 

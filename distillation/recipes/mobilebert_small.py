@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .downstream import DEFAULT_DATA_DIR, TASKS, check_data_dir, finetune_seeds, mean_and_spread
+from .downstream import DEFAULT_DATA_DIR, TASKS, check_data_dir, finetune_seeds, mean_and_spread, write_results
 
 __all__ = ["STUDENT", "TEACHER", "main"]
 
@@ -80,11 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     lines += ["", f"SST-2: first {TASKS['sst2'].max_train_samples} GLUE train sentences, 3 epochs, batch 32, lr 3e-4, "
               f"seeds {args.seeds}, GLUE dev set (872 sentences)."]
-    table = "\n".join(lines)
     results = {strategy: {"distillation": summary, "sst2_accuracy": sst2} for strategy, summary, sst2 in rows}
-    (args.output_dir / "results.json").write_text(json.dumps({"teacher": teacher, **results}, indent=2) + "\n")
-    (args.output_dir / "results.md").write_text(table + "\n")
-    print(table)
+    write_results(args.output_dir, "\n".join(lines), {"teacher": teacher, **results})
     return 0
 
 

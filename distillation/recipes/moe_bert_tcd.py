@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from ..data import PACKAGED_TEACHER, packaged_teacher_dir
-from .downstream import DEFAULT_DATA_DIR, TASKS, check_data_dir, finetune_seeds, mean_and_spread
+from .downstream import DEFAULT_DATA_DIR, TASKS, check_data_dir, finetune_seeds, mean_and_spread, write_results
 
 __all__ = ["STUDENT", "main"]
 
@@ -86,11 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {name} | {' | '.join(cells)} |")
     lines += ["", f"SST-2: first {TASKS['sst2'].max_train_samples} GLUE train sentences, 3 epochs, batch 32, lr 3e-4 "
               f"(full) / 1e-3 (LoRA r=8), seeds {args.seeds}, GLUE dev set (872 sentences)."]  # fmt: skip
-    table = "\n".join(lines)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "results.json").write_text(json.dumps({"pretraining": pretraining, "sst2_accuracy": scores}, indent=2) + "\n")
-    (args.output_dir / "results.md").write_text(table + "\n")
-    print(table)
+    write_results(args.output_dir, "\n".join(lines), {"pretraining": pretraining, "sst2_accuracy": scores})
     return 0
 
 

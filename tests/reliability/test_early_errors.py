@@ -7,7 +7,6 @@ import errno
 import json
 import math
 import sys
-from pathlib import Path
 
 import pytest
 import torch
