@@ -48,12 +48,18 @@ def stage_steps(checkpoint: Path) -> dict[int, int]:
 def kill_after_checkpoint(arguments: list[str], checkpoint: Path, timeout: float = 300) -> None:
     """Start the CLI, SIGKILL it as soon as ``checkpoint`` is complete (its manifest is written), and fail if it
     ended first."""
-    process = subprocess.Popen(cli_command(arguments), env=environment(), stdout=subprocess.DEVNULL,
+    kill_when_path_exists(arguments, checkpoint / "compact_bert_manifest.json", timeout)
+
+
+def kill_when_path_exists(arguments: list[str], path: Path, timeout: float = 300, poll_seconds: float = 0.05) -> None:
+    """Start the CLI, SIGKILL it as soon as ``path`` exists (a checkpoint folder appearing: Trainer is still
+    writing it; its manifest: it is complete), and fail if the run ended first."""
+    process = subprocess.Popen(cli_command(arguments), env=environment(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.time() + timeout
-    while not (checkpoint / "compact_bert_manifest.json").is_file():
+    while not path.exists():
         assert process.poll() is None, "the run ended before it could be interrupted"
         assert time.time() < deadline
-        time.sleep(0.05)
+        time.sleep(poll_seconds)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()

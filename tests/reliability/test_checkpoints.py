@@ -7,9 +7,7 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
 
 import pytest
 import torch
@@ -31,6 +29,7 @@ from tests.distillation.cli_helpers import (
     REPO_ROOT,
     cli_command,
     environment,
+    kill_when_path_exists,
     run_cli,
 )
 
@@ -145,15 +144,7 @@ def test_sigkill_while_a_checkpoint_is_written_then_last_completes(tmp_path):
     newest complete checkpoint, trains every step and rotates down to the newest complete checkpoints."""
     output = tmp_path / "run"
     arguments = _pretrain(output, 12, "--save_total_limit", "2")
-    process = subprocess.Popen(cli_command(arguments), env=environment(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 300
-    while not (output / "checkpoint-4").is_dir():
-        assert process.poll() is None, "the run ended before it could be interrupted"
-        assert time.time() < deadline
-        time.sleep(0.001)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_when_path_exists(arguments, output / "checkpoint-4", poll_seconds=0.001)
     assert not (output / "run_summary.json").exists()
     result = run_cli(arguments + ["--resume_from_checkpoint", "last"])
     assert "Resuming from" in result.stdout
