@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -23,6 +24,7 @@ from transformers import TrainingArguments
 
 from compact_bert.distillation.checkpoints import MANIFEST_NAME
 from compact_bert.distillation.data import PretrainingCollator
+from compact_bert.distillation.step_randomness import StepSeededRandomnessMixin
 from compact_bert.distillation.trainer_utils import PretrainingTrainer
 from compact_bert.modeling import CompactMobileBertForPreTraining, IBBertForPreTraining
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, REPO_ROOT, cli_command, environment, run_cli
@@ -61,6 +63,31 @@ def test_resumed_trainer_continues_the_same_run(tmp_path, accumulation):
     _assert_bitwise_equal(resumed.model.state_dict(), uninterrupted.model.state_dict())
     losses = {uninterrupted.evaluate()["eval_loss"], resumed.evaluate()["eval_loss"], resumed.evaluate()["eval_loss"]}
     assert len(losses) == 1
+
+
+class _TrainerParts(StepSeededRandomnessMixin):
+    """Just what the mixin reads from a Trainer: the arguments, the state and the collator."""
+
+    def __init__(self, process_index: int, step: int):
+        self.args = SimpleNamespace(seed=0, process_index=process_index)
+        self.state = SimpleNamespace(global_step=step)
+        self.data_collator = PretrainingCollator(tokenizer(), 0.15, next_sentence_prediction=True)
+
+
+def _drawn_labels(process_index: int, step: int, micro_batch: int) -> torch.Tensor:
+    trainer = _TrainerParts(process_index, step)
+    batch = trainer.data_collator([{"input_ids": list(range(1000, 1061))} for _ in range(8)])
+    return trainer._with_training_targets(batch, trainer._seed("training targets", step, micro_batch))["labels"]
+
+
+def test_masks_depend_on_step_micro_batch_and_process_only():
+    """The same (step, micro-batch, process) always draws the same masks, whatever the global random state; every
+    other micro-batch, step or process draws its own (two processes must not mask their shards alike)."""
+    reference = _drawn_labels(0, 5, 0)
+    torch.rand(3)
+    assert torch.equal(_drawn_labels(0, 5, 0), reference)
+    for other in (_drawn_labels(1, 5, 0), _drawn_labels(0, 5, 1), _drawn_labels(0, 6, 0)):
+        assert not torch.equal(other, reference)
 
 
 @pytest.fixture(scope="module")
