@@ -52,7 +52,8 @@ def _batch(with_pairs: bool) -> dict:
     tokenizer = default_tokenizer()
     content = 125 if with_pairs else 126
     blocks = [{"input_ids": torch.randint(1000, 30000, (content,)).tolist()} for _ in range(16)]
-    return PretrainingCollator(tokenizer, 0.15, next_sentence_prediction=with_pairs)(blocks)
+    collator = PretrainingCollator(tokenizer, 0.15, next_sentence_prediction=with_pairs)
+    return collator.draw_training_targets(collator(blocks), torch.Generator().manual_seed(0))
 
 
 def _report(label: str, times: dict[str, float], target: str) -> None:

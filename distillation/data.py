@@ -13,7 +13,7 @@ from pathlib import Path
 
 import datasets
 import torch
-from transformers import AutoTokenizer, DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 __all__ = [
     "CorpusArguments",
@@ -204,21 +204,32 @@ def check_model_compatibility(config, tokenizer: PreTrainedTokenizerBase, block_
 
 
 class PretrainingCollator:
-    """Blocks → ``[CLS] ... [SEP]`` batches with BERT's MLM masking (15%, 80/10/10) and optional NSP pairs.
+    """Blocks → ``[CLS] ... [SEP]`` batches; ``draw_training_targets`` adds BERT's MLM masks (15%, 80/10/10) and,
+    optionally, NSP pairs, from a generator the caller seeds.
+
+    The two halves are separate because a ``DataLoader`` collates one batch ahead of the step that trains it:
+    masks drawn at collation from a shared random state depend on when the batch was collated, so a run resumed
+    from a checkpoint would draw other masks than the run it continues. Collation is therefore deterministic
+    (``[CLS] x [SEP]``, or ``[CLS] a [SEP] b [SEP]`` with b the block's own second half), and the compact-bert
+    trainers (``step_randomness.StepSeededRandomnessMixin``) draw the targets of each micro-batch with a generator
+    seeded from the run's seed and the optimizer step. Outside those trainers, call
+    ``collator.draw_training_targets(collator(blocks), generator)``.
 
     With ``next_sentence_prediction``, each block is split into halves a and b; with probability 1/2 b is
     replaced by the second half of another block of the batch (``next_sentence_label`` 1 = "not next",
-    BERT's convention). Masking is delegated to transformers' ``DataCollatorForLanguageModeling``.
-    Randomness uses torch's global generator, which ``Trainer`` seeds.
+    BERT's convention).
     """
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15,
                  next_sentence_prediction: bool = False):  # fmt: skip
+        if not 0.0 < mlm_probability < 1.0:
+            raise ValueError(f"`mlm_probability` must be in (0, 1), got {mlm_probability}.")
         self.tokenizer = tokenizer
+        self.mlm_probability = mlm_probability
         self.next_sentence_prediction = next_sentence_prediction
-        self._masking = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=mlm_probability)
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        """Deterministic layout of the blocks, without masks or NSP labels (see ``draw_training_targets``)."""
         blocks = torch.tensor([example["input_ids"] for example in examples], dtype=torch.long)
         batch_size = blocks.shape[0]
         cls = torch.full((batch_size, 1), self.tokenizer.cls_token_id)
@@ -226,21 +237,51 @@ class PretrainingCollator:
         batch = {}
         if self.next_sentence_prediction:
             half = blocks.shape[1] // 2
-            first, second = blocks[:, :half], blocks[:, half:]
-            replaced = torch.rand(batch_size) < 0.5 if batch_size > 1 else torch.zeros(1, dtype=torch.bool)
-            shift = torch.randint(1, max(batch_size, 2), (batch_size,))
-            partner = (torch.arange(batch_size) + shift) % batch_size
-            second = torch.where(replaced[:, None], second[partner], second)
-            input_ids = torch.cat([cls, first, sep, second, sep], dim=1)
-            token_type_ids = torch.cat(
-                [torch.zeros(batch_size, half + 2, dtype=torch.long), torch.ones(batch_size, second.shape[1] + 1, dtype=torch.long)],
-                dim=1,
-            )
-            batch["token_type_ids"] = token_type_ids
-            batch["next_sentence_label"] = replaced.long()
+            input_ids = torch.cat([cls, blocks[:, :half], sep, blocks[:, half:], sep], dim=1)
+            batch["token_type_ids"] = torch.cat(
+                [torch.zeros(batch_size, half + 2, dtype=torch.long),
+                 torch.ones(batch_size, blocks.shape[1] - half + 1, dtype=torch.long)], dim=1,
+            )  # fmt: skip
         else:
             input_ids = torch.cat([cls, blocks, sep], dim=1)
-        special = (input_ids == self.tokenizer.cls_token_id) | (input_ids == self.tokenizer.sep_token_id)
-        masked_ids, labels = self._masking.torch_mask_tokens(input_ids.clone(), special_tokens_mask=special)
-        batch.update({"input_ids": masked_ids, "attention_mask": torch.ones_like(input_ids), "labels": labels})
+        batch.update({"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)})
         return batch
+
+    def draw_training_targets(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """A new batch with NSP partners (when enabled) and MLM masks drawn from ``generator`` (a CPU generator);
+        tensors come back on the device they came from."""
+        device = batch["input_ids"].device
+        input_ids = batch["input_ids"].cpu().clone()
+        drawn = dict(batch)
+        if self.next_sentence_prediction:
+            input_ids, drawn["next_sentence_label"] = self._draw_next_sentence_pairs(input_ids, generator)
+        special = (input_ids == self.tokenizer.cls_token_id) | (input_ids == self.tokenizer.sep_token_id)
+        drawn["input_ids"], drawn["labels"] = self._draw_masks(input_ids, special, generator)
+        return {key: value.to(device) for key, value in drawn.items()}
+
+    def _draw_next_sentence_pairs(self, input_ids: torch.Tensor, generator: torch.Generator):
+        """Replace b by another block's b with probability 1/2 (never the block's own: the partner is shifted by
+        1..batch-1); label 1 = "not next"."""
+        batch_size, length = input_ids.shape
+        half = (length - 3) // 2
+        second = slice(half + 2, length - 1)  # [CLS] a(half) [SEP] | b [SEP]
+        if batch_size > 1:
+            replaced = torch.rand(batch_size, generator=generator) < 0.5
+        else:
+            replaced = torch.zeros(1, dtype=torch.bool)
+        shift = torch.randint(1, max(batch_size, 2), (batch_size,), generator=generator)
+        partner = (torch.arange(batch_size) + shift) % batch_size
+        input_ids[:, second] = torch.where(replaced[:, None], input_ids[partner, second], input_ids[:, second])
+        return input_ids, replaced.long()
+
+    def _draw_masks(self, input_ids: torch.Tensor, special: torch.Tensor, generator: torch.Generator):
+        """BERT's masking, as transformers' ``DataCollatorForLanguageModeling``: each non-special token is selected
+        with ``mlm_probability``; a selected token becomes [MASK] (80%), a random token (10%) or stays (10%)."""
+        probability = torch.full(input_ids.shape, self.mlm_probability).masked_fill_(special, 0.0)
+        selected = torch.bernoulli(probability, generator=generator).bool()
+        labels = torch.where(selected, input_ids, torch.full_like(input_ids, -100))
+        masked = torch.bernoulli(torch.full(input_ids.shape, 0.8), generator=generator).bool() & selected
+        randomized = torch.bernoulli(torch.full(input_ids.shape, 0.5), generator=generator).bool() & selected & ~masked
+        random_tokens = torch.randint(len(self.tokenizer), input_ids.shape, generator=generator)
+        input_ids = torch.where(masked, torch.full_like(input_ids, self.tokenizer.mask_token_id), input_ids)
+        return torch.where(randomized, random_tokens, input_ids), labels

@@ -57,7 +57,8 @@ class MiniMoEDistillationTrainer(DistillationTrainer):
         return (loss, outputs) if return_outputs else loss
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
-        """Evaluation reports the losses only: the student has no logits to compare with labels."""
-        with torch.no_grad():
-            loss = self.compute_loss(model, inputs).detach()
+        """Evaluation reports the losses only: the student has no logits to compare with labels. The batch's masks
+        are drawn from its evaluation index, as every compact-bert trainer does (``evaluation_batch``)."""
+        with torch.no_grad(), self.evaluation_batch(inputs) as drawn:
+            loss = self.compute_loss(model, drawn).detach()
         return loss, None, None

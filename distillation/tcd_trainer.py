@@ -4,7 +4,8 @@ Relations, not values, are aligned (eq. 6-11), at three locations of every layer
 states after the MHA and FFN LayerNorms), the residual inner (sublayer outputs before the residual add:
 each LayerNorm's input minus its residual) and attention (query-key cosines per head). All are read with
 hooks on BERT's module names, so the teacher may be any BERT-like encoder with matching layers (or a
-``layer_map``). Trunk and inner relations use the same sampled token groups for teacher and student.
+``layer_map``). Trunk and inner relations use the same sampled token groups for teacher and student, drawn from
+the step (``step_generator``), so a resumed run samples the groups the uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -97,7 +98,6 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
         _check_batch_holds_the_sample(kwargs.get("train_dataset"), kwargs.get("data_collator"), args)
         _check_evaluation_holds_a_group(kwargs.get("eval_dataset"), kwargs.get("data_collator"), args)
         super().__init__(model, teacher, args, **kwargs)
-        self._sampler = torch.Generator().manual_seed(args.seed)
 
     def _relations(self, student, teacher, student_hidden, teacher_hidden, groups, attention_mask):
         """Trunk, inner and attention relation losses summed over the aligned layers (eq. 8, 11)."""
@@ -142,7 +142,8 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
         if sampled > 0:
             # Only a last, partial evaluation batch can hold less than one group (the trainer checked that full
             # batches hold one): it adds its MLM and balance losses, and no relation value of an empty group.
-            groups = sample_token_groups(attention_mask, sampled, self.args.token_group_size, self._sampler)
+            groups = sample_token_groups(attention_mask, sampled, self.args.token_group_size,
+                                         self.step_generator("token groups"))  # fmt: skip
             trunk, inner, attention = self._relations(
                 student, teacher, outputs.hidden_states, teacher_hidden, groups.to(attention_mask.device), attention_mask
             )

@@ -14,6 +14,7 @@ from transformers import Trainer, TrainerCallback
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
 from .loss_guard import LossGuardCallback
 from .precision_checks import check_precision_supported
+from .step_randomness import StepSeededRandomnessMixin
 from .trainer_guards import RunGuardsMixin
 
 __all__ = [
@@ -178,17 +179,19 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
     return train, eval_blocks
 
 
-class PretrainingTrainer(RunGuardsMixin, Trainer):
+class PretrainingTrainer(StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
     """transformers' Trainer with the run guards (no run without an optimizer step, evaluation of every held-out
-    block, disk-full errors that name the folder): the model computes its own MLM (+ NSP) loss."""
+    block, disk-full errors that name the folder) and masks / dropout drawn from the step (``step_randomness``): the
+    model computes its own MLM (+ NSP) loss."""
 
     training_unit = "blocks"
 
 
-class DistillationTrainer(LossTermsMixin, RunGuardsMixin, Trainer):
+class DistillationTrainer(LossTermsMixin, StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
     """Base of every compact-bert distillation trainer: holds a frozen teacher prepared by the Trainer's
-    accelerator, logs named loss terms, writes the loss plot, stops a diverged run (``LossGuardCallback``) and has
-    the run guards of ``trainer_guards``. Subclasses check compatibility, then call this."""
+    accelerator, logs named loss terms, writes the loss plot, stops a diverged run (``LossGuardCallback``), has
+    the run guards of ``trainer_guards`` and draws masks, dropout and loss sampling from the step
+    (``step_randomness``, so a resumed run continues the same run). Subclasses check compatibility, then call this."""
 
     training_unit = "blocks"
 

@@ -98,24 +98,49 @@ def test_corpus_arguments_are_validated(fields, message):
         CorpusArguments(**fields)
 
 
+def _drawn(collator, blocks, seed=0):
+    return collator.draw_training_targets(collator(blocks), torch.Generator().manual_seed(seed))
+
+
 def test_mlm_collation_masks_fifteen_percent_with_80_10_10(tokenizer):
-    torch.manual_seed(0)
     blocks = [{"input_ids": list(range(1000, 1126))} for _ in range(64)]
-    batch = PretrainingCollator(tokenizer, 0.15)(blocks)
+    batch = _drawn(PretrainingCollator(tokenizer, 0.15), blocks)
     assert batch["input_ids"].shape == (64, 128)
     assert torch.all(batch["input_ids"][:, 0] == tokenizer.cls_token_id)
     assert torch.all(batch["labels"][:, [0, -1]] == -100)
     selected = batch["labels"] != -100
     assert 0.13 < selected.float().mean() < 0.17
+    assert torch.equal(batch["labels"][selected], torch.arange(1000, 1126).repeat(64, 1)[selected[:, 1:-1]])
     masked = batch["input_ids"][selected] == tokenizer.mask_token_id
     kept = batch["input_ids"][selected] == batch["labels"][selected]
     assert 0.75 < masked.float().mean() < 0.85 and 0.06 < kept.float().mean() < 0.14
+    original = torch.arange(1000, 1126).repeat(64, 1)
+    unselected = ~selected[:, 1:-1]
+    assert torch.equal(batch["input_ids"][:, 1:-1][unselected], original[unselected])  # only selected tokens change
+
+
+def test_collation_is_deterministic_and_targets_depend_only_on_the_generator(tokenizer):
+    """Collation draws nothing (it runs one batch ahead of training); the masks and NSP pairs come from the
+    generator alone, whatever the global random state."""
+    blocks = [{"input_ids": [1000 + i] * 61} for i in range(8)]
+    collator = PretrainingCollator(tokenizer, 0.15, next_sentence_prediction=True)
+    torch.manual_seed(1)
+    plain = collator(blocks)
+    assert set(plain) == {"input_ids", "attention_mask", "token_type_ids"}
+    assert torch.equal(plain["input_ids"][:, 32:63], torch.tensor([[1000 + i] * 31 for i in range(8)]))
+    first = _drawn(collator, blocks, seed=3)
+    torch.manual_seed(2)
+    torch.rand(100)
+    second = _drawn(collator, blocks, seed=3)
+    assert all(torch.equal(first[key], second[key]) for key in first)
+    other = _drawn(collator, blocks, seed=4)
+    assert not torch.equal(first["labels"], other["labels"])
+    assert torch.equal(collator(blocks)["input_ids"], plain["input_ids"])  # drawing left the collated batch alone
 
 
 def test_next_sentence_pairs(tokenizer):
-    torch.manual_seed(0)
     blocks = [{"input_ids": [1000 + i] * 125} for i in range(200)]
-    batch = PretrainingCollator(tokenizer, 0.15, next_sentence_prediction=True)(blocks)
+    batch = _drawn(PretrainingCollator(tokenizer, 0.15, next_sentence_prediction=True), blocks)
     assert batch["input_ids"].shape == (200, 128) and batch["token_type_ids"].shape == (200, 128)
     labels = batch["next_sentence_label"]
     assert 0.4 < labels.float().mean() < 0.6
@@ -123,6 +148,8 @@ def test_next_sentence_pairs(tokenizer):
     second_half = unmasked[:, 64:127]  # [CLS] a(62) [SEP] | b(63) [SEP]
     is_own = (second_half == torch.tensor([1000 + i for i in range(200)])[:, None]).float().mean(1) > 0.5
     assert torch.equal(is_own, labels == 0)
+    first_half = unmasked[:, 1:63]
+    assert (first_half == torch.tensor([1000 + i for i in range(200)])[:, None]).float().mean() > 0.97
     assert torch.all(batch["token_type_ids"][:, :64] == 0) and torch.all(batch["token_type_ids"][:, 64:] == 1)
 
 
