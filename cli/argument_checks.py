@@ -9,6 +9,8 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
+from ..distillation.run_errors import RunSettingsError
+
 __all__ = ["check_output_dir", "check_training_arguments"]
 
 _AT_LEAST_ONE = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
@@ -16,20 +18,27 @@ _AT_LEAST_ONE = ("per_device_train_batch_size", "per_device_eval_batch_size", "g
 
 def check_training_arguments(args: TrainingArguments) -> None:
     """Batch sizes and accumulation >= 1; ``max_steps`` >= 1, or -1 (transformers' default: train for
-    ``num_train_epochs``, which must then be > 0); a writable ``output_dir``."""
+    ``num_train_epochs``, which must then be > 0); a writable ``output_dir``; no ``--push_to_hub`` (it would
+    ship a pickle)."""
     for name in _AT_LEAST_ONE:
         value = getattr(args, name)
         if value is None or value < 1:
-            raise ValueError(f"--{name} must be >= 1, got {value}.")
+            raise RunSettingsError(f"--{name} must be >= 1, got {value}.")
     if args.max_steps == 0 or args.max_steps < -1:
-        raise ValueError(
+        raise RunSettingsError(
             f"--max_steps must be a number of optimizer steps >= 1, or -1 to train for --num_train_epochs instead, "
             f"got {args.max_steps}."
         )
     if args.max_steps == -1 and not args.num_train_epochs > 0:
-        raise ValueError(
+        raise RunSettingsError(
             f"--num_train_epochs must be > 0 when training by epochs (--max_steps -1), got {args.num_train_epochs}; "
             "or give --max_steps."
+        )
+    if args.push_to_hub:
+        raise RunSettingsError(
+            "--push_to_hub is not supported: Trainer's push uploads the output folder with its pickled "
+            "training_args.bin, checkpoints and logs. Train without it, then push the finished model folder with "
+            "`compact-bert push OUTPUT_DIR REPO_ID` (weights, config, tokenizer, remote code and model card only)."
         )
     check_output_dir(args.output_dir, "output_dir")
 
@@ -42,17 +51,17 @@ def check_output_dir(path: str | Path | None, flag: str) -> None:
         return
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--{flag} {folder} is a file, not a folder; give the path of a folder (created if missing).")
+        raise RunSettingsError(f"--{flag} {folder} is a file, not a folder; give the path of a folder (created if missing).")
     blocking = next((parent for parent in folder.parents if parent.exists() and not parent.is_dir()), None)
     if blocking is not None:
-        raise ValueError(f"--{flag} {folder} cannot be created: {blocking} is a file, not a folder.")
+        raise RunSettingsError(f"--{flag} {folder} cannot be created: {blocking} is a file, not a folder.")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder, prefix=".write-check-"):
             pass
     except OSError as error:
         reason = error.strerror or str(error)
-        raise ValueError(
+        raise RunSettingsError(
             f"--{flag} {folder} is not writable ({reason}); choose a folder you can write to, so that the trained "
             "model can be saved."
         ) from None

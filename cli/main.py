@@ -51,14 +51,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_training(module, argv: list[str]) -> int:
-    """A refused precision or a diverged run ends the command with its message and exit status 1, not a
-    traceback: both are the user's settings, not a bug."""
+    """Settings or data that cannot make a run, a refused precision or a diverged run end the command with its
+    message and exit status 1, not a traceback: each is the user's settings, not a bug."""
     from ..distillation.loss_guard import TrainingDivergedError
     from ..distillation.precision_checks import UnsupportedPrecisionError
+    from ..distillation.run_errors import RunSettingsError
 
     try:
         return module.run(argv)
-    except (TrainingDivergedError, UnsupportedPrecisionError) as error:
+    except (RunSettingsError, TrainingDivergedError, UnsupportedPrecisionError) as error:
         raise SystemExit(f"compact-bert: {error}") from error
 
 

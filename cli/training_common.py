@@ -14,6 +14,7 @@ from transformers import HfArgumentParser
 from ..configuration import PRESETS, preset_config
 from ..distillation.checkpoints import CheckpointManifestCallback, resolve_resume_checkpoint, run_identity
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
+from ..distillation.run_errors import RunSettingsError
 from .argument_checks import check_training_arguments
 
 __all__ = ["build_from_preset", "load_pretrained", "parse_arguments", "parse_json_object", "train_and_report"]
@@ -32,9 +33,14 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
     would otherwise start from different weights.
 
     The training arguments are checked here too (``argument_checks``): batch sizes, accumulation, ``max_steps``
-    and the output folder fail in seconds, before a model or the data is built."""
+    and the output folder fail in seconds, before a model or the data is built. A value the dataclasses refuse
+    (their ``__post_init__`` checks, transformers' own) is the user's input: it becomes a ``RunSettingsError``,
+    which the command prints without a traceback."""
     parser = HfArgumentParser(dataclass_types, prog=program, description=description)
-    parsed = parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
+    try:
+        parsed = parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
+    except ValueError as error:
+        raise RunSettingsError(str(error)) from error
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
             check_training_arguments(arguments)

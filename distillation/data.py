@@ -15,6 +15,8 @@ import datasets
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from .run_errors import RunSettingsError
+
 __all__ = [
     "CorpusArguments",
     "PretrainingCollator",
@@ -98,12 +100,12 @@ def _check_text_file(path: Path) -> None:
         raise FileNotFoundError(f"Corpus file {path} does not exist.")
     data = path.read_bytes()
     if not data.strip():
-        raise ValueError(f"Corpus file {path} is empty.")
+        raise RunSettingsError(f"Corpus file {path} is empty.")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise ValueError(
+        raise RunSettingsError(
             f"Corpus file {path} is not UTF-8: byte {data[error.start]:#04x} at line {line} (offset {error.start}); "
             "re-encode it as UTF-8."
         ) from None
@@ -111,7 +113,7 @@ def _check_text_file(path: Path) -> None:
     if nul >= 0:
         # NUL is valid UTF-8 but never part of text: a binary or zero-filled (truncated, preallocated) file.
         line, count = data[:nul].count(b"\n") + 1, data.count(b"\x00")
-        raise ValueError(
+        raise RunSettingsError(
             f"Corpus file {path} contains NUL bytes ({count} of {len(data)} bytes, the first at line "
             f"{line}, offset {nul}): it is binary or zero-filled, not text; give UTF-8 text files."
         )

@@ -17,15 +17,16 @@ class UnsupportedPrecisionError(ValueError):
 
 
 def check_precision_supported(args, **models) -> None:
-    """Raise ``UnsupportedPrecisionError`` when ``args.fp16`` is set and one of ``models`` (by role: ``model=``,
-    ``teacher=``; the teacher runs under the same autocast) uses NoNorm."""
-    if not getattr(args, "fp16", False):
+    """Raise ``UnsupportedPrecisionError`` when ``--fp16`` or ``--fp16_full_eval`` is set and one of ``models``
+    (by role: ``model=``, ``teacher=``; the teacher runs under the same autocast) uses NoNorm."""
+    flag = next((name for name in ("fp16", "fp16_full_eval") if getattr(args, name, False)), None)
+    if flag is None:
         return
     for role, model in models.items():
         config = getattr(model, "config", None)
         if getattr(config, "normalization_type", None) == "no_norm":
             raise UnsupportedPrecisionError(
-                f"--fp16 is not supported for the {role} ({type(model).__name__}, {config.model_type} with "
+                f"--{flag} is not supported for the {role} ({type(model).__name__}, {config.model_type} with "
                 "`normalization_type='no_norm'`): NoNorm activations of a trained model reach about 1e7, beyond "
                 "float16's largest value 65504, so outputs become inf/NaN. Use --bf16 true (same range as float32) "
                 "or train in float32; a model with `normalization_type='layer_norm'` may use --fp16."

@@ -4,6 +4,7 @@ and model folders that cannot be written because the disk is full."""
 
 from __future__ import annotations
 
+from .run_errors import RunSettingsError
 from .write_errors import explain_write_errors
 
 __all__ = [
@@ -31,13 +32,13 @@ def check_training_steps(num_examples: int, args, unit: str = "examples") -> Non
                 f"--gradient_accumulation_steps {accumulation} = {batch * processes * accumulation} {unit} per "
                 "optimizer step")  # fmt: skip
     if num_examples == 0:
-        raise ValueError(f"The training set holds no {unit}: training would take 0 optimizer steps; give it data.")
+        raise RunSettingsError(f"The training set holds no {unit}: training would take 0 optimizer steps; give it data.")
     if args.dataloader_drop_last and num_examples < batch * processes:
         largest = num_examples // processes
         remedy = (f"lower --per_device_train_batch_size to {largest} or less, or " if largest else "") + (
             f"give more training data (at least {batch * processes} {unit})"
         )
-        raise ValueError(
+        raise RunSettingsError(
             f"The training set holds {num_examples} {unit} but one batch takes {batch * processes} "
             f"(--per_device_train_batch_size {args.per_device_train_batch_size} x {processes} process(es)), and "
             "--dataloader_drop_last true drops the incomplete batch: training "

@@ -14,6 +14,7 @@ from transformers import Trainer, TrainerCallback
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
 from .loss_guard import LossGuardCallback
 from .precision_checks import check_precision_supported
+from .run_errors import RunSettingsError
 from .step_randomness import StepSeededRandomnessMixin
 from .trainer_guards import RunGuardsMixin
 
@@ -175,7 +176,7 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
     if corpus.max_eval_blocks is not None:
         eval_blocks = eval_blocks.select(range(min(corpus.max_eval_blocks, len(eval_blocks))))
     if (next(iter(train), None) is None) if corpus.streaming else len(train) == 0:
-        raise ValueError(f"The corpus yields no block of {corpus.block_size} tokens; give it more text.")
+        raise RunSettingsError(f"The corpus yields no block of {corpus.block_size} tokens; give it more text.")
     return train, eval_blocks
 
 

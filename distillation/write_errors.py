@@ -12,6 +12,8 @@ import errno
 import shutil
 from pathlib import Path
 
+from .run_errors import RunSettingsError
+
 __all__ = ["OutputWriteError", "explain_write_errors"]
 
 _DISK_FULL_ERRNOS = {errno.ENOSPC: "the disk is full (no space left on device)"}
@@ -20,7 +22,7 @@ if hasattr(errno, "EDQUOT"):
 _DISK_FULL_MESSAGES = ("No space left on device", "StorageFull", "Disk quota exceeded", "QuotaExceeded")
 
 
-class OutputWriteError(OSError):
+class OutputWriteError(RunSettingsError, OSError):
     """A file of a model folder, checkpoint or summary could not be written; the message names the folder."""
 
 

@@ -13,7 +13,8 @@ class NoNorm(nn.Module):
 
     It removes the mean/variance reductions that dominate MobileBERT's latency on phones (Table 7); the
     price is unnormalized activations (up to ~1e7), which is why fp16 overflows and bf16/fp32 are the
-    supported precisions (compact-bert's trainers refuse ``--fp16`` for NoNorm models).
+    supported precisions: a float16 input is refused here (``.half()``, ``dtype=torch.float16``, fp16 autocast),
+    and compact-bert's trainers refuse ``--fp16`` / ``--fp16_full_eval`` before training.
     At inference it can be folded into the neighbouring linear layers.
     """
 
@@ -24,6 +25,12 @@ class NoNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(hidden_size))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if hidden_states.dtype == torch.float16:
+            raise ValueError(
+                "NoNorm (normalization_type='no_norm') does not run in float16: a trained model's activations reach "
+                "about 1e7, beyond float16's largest value 65504, so the outputs would be inf/NaN. Use bfloat16 "
+                "(torch_dtype/dtype=torch.bfloat16, --bf16) or float32."
+            )
         # One fused multiply-add kernel instead of two element-wise passes (~15% of MobileBERT's CPU latency).
         return torch.addcmul(self.bias, hidden_states, self.weight)
 

@@ -48,6 +48,7 @@ BAD_FIELDS = [
     (IBBertConfig, {"pad_token_id": 1.5}, "pad_token_id"),
     (MiniMoEConfig, {"layer_norm_eps": float("inf")}, "layer_norm_eps"),
     (MiniMoEConfig, {"initializer_range": float("nan")}, "initializer_range"),
+    (MoEBertConfig, {"initializer_range": float("inf")}, "initializer_range"),
     (MoEBertConfig, {"router_aux_loss_coef": float("inf")}, "router_aux_loss_coef"),
     (MiniMoEConfig, {"capacity_factor": float("inf")}, "capacity_factor"),
     (MiniMoEConfig, {"num_expert": 8}, "num_expert"),

@@ -94,7 +94,8 @@ def test_tcd_learns_relations_with_a_transformers_teacher(tmp_path):
     for term in ("trunk_loss", "inner_loss", "attention_relation_loss"):
         assert end[f"eval_{term}"] < start[f"eval_{term}"], term
     logged = [entry for entry in trainer.state.log_history if "trunk_loss" in entry]
-    assert len(logged) == 10 and all(entry["balance_loss"] >= 0 and "block0_max_expert_share" in entry for entry in logged)
+    assert len(logged) == 10 and all(0 < entry["balance_loss"] < float("inf") and "block0_max_expert_share" in entry
+                                for entry in logged)  # a KL to uniform routing: never exactly 0 on 128 tokens
     assert all(torch.equal(before_teacher[name], tensor) for name, tensor in teacher.state_dict().items())
 
 

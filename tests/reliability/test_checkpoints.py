@@ -93,13 +93,14 @@ def test_final_model_folder_has_no_training_arguments_pickle_and_loads(three_che
 
 @pytest.mark.parametrize(("damage", "reason"), [
     ("truncate_weights", "model.safetensors has"),
+    ("truncate_optimizer", "optimizer.pt has"),
     ("delete_trainer_state", "trainer_state.json is missing"),
 ])  # fmt: skip
 def test_last_resumes_from_the_newest_complete_checkpoint(run_copy, damage, reason):
     newest = run_copy / "checkpoint-3"
-    if damage == "truncate_weights":
-        weights = newest / "model.safetensors"
-        os.truncate(weights, weights.stat().st_size // 2)
+    if damage.startswith("truncate"):
+        damaged = newest / ("model.safetensors" if damage == "truncate_weights" else "optimizer.pt")
+        os.truncate(damaged, damaged.stat().st_size // 2)
     else:
         (newest / "trainer_state.json").unlink()
     result = run_cli(_pretrain(run_copy, 4, "--resume_from_checkpoint", "last"))

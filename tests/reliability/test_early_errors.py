@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import subprocess
 import sys
 
 import pytest
@@ -21,7 +22,7 @@ from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillation
 from compact_bert.distillation.trainer_utils import PretrainingTrainer
 from compact_bert.distillation.write_errors import OutputWriteError
 from compact_bert.modeling import MoEBertForMaskedLM
-from tests.distillation.cli_helpers import HELD_OUT, QUIET
+from tests.distillation.cli_helpers import HELD_OUT, QUIET, cli_command, environment
 from tests.distillation.helpers import held_out_blocks, tokenizer
 
 TINY_MOE_BERT = json.dumps({"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
@@ -80,7 +81,7 @@ def test_zero_optimizer_steps_fail_before_training(tmp_path, tcd_teacher):
                r"process\(es\)\), and --dataloader_drop_last true drops the incomplete batch: training would take 0 "
                r"optimizer steps \(--per_device_train_batch_size 8 x 1 process\(es\) x --gradient_accumulation_steps 2 "
                r"= 16 blocks per optimizer step\)\. Lower --per_device_train_batch_size to 4 or less")  # fmt: skip
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(SystemExit, match=message):
         main(arguments)
     assert not (output / "model.safetensors").exists() and not (output / "run_summary.json").exists()
 
@@ -90,7 +91,7 @@ def test_a_streamed_corpus_without_a_block_fails_before_training(tmp_path):
     built (it failed in Accelerate with 'Batch does not contain any data')."""
     short = tmp_path / "short.txt"
     short.write_text("only a few words\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="The corpus yields no block of 32 tokens; give it more text"):
+    with pytest.raises(SystemExit, match="The corpus yields no block of 32 tokens; give it more text"):
         main(["pretrain", "--preset", "moe-bert-small", "--model_overrides", TINY_MOE_BERT, "--output_dir",
               str(tmp_path / "out"), "--corpus", str(short), "--streaming", "true", "--block_size", "32",
               "--max_eval_blocks", "4", "--max_steps", "2", *QUIET])  # fmt: skip
@@ -127,7 +128,7 @@ def test_evaluation_with_fewer_tokens_than_a_group(tmp_path):
 @pytest.mark.parametrize("command", ["pretrain", "distill minimoe", "distill tcd", "finetune"])
 @pytest.mark.parametrize("max_steps", ["0", "-2"])
 def test_max_steps_zero_or_below_minus_one_is_refused(tmp_path, command, max_steps):
-    with pytest.raises(ValueError, match=rf"--max_steps must be a number of optimizer steps >= 1, or -1 to train "
+    with pytest.raises(SystemExit, match=rf"--max_steps must be a number of optimizer steps >= 1, or -1 to train "
                                          rf"for --num_train_epochs instead, got {max_steps}\."):  # fmt: skip
         main(_command(command, tmp_path, "--max_steps", max_steps))
 
@@ -135,15 +136,15 @@ def test_max_steps_zero_or_below_minus_one_is_refused(tmp_path, command, max_ste
 def test_teacher_assistant_steps_must_be_positive(tmp_path):
     """--teacher_assistant_max_steps 0 fell back to --max_steps (`or`); -3 trained the assistant by epochs."""
     for steps in ("0", "-3"):
-        with pytest.raises(ValueError, match=rf"--teacher_assistant_max_steps must be >= 1 or unset, got {steps}\."):
+        with pytest.raises(SystemExit, match=rf"--teacher_assistant_max_steps must be >= 1 or unset, got {steps}\."):
             main(_command("distill minimoe", tmp_path, "--teacher_assistant_max_steps", steps))
 
 
 def test_epoch_based_runs_need_epochs(tmp_path):
     """-1 (transformers' default) trains --num_train_epochs: 0 epochs would be a run without a step."""
-    with pytest.raises(ValueError, match=r"--num_train_epochs must be > 0 when training by epochs \(--max_steps -1\), got 0"):
+    with pytest.raises(SystemExit, match=r"--num_train_epochs must be > 0 when training by epochs \(--max_steps -1\), got 0"):
         main(_command("pretrain", tmp_path, "--max_steps", "-1", "--num_train_epochs", "0"))
-    with pytest.raises(ValueError, match="`max_steps` must be set"):  # MobileBERT's stages are counted in steps
+    with pytest.raises(SystemExit, match="`max_steps` must be set"):  # MobileBERT's stages are counted in steps
         main(_command("distill mobilebert", tmp_path, "--max_steps", "-1"))
 
 
@@ -154,18 +155,45 @@ def test_epoch_based_runs_need_epochs(tmp_path):
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_unwritable_output_dir_fails_before_training(command):
     """Nobody, root included, can create a folder in /proc: the run used to train, then fail to save."""
-    with pytest.raises(ValueError, match=r"--output_dir /proc/compact-bert-output is not writable \(.+\); choose a "
+    with pytest.raises(SystemExit, match=r"--output_dir /proc/compact-bert-output is not writable \(.+\); choose a "
                                          "folder you can write to"):  # fmt: skip
         main(_command(command, "/proc/compact-bert-output"))
 
 
-def test_output_dir_that_is_a_file(tmp_path):
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_output_dir_that_is_a_file(tmp_path, command):
     taken = tmp_path / "taken"
     taken.write_text("not a folder")
-    with pytest.raises(ValueError, match=rf"--output_dir {taken} is a file, not a folder"):
-        main(_command("pretrain", taken))
-    with pytest.raises(ValueError, match=rf"--output_dir {taken / 'run'} cannot be created: {taken} is a file"):
-        main(_command("pretrain", taken / "run"))
+    with pytest.raises(SystemExit, match=rf"--output_dir {taken} is a file, not a folder"):
+        main(_command(command, taken))
+    with pytest.raises(SystemExit, match=rf"--output_dir {taken / 'run'} cannot be created: {taken} is a file"):
+        main(_command(command, taken / "run"))
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_push_to_hub_is_refused_because_it_would_ship_a_pickle(tmp_path, command):
+    with pytest.raises(SystemExit, match=r"--push_to_hub is not supported: .*pickled training_args.bin.*"
+                                         r"`compact-bert push OUTPUT_DIR REPO_ID`"):  # fmt: skip
+        main(_command(command, tmp_path, "--push_to_hub", "true"))
+
+
+@pytest.mark.parametrize(("command", "flag"), [("distill minimoe", "--student_overrides"),
+                                               ("distill tcd", "--student_overrides"),
+                                               ("pretrain", "--model_overrides")])  # fmt: skip
+def test_a_misspelt_override_field_is_refused_on_the_command_line(tmp_path, command, flag):
+    """`num_expert` (for `num_experts`) was ignored and 4 experts trained."""
+    arguments = _command(command, tmp_path, flag, json.dumps({"num_expert": 8}))
+    arguments += {"pretrain": ["--preset", "moe-bert-small"], "distill tcd": ["--teacher", "all-MiniLM-L6-v2"]}.get(command, [])
+    with pytest.raises(SystemExit, match=rf"{flag}: .*num_expert"):
+        main(arguments)
+
+
+def test_the_command_prints_a_settings_error_without_a_traceback(tmp_path):
+    result = subprocess.run(cli_command(_command("pretrain", tmp_path, "--per_device_train_batch_size", "0")),
+                            env=environment(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1
+    assert "compact-bert: --per_device_train_batch_size must be >= 1, got 0." in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
 
 
 def test_finetune_output_of_the_main_job_is_checked_before_distilling(tmp_path):
@@ -216,7 +244,7 @@ def test_a_full_disk_is_reported_with_the_folder(tmp_path, monkeypatch):
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize("flag", ["per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"])
 def test_batch_size_and_accumulation_below_one_are_refused(tmp_path, command, flag):
-    with pytest.raises(ValueError, match=rf"--{flag} must be >= 1, got 0\."):
+    with pytest.raises(SystemExit, match=rf"--{flag} must be >= 1, got 0\."):
         main(_command(command, tmp_path, f"--{flag}", "0"))
 
 
@@ -231,5 +259,5 @@ def test_corpus_of_nul_bytes_names_the_file(tmp_path):
         resolve_text_files([str(zeros)])
     mixed = tmp_path / "mixed.txt"
     mixed.write_bytes(b"a first paragraph\nthen\x00a NUL\n")
-    with pytest.raises(ValueError, match=r"mixed.txt contains NUL bytes \(1 of 29 bytes, the first at line 2, offset 22\)"):
+    with pytest.raises(SystemExit, match=r"mixed.txt contains NUL bytes \(1 of 29 bytes, the first at line 2, offset 22\)"):
         main(["pretrain", "--output_dir", str(tmp_path / "out"), "--corpus", str(mixed), *QUIET])

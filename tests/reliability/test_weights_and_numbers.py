@@ -121,6 +121,30 @@ def test_fp16_is_refused_for_nonorm_models_and_allowed_for_layer_norm(tmp_path):
     check_precision_supported(TrainingArguments(str(tmp_path), bf16=True, use_cpu=True, report_to="none"), model=no_norm)
 
 
+def test_fp16_full_eval_is_refused_for_nonorm_models(tmp_path):
+    arguments = TrainingArguments(str(tmp_path), fp16_full_eval=True, use_cpu=True, report_to="none")
+    with pytest.raises(UnsupportedPrecisionError, match="--fp16_full_eval is not supported for the model"):
+        check_precision_supported(arguments, model=AutoModel.from_config(tiny_configs()["mobilebert"]))
+
+
+@pytest.mark.parametrize("family", ["mobilebert", "ib_bert"])
+def test_nonorm_models_refuse_float16_outside_training_too(tmp_path, family):
+    """``.half()`` or ``dtype=torch.float16`` gave inf/NaN outputs on trained weights without a word."""
+    config = tiny_configs()[family]
+    config.normalization_type = "no_norm"
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config).eval()
+    input_ids = torch.randint(5, config.vocab_size, (2, 8))
+    float_output = model(input_ids=input_ids).last_hidden_state
+    model.save_pretrained(tmp_path)
+    message = r"NoNorm \(normalization_type='no_norm'\) does not run in float16: .*about 1e7.*Use bfloat16"
+    for half in (model.half(), AutoModel.from_pretrained(tmp_path, dtype=torch.float16)):
+        with pytest.raises(ValueError, match=message):
+            half(input_ids=input_ids)
+    bf16 = AutoModel.from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
+    assert torch.allclose(bf16(input_ids=input_ids).last_hidden_state.float(), float_output, rtol=0.05, atol=0.05)
+
+
 def test_every_trainer_refuses_fp16_with_a_nonorm_model_or_teacher(tmp_path):
     from compact_bert.distillation.trainer_utils import DistillationTrainer
     from compact_bert.finetuning.finetune_trainer import FinetuneTrainer
