@@ -122,9 +122,9 @@ def _parameter_bytes(model: nn.Module) -> int:
 def _export_with_optimum(model_dir: Path, output_dir: Path, task: str, opset: int | None) -> None:
     from optimum.exporters.onnx import main_export
 
-    from .optimum_configs import register_onnx_configs
+    from .optimum_import_hook import register_when_optimum_is_imported
 
-    register_onnx_configs()
+    register_when_optimum_is_imported()
     # Optimum's own validation runs on its dummy inputs; ours (below) runs on differently routed ones.
     main_export(str(model_dir), output=str(output_dir), task=task, opset=opset, library_name="transformers", do_validation=False)
 

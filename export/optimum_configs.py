@@ -9,13 +9,17 @@ Optimum's ``optimum.commands.register`` namespace (``export/optimum_cli_register
 The configs' model patcher switches the MoE expert modules to the batched export form while Optimum's
 exporter traces, so that MoE graphs keep every expert and export in seconds (``moe_export_form``).
 
-``ORTOptimizer`` has no public extension point: it looks the model type up in two private tables. They are
-filled in one place, ``register_ort_optimizer_support``, which fails loudly if Optimum renames them.
+Two things have no public extension point, and are wrapped here, each in one function that fails loudly if
+Optimum renames what it relies on: ``ORTOptimizer`` looks the model type up in two private tables
+(``register_ort_optimizer_support``), and Optimum decides a model's library from the module of its class,
+which for ours is ``compact_bert.*``, not ``transformers.*`` (``register_library_inference``).
 
 Importing this module imports Optimum; import it only where the ``onnx`` extra is installed.
 """
 
 from __future__ import annotations
+
+import functools
 
 from optimum.exporters.onnx.config import TextEncoderOnnxConfig
 from optimum.exporters.onnx.model_patcher import ModelPatcher
@@ -29,6 +33,7 @@ from .tasks import EXPORT_TASKS, GRAPH_INPUTS
 __all__ = [
     "CompactBertOnnxConfig",
     "ONNX_CONFIGS",
+    "register_library_inference",
     "register_onnx_configs",
     "register_ort_optimizer_support",
     "supported_tasks",
@@ -101,3 +106,31 @@ def register_ort_optimizer_support() -> None:
     for model_type in ONNX_CONFIGS:
         ORTConfigManager._conf[model_type] = "bert"
         NormalizedConfigManager._conf[model_type] = NormalizedTextConfig
+
+
+_PACKAGE = __name__.split(".")[0]
+
+
+def register_library_inference() -> None:
+    """Make ``TasksManager`` infer the library ``transformers`` for compact-bert's model classes (idempotent).
+
+    ``main_export`` loads a compact-bert folder with our registered Auto classes, whose module starts with
+    ``compact_bert``; Optimum recognises a library only by the module prefix and stops with "The library name
+    could not be automatically inferred". Our classes are transformers ``PreTrainedModel``s.
+    """
+    original = getattr(TasksManager, "_infer_library_from_model_or_model_class", None)
+    if original is None:
+        raise RuntimeError(f"TasksManager._infer_library_from_model_or_model_class is gone: update {__name__}.")
+    if getattr(original, "_knows_compact_bert", False):
+        return
+    original_function = original.__func__
+
+    @functools.wraps(original_function)
+    def infer_library(cls, model=None, model_class=None):
+        target = type(model) if model is not None else model_class
+        if target is not None and target.__module__.split(".")[0] == _PACKAGE:
+            return "transformers"
+        return original_function(cls, model=model, model_class=model_class)
+
+    infer_library._knows_compact_bert = True
+    TasksManager._infer_library_from_model_or_model_class = classmethod(infer_library)

@@ -20,9 +20,10 @@ _OPTIMUM_MODEL_CONFIGS = "optimum.exporters.onnx.model_configs"
 
 
 def _register() -> None:
-    from .optimum_configs import register_onnx_configs, register_ort_optimizer_support
+    from .optimum_configs import register_library_inference, register_onnx_configs, register_ort_optimizer_support
 
     register_onnx_configs()
+    register_library_inference()
     register_ort_optimizer_support()
 
 
