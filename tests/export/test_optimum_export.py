@@ -106,3 +106,13 @@ def test_compact_bert_export_goes_through_optimum_here(tmp_path):
     save_tiny_model("minimoe", "token-classification", tmp_path / "model")
     report = export_onnx(tmp_path / "model", tmp_path / "onnx", "token-classification")
     assert report.exporter == "optimum" and report.max_abs_diff <= TOLERANCE * report.output_scale
+
+
+@pytest.mark.parametrize("config_id,task", [("mobilebert", "fill-mask"), ("moe_bert", "question-answering")])
+def test_dynamo_exported_folder_loads_with_ort_model(config_id, task, tmp_path):
+    """The transformers-5 path writes the folder layout Optimum's ORTModelFor* classes read."""
+    from compact_bert.export.onnx_exporter import export_onnx
+
+    model = save_tiny_model(config_id, task, tmp_path / "model")
+    export_onnx(tmp_path / "model", tmp_path / "onnx", task, exporter="dynamo")
+    _assert_ort_model_matches(tmp_path / "model", tmp_path / "onnx", task, model)
