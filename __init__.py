@@ -16,6 +16,7 @@ from .configuration import (
     MoEBertConfig,
     preset_config,
 )
+from .export.optimum_import_hook import register_when_optimum_is_imported
 from .finetuning.peft_registration import register_when_peft_is_imported
 from .modeling import (
     AUTO_CLASSES_BY_CONFIG,
@@ -105,3 +106,5 @@ def _register_auto_classes() -> None:
 _register_auto_classes()
 # PEFT's default targets for our model types (query/value for LoRA, ...), without importing PEFT here.
 register_when_peft_is_imported()
+# Optimum's ONNX configs for our model types, without importing Optimum here.
+register_when_optimum_is_imported()

@@ -6,11 +6,11 @@ import argparse
 import importlib
 import sys
 
-from . import convert_command, presets_command
+from . import convert_command, export_command, presets_command
 
 __all__ = ["build_parser", "main"]
 
-_SIMPLE_COMMANDS = (presets_command, convert_command)
+_SIMPLE_COMMANDS = (presets_command, convert_command, export_command)
 # Training commands parse their own arguments (HfArgumentParser: every TrainingArguments flag).
 TRAINING_COMMANDS = {("pretrain",): "pretrain_command", ("finetune",): "finetune_command"}
 DISTILLATION_METHODS = {

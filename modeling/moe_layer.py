@@ -216,6 +216,9 @@ class ExpertDispatch:
         self.num_tokens = decision.expert_index.shape[0]
         self.gate = decision.gate
         target = torch.where(decision.keep, decision.expert_index, num_experts)
+        # Each token's expert, ``num_experts`` for a token no expert runs: the export hook. The batched form
+        # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of ``positions``.
+        self.target = target
         self.exporting = _exporting()
         if self.exporting:
             self.positions = [(target == expert).nonzero().squeeze(-1) for expert in range(num_experts)]

@@ -1,0 +1,14 @@
+"""Export of compact-bert models to ONNX.
+
+``onnx_exporter.export_onnx`` (the ``compact-bert export onnx`` command) works on both transformers lines;
+``optimum_configs`` plugs every family into Optimum's exporter and ``ORTOptimizer`` where the ``onnx`` extra is
+installed; ``moe_export_form`` is the batched MoE expert form exported graphs use. Optimum and onnxruntime are
+imported only by the functions that need them.
+"""
+
+from __future__ import annotations
+
+from .onnx_exporter import ExportReport, export_onnx
+from .tasks import EXPORT_TASKS, resolve_task
+
+__all__ = ["EXPORT_TASKS", "ExportReport", "export_onnx", "resolve_task"]

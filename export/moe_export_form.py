@@ -1,0 +1,86 @@
+"""The static, batched form of the MoE expert computation that exported graphs use.
+
+Eager dispatch (``modeling/moe_layer.py``) runs a loop over experts; under export that loop is unrolled
+into one subgraph per expert and block (768 for moe-bert-small: minutes of export time), and a
+skip-empty-expert branch would be frozen by a tracing exporter. Here every token instead gathers *its own*
+expert's weights and runs one batched matrix product per projection: one small subgraph per block, any
+routing, nothing frozen, and every expert's weights stay in the graph (they are gathered by the routed
+index at run time). The cost is memory traffic: each token reads its expert's matrices, which is what a
+per-expert loop reads too for a single token but is not amortised across tokens of the same expert.
+
+Tokens the eager layer leaves out (padding, and tokens over capacity when ``eval_capacity_factor`` is set)
+get zeros, as in eager mode: the form reads the same ``RoutingDecision.keep``.
+
+The form is installed by replacing ``forward`` on each expert module *instance* for the duration of an
+export (``batched_expert_form``), so that eager training and inference numerics are untouched, and so that it
+also applies to the classes of a folder loaded as Hub remote code (matched by class name: the remote copy
+is the same source).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+from torch import nn
+
+__all__ = ["EXPERT_MODULE_NAMES", "batched_expert_form", "batched_expert_ffn", "batched_expert_linear"]
+
+# Class names of the stacked-expert modules of ``modeling/moe_layer.py`` (and of its remote-code copies).
+EXPERT_MODULE_NAMES = ("MoEExperts", "ExpertLinear")
+
+
+def _gathered_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
+    """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` for every token ``t`` with one batched product."""
+    return torch.matmul(rows.unsqueeze(1), weight[expert].transpose(1, 2)).squeeze(1) + bias[expert]
+
+
+def _expert_and_keep(dispatch, num_experts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each token's expert (clamped to a valid index) and whether the eager layer would run it at all."""
+    target = dispatch.target
+    keep = target < num_experts
+    return target.clamp(max=num_experts - 1), keep
+
+
+def batched_expert_ffn(experts: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
+    """``MoEExperts.forward`` in batched form: ``fc2(act(fc1(x)))`` with each token's own expert."""
+    expert, keep = _expert_and_keep(dispatch, experts.num_experts)
+    hidden = experts.act(_gathered_linear(inputs, experts.fc1_weight, experts.fc1_bias, expert))
+    outputs = _gathered_linear(hidden, experts.fc2_weight, experts.fc2_bias, expert)
+    return outputs * keep.unsqueeze(-1).to(outputs.dtype)
+
+
+def batched_expert_linear(layer: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
+    """``ExpertLinear.forward`` in batched form."""
+    expert, keep = _expert_and_keep(dispatch, layer.num_experts)
+    outputs = _gathered_linear(inputs, layer.weight, layer.bias, expert)
+    return outputs * keep.unsqueeze(-1).to(outputs.dtype)
+
+
+_FORMS = {"MoEExperts": batched_expert_ffn, "ExpertLinear": batched_expert_linear}
+
+
+@contextlib.contextmanager
+def batched_expert_form(model: nn.Module) -> Iterator[int]:
+    """Within the block, every expert module of ``model`` computes in the batched export form; yields how many
+    modules were switched. The instances' own ``forward`` is restored on exit, also after an error."""
+    switched = []
+    for module in model.modules():
+        form = _FORMS.get(type(module).__name__)
+        if form is None:
+            continue
+        module.forward = _bind(form, module)
+        switched.append(module)
+    try:
+        yield len(switched)
+    finally:
+        for module in switched:
+            del module.forward
+
+
+def _bind(form, module: nn.Module):
+    def forward(inputs: torch.Tensor, dispatch) -> torch.Tensor:
+        return form(module, inputs, dispatch)
+
+    return forward

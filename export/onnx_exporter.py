@@ -1,0 +1,194 @@
+"""``compact-bert export onnx``: an ONNX folder from a saved model folder, on both transformers lines.
+
+Where Optimum's ONNX exporter is installed (transformers 4.57 with the ``onnx`` extra) the export goes
+through ``optimum.exporters.onnx.main_export`` with our registered configs (``optimum_configs``). On
+transformers 5, where optimum-onnx cannot be installed (optimum-onnx issues #114, #141), the model is exported
+with ``torch.onnx.export(dynamo=True)``. Both write the same folder: ``model.onnx`` with the inputs of
+``tasks.GRAPH_INPUTS`` and Optimum's output names, dynamic batch and sequence axes, next to ``config.json``,
+the remote code and the tokenizer files, so that ``ORTModelFor*`` loads it where Optimum is installed and a
+plain ``onnxruntime.InferenceSession`` runs it everywhere.
+
+Either way the graph is checked before the command returns: onnxruntime must reproduce PyTorch's outputs on an
+input other than the export example (another batch size and length, padding, and tokens routed to other
+experts than the example's), within ``PARITY_ATOL`` relative to the output scale.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .moe_export_form import batched_expert_form
+from .tasks import GRAPH_INPUTS, ExportTask, check_export_folder, check_sequence_length, resolve_task
+
+__all__ = ["ExportReport", "PARITY_ATOL", "export_onnx", "load_for_export", "optimum_available", "parity_inputs"]
+
+# Largest accepted |onnxruntime − PyTorch| in fp32, relative to max(1, max |PyTorch output|).
+PARITY_ATOL = 1e-4
+# Files copied next to model.onnx when the model folder has them (tokenizer, and remote code for config.json's
+# auto_map, so the folder's config also loads where compact-bert is not installed).
+_COPIED_PATTERNS = ("tokenizer*", "vocab.txt", "special_tokens_map.json", "configuration_*.py", "modeling_*.py")
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote and how closely it reproduces PyTorch."""
+
+    onnx_path: Path
+    exporter: str
+    task: str
+    max_abs_diff: float
+    output_scale: float
+
+
+def optimum_available() -> bool:
+    """Whether Optimum's ONNX exporter can be imported (it needs transformers < 4.58)."""
+    return importlib.util.find_spec("optimum") is not None and importlib.util.find_spec("optimum.exporters.onnx") is not None
+
+
+def load_for_export(model_dir, task: str, sequence_length: int) -> tuple[nn.Module, ExportTask]:
+    """The folder's head for ``task``, in eval mode, after the early checks of ``tasks`` (which read only
+    ``config.json``, so that a bad request fails before any weight is loaded)."""
+    import transformers
+
+    from .. import modeling  # noqa: F401  (registers the Auto classes)
+
+    config_dict = check_export_folder(model_dir)
+    export_task = resolve_task(task, config_dict.get("model_type"))
+    check_sequence_length(sequence_length, config_dict.get("max_position_embeddings", 512))
+    model = getattr(transformers, export_task.auto_class).from_pretrained(model_dir)
+    return model.eval(), export_task
+
+
+class _NamedOutputs(nn.Module):
+    """The head with the graph's inputs as positional arguments and its task's outputs as a tuple, so that the
+    exported graph's inputs and outputs carry the names given to the exporter (``logits``, not ``linear_53``)."""
+
+    def __init__(self, model: nn.Module, output_names: tuple[str, ...]):
+        super().__init__()
+        self.model = model
+        self.output_names = output_names
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return tuple(outputs[name] for name in self.output_names)
+
+
+def _example_inputs(config, batch_size: int, sequence_length: int, seed: int) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(0, config.vocab_size, (batch_size, sequence_length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    if batch_size > 1:
+        attention_mask[-1, sequence_length // 2 :] = 0
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, sequence_length // 2 :] = min(1, config.type_vocab_size - 1)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+
+
+def parity_inputs(config, sequence_length: int) -> dict[str, torch.Tensor]:
+    """A check input unlike the export example: batch 3, another length, other token ids and padding."""
+    length = max(2, min(config.max_position_embeddings, sequence_length * 2 + 3))
+    return _example_inputs(config, 3, length, seed=1234)
+
+
+def _export_with_dynamo(model: nn.Module, export_task: ExportTask, onnx_path: Path, opset: int | None, example: dict):
+    output_names = tuple(export_task.outputs)
+    batch = torch.export.Dim("batch_size")
+    sequence = torch.export.Dim("sequence_length", max=model.config.max_position_embeddings)
+    dynamic_shapes = {name: {0: batch, 1: sequence} for name in GRAPH_INPUTS}
+    with torch.no_grad(), batched_expert_form(model):
+        program = torch.onnx.export(
+            _NamedOutputs(model, output_names).eval(),
+            tuple(example[name] for name in GRAPH_INPUTS),
+            dynamo=True,
+            input_names=list(GRAPH_INPUTS),
+            output_names=list(output_names),
+            dynamic_shapes=dynamic_shapes,
+            opset_version=opset,
+            optimize=True,
+        )
+    program.save(str(onnx_path), external_data=_parameter_bytes(model) > 1_800_000_000)
+
+
+def _parameter_bytes(model: nn.Module) -> int:
+    return sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+
+
+def _export_with_optimum(model_dir: Path, output_dir: Path, task: str, opset: int | None) -> None:
+    from optimum.exporters.onnx import main_export
+
+    from .optimum_import_hook import register_when_optimum_is_imported
+
+    register_when_optimum_is_imported()
+    # Optimum's own validation runs on its dummy inputs; ours (below) runs on differently routed ones.
+    main_export(str(model_dir), output=str(output_dir), task=task, opset=opset, library_name="transformers", do_validation=False)
+
+
+def _copy_folder_files(model_dir: Path, output_dir: Path, model: nn.Module) -> None:
+    model.config.save_pretrained(output_dir)
+    for pattern in _COPIED_PATTERNS:
+        for path in model_dir.glob(pattern):
+            if path.is_file() and not (output_dir / path.name).exists():
+                shutil.copy2(path, output_dir / path.name)
+
+
+def check_parity(onnx_path: Path, model: nn.Module, export_task: ExportTask, inputs: dict) -> tuple[float, float]:
+    """Largest |onnxruntime − PyTorch| over the task's outputs and the outputs' scale; raises past tolerance."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    feeds = {name: inputs[name].numpy() for name in GRAPH_INPUTS}
+    produced = dict(zip([output.name for output in session.get_outputs()], session.run(None, feeds)))
+    with torch.no_grad():
+        expected = model(**inputs)
+    max_diff, scale = 0.0, 1.0
+    for name in export_task.outputs:
+        reference = expected[name]
+        max_diff = max(max_diff, float((torch.from_numpy(produced[name]) - reference).abs().max()))
+        scale = max(scale, float(reference.abs().max()))
+    if max_diff > PARITY_ATOL * scale:
+        raise RuntimeError(
+            f"{onnx_path} differs from PyTorch by {max_diff:.3g} (output scale {scale:.3g}; tolerance "
+            f"{PARITY_ATOL} × scale) on a check input: the export is wrong, do not ship it."
+        )
+    return max_diff, scale
+
+
+def export_onnx(
+    model_dir,
+    output_dir,
+    task: str,
+    opset: int | None = None,
+    sequence_length: int = 16,
+    exporter: str = "auto",
+    example_inputs: dict | None = None,
+) -> ExportReport:
+    """Export ``model_dir``'s head for ``task`` into ``output_dir`` and check it against PyTorch.
+
+    ``exporter``: ``"optimum"``, ``"dynamo"``, or ``"auto"`` (Optimum where it is installed).
+    ``example_inputs``: the dynamo exporter's example (the graph's inputs by name, batch ≥ 2); by default random
+    ids of ``sequence_length`` tokens. Optimum uses its own dummy inputs.
+    """
+    if exporter not in ("auto", "optimum", "dynamo"):
+        raise ValueError(f"exporter must be 'auto', 'optimum' or 'dynamo', got {exporter!r}.")
+    if exporter == "optimum" and not optimum_available():
+        raise ValueError("exporter='optimum' needs optimum-onnx (the `onnx` extra, transformers < 4.58).")
+    model_dir, output_dir = Path(model_dir), Path(output_dir)
+    model, export_task = load_for_export(model_dir, task, sequence_length)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    onnx_path = output_dir / "model.onnx"
+    use_optimum = exporter == "optimum" or (exporter == "auto" and optimum_available())
+    if use_optimum:
+        _export_with_optimum(model_dir, output_dir, task, opset)
+    else:
+        if example_inputs is None:
+            example_inputs = _example_inputs(model.config, 2, sequence_length, seed=0)
+        _export_with_dynamo(model, export_task, onnx_path, opset, example_inputs)
+    _copy_folder_files(model_dir, output_dir, model)
+    max_diff, scale = check_parity(onnx_path, model, export_task, parity_inputs(model.config, sequence_length))
+    return ExportReport(onnx_path, "optimum" if use_optimum else "dynamo", task, max_diff, scale)

@@ -1,0 +1,61 @@
+"""Bad export requests fail early, before any model is built or traced, with a message naming the problem."""
+
+from __future__ import annotations
+
+import pytest
+
+from compact_bert.cli.main import main
+from compact_bert.export.onnx_exporter import export_onnx
+from tests.export.helpers import save_tiny_model
+
+
+@pytest.fixture(scope="module")
+def saved_minimoe(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("model")
+    save_tiny_model("minimoe", "fill-mask", folder, trained_scales=False)
+    return folder
+
+
+def test_unknown_task(saved_minimoe, tmp_path):
+    with pytest.raises(ValueError, match=r"Unknown export task 'text-generation'; valid tasks: feature-extraction"):
+        export_onnx(saved_minimoe, tmp_path / "out", "text-generation")
+
+
+def test_task_without_head(monkeypatch):
+    from compact_bert import modeling
+    from compact_bert.export.tasks import resolve_task
+
+    # Every family has every head today: a family missing one must be refused by name, with what it serves.
+    heads = {config_class: dict(classes) for config_class, classes in modeling.AUTO_CLASSES_BY_CONFIG.items()}
+    for config_class in heads:
+        if config_class.model_type == "minimoe":
+            del heads[config_class]["AutoModelForQuestionAnswering"]
+    monkeypatch.setattr(modeling, "AUTO_CLASSES_BY_CONFIG", heads)
+    with pytest.raises(ValueError, match=r"'minimoe' has no head for task 'question-answering'.*serve: feature-extraction"):
+        resolve_task("question-answering", "minimoe")
+
+
+def test_folder_without_weights(saved_minimoe, tmp_path):
+    folder = tmp_path / "config_only"
+    folder.mkdir()
+    (folder / "config.json").write_text((saved_minimoe / "config.json").read_text())
+    with pytest.raises(FileNotFoundError, match=r"config_only has no weights \(none of model.safetensors"):
+        export_onnx(folder, tmp_path / "out", "fill-mask")
+    with pytest.raises(FileNotFoundError, match=r"has no config.json"):
+        export_onnx(tmp_path, tmp_path / "out", "fill-mask")
+
+
+def test_sequence_length_beyond_positions(saved_minimoe, tmp_path, capsys):
+    with pytest.raises(SystemExit, match=r"Example sequence length 65 is outside \[2, max_position_embeddings=64\]"):
+        main(["export", "onnx", str(saved_minimoe), str(tmp_path / "out"), "--task", "fill-mask",
+              "--sequence_length", "65"])  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
+def test_not_a_compact_bert_folder(tmp_path):
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    (folder / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"model_type 'bert' is not a compact-bert family"):
+        export_onnx(folder, tmp_path / "out", "fill-mask")

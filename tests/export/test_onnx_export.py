@@ -1,0 +1,82 @@
+"""``compact-bert export onnx`` through torch.onnx dynamo + onnxruntime: the path of transformers 5 (also run on
+4.57, forced). Parity is checked at fp32 with |onnxruntime − PyTorch| ≤ 1e-4 × max(1, max |PyTorch output|)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from compact_bert.cli.main import main
+from compact_bert.export.onnx_exporter import export_onnx
+from compact_bert.export.tasks import EXPORT_TASKS
+from tests.export.helpers import (
+    FAMILY_TASKS,
+    constant_example,
+    experts_reached_only_by,
+    onnxruntime_outputs,
+    save_tiny_model,
+    varied_inputs,
+)
+
+onnxruntime = pytest.importorskip("onnxruntime", reason="onnxruntime is missing: install the `export` extra")
+pytest.importorskip("onnxscript", reason="onnxscript is missing (torch.onnx dynamo needs it): install the `export` extra")
+
+TOLERANCE = 1e-4
+
+
+def _assert_parity(session, model, inputs, task):
+    produced = onnxruntime_outputs(session, inputs)
+    with torch.no_grad():
+        expected = model(**inputs)
+    for name in EXPORT_TASKS[task].outputs:
+        scale = max(1.0, float(expected[name].abs().max()))
+        difference = float((torch.from_numpy(produced[name]) - expected[name]).abs().max())
+        assert difference <= TOLERANCE * scale, f"{name}: |onnx - torch| = {difference} at output scale {scale}"
+
+
+@pytest.mark.parametrize("config_id", list(FAMILY_TASKS))
+def test_dynamo_export_matches_pytorch_on_any_routing_and_shape(config_id, tmp_path):
+    task = FAMILY_TASKS[config_id]
+    model = save_tiny_model(config_id, task, tmp_path / "model")
+    example = constant_example()
+    report = export_onnx(tmp_path / "model", tmp_path / "onnx", task, exporter="dynamo", example_inputs=example)
+    assert report.exporter == "dynamo"
+    assert {"model.onnx", "config.json", "tokenizer_config.json", "vocab.txt"} <= {p.name for p in (tmp_path / "onnx").iterdir()}
+
+    session = onnxruntime.InferenceSession(str(report.onnx_path), providers=["CPUExecutionProvider"])
+    assert [node.name for node in session.get_inputs()] == ["input_ids", "attention_mask", "token_type_ids"]
+    assert [node.name for node in session.get_outputs()] == list(EXPORT_TASKS[task].outputs)
+    # Dynamic axes: batch 1 and 3, lengths 7 and 64, in one session.
+    for batch, seq in ((1, 7), (3, 64), (3, 7), (1, 64)):
+        probe = varied_inputs(batch, seq, model.config.vocab_size, seed=batch * 100 + seq, pad_last_from=seq // 2 if batch > 1 else None)
+        _assert_parity(session, model, probe, task)
+    if getattr(model.config, "num_experts", 1) > 1:
+        probe = varied_inputs(3, 64, model.config.vocab_size, seed=3064, pad_last_from=32)
+        assert experts_reached_only_by(tmp_path / "model", probe, example).any(), (
+            "the parity input must reach experts the export example never used"
+        )
+
+
+def test_moe_graph_keeps_every_expert(tmp_path):
+    """No per-expert branch is frozen into the graph and no per-expert subgraph is unrolled: each block gathers
+    its tokens' experts from the whole stacked weights (the eager loop's export form has a NonZero per expert
+    and block, the TorchScript exporter's frozen form an If or a missing expert)."""
+    import onnx
+
+    model = save_tiny_model("moe_bert", "feature-extraction", tmp_path / "model")
+    export_onnx(tmp_path / "model", tmp_path / "onnx", "feature-extraction", exporter="dynamo", example_inputs=constant_example())
+    graph = onnx.load(str(tmp_path / "onnx" / "model.onnx")).graph
+    stacked = [init for init in graph.initializer if list(init.dims[:1]) == [model.config.num_experts] and len(init.dims) == 3]
+    assert len(stacked) == 2 * model.config.num_hidden_layers  # fc1 and fc2 of every MoE block, whole
+    assert not [node.op_type for node in graph.node if node.op_type in ("If", "Loop", "NonZero")]
+
+
+def test_cli_exports_and_prints_parity(tmp_path, capsys):
+    save_tiny_model("minimoe", "text-classification", tmp_path / "model")
+    assert main(["export", "onnx", str(tmp_path / "model"), str(tmp_path / "onnx"), "--task", "text-classification",
+                 "--exporter", "dynamo", "--opset", "18"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert '"exporter": "dynamo"' in printed and (tmp_path / "onnx" / "model.onnx").is_file()
+    config = transformers.AutoConfig.from_pretrained(tmp_path / "onnx")
+    assert config.model_type == "minimoe" and config.num_labels == 3
