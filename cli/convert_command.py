@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ..modeling.conversion import convert_checkpoint
+from .training_common import invoked_command_line, write_summary_and_card
 
 __all__ = ["add_parser", "run"]
 
@@ -29,5 +30,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.source.is_dir():
         raise SystemExit(f"convert: source {args.source} is not a folder.")
     summary = convert_checkpoint(args.source, args.target)
+    # Recorded like a training run's summary, so that the target's model card states where it came from.
+    write_summary_and_card(args.target, {"command_line": invoked_command_line(),
+                                         "converted_from": str(args.source.resolve()), **summary})  # fmt: skip
     print(json.dumps({"target": str(args.target), **summary}, indent=2))
     return 0

@@ -33,7 +33,7 @@ from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..modeling.model_stats import count_parameters
 from . import finetune_command
-from .training_common import build_from_preset, parse_arguments, train_and_report
+from .training_common import build_from_preset, parse_arguments, train_and_report, write_summary_and_card
 
 __all__ = ["MainJobFinetuneArguments", "MiniMoEStudentArguments", "finetune_arguments", "run"]
 
@@ -107,6 +107,7 @@ class MainJobFinetuneArguments:
 
 
 def _distill(teacher, student, training_args, datasets, collator, tokenizer, extra: dict) -> dict:
+    """Distill ``student`` and save it; ``extra`` joins the run summary (role, teacher, data)."""
     train, held_out = datasets
     trainer = MiniMoEDistillationTrainer(
         model=student, teacher=teacher, args=training_args, train_dataset=train, eval_dataset=held_out,
@@ -194,15 +195,16 @@ def run(argv: list[str]) -> int:
                 training_args, output_dir=str(assistant_dir),
                 max_steps=student_args.teacher_assistant_max_steps or training_args.max_steps,
             )  # fmt: skip
-            _distill(teacher, assistant, assistant_args, datasets, collator, tokenizer, {"role": "teacher_assistant"})
+            _distill(teacher, assistant, assistant_args, datasets, collator, tokenizer,
+                     {"role": "teacher_assistant", "teacher": student_args.teacher, "data": dataclasses.asdict(corpus)})
         teacher = transformers.AutoModel.from_pretrained(assistant_dir, **FROM_PRETRAINED_KWARGS)
     summary = _distill(teacher, student, training_args, datasets, collator, tokenizer, {
         "role": "student", "teacher": student_args.teacher,
-        "teacher_assistant": student_args.teacher_assistant_preset,
+        "teacher_assistant": student_args.teacher_assistant_preset, "data": dataclasses.asdict(corpus),
     })  # fmt: skip
     if finetune_args.finetune:
         summary.update(_finetune_student(summary["output_dir"], finetune_args, training_args))
         if training_args.should_save:
-            Path(summary["output_dir"], "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            write_summary_and_card(summary["output_dir"], summary)
             print(json.dumps(summary, indent=2))
     return 0

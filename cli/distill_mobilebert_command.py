@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import transformers
@@ -60,5 +61,6 @@ def run(argv: list[str]) -> int:
         compute_metrics=masked_token_accuracy,
         preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
     )
-    train_and_report(trainer, tokenizer, training_args, {"strategy": training_args.strategy})
+    train_and_report(trainer, tokenizer, training_args, {"strategy": training_args.strategy, "teacher": student_args.teacher,
+                                                        "data": dataclasses.asdict(corpus)})  # fmt: skip
     return 0

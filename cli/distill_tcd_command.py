@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import transformers
@@ -58,5 +59,5 @@ def run(argv: list[str]) -> int:
         )  # fmt: skip
     except ValueError as error:
         raise SystemExit(f"distill tcd: {error}") from None
-    train_and_report(trainer, tokenizer, training_args, {"teacher": student_args.teacher})
+    train_and_report(trainer, tokenizer, training_args, {"teacher": student_args.teacher, "data": dataclasses.asdict(corpus)})
     return 0

@@ -38,7 +38,8 @@ from ..finetuning.data import (
 )
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
-from .training_common import parse_arguments, parse_json_object, train_and_report
+from ..model_cards import write_model_card
+from .training_common import parse_arguments, parse_json_object, train_and_report, write_summary_and_card
 
 __all__ = [
     "ADAPTER_SIZES_PAPER_003",
@@ -214,13 +215,13 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
     summary = train_and_report(trainer, tokenizer, training_args, {
         "model_name_or_path": model_args.model_name_or_path, "model_type": model.config.model_type,
         "task_type": splits.task_type, "task_name": data_args.task_name, "label_names": splits.label_names,
-        "seed": training_args.seed, "learning_rate": training_args.learning_rate,
+        "seed": training_args.seed, "learning_rate": training_args.learning_rate, "data": dataclasses.asdict(data_args),
         **({"adapter_size": model_args.peft_r} if model_args.peft == "lora" else {}),
     })  # fmt: skip
     trainer.save_state()  # trainer_state.json: the logged loss terms of every step, next to the model
     if model_args.merge and trainer.is_world_process_zero():
         summary["merged_model_dir"] = save_merged(trainer.model, tokenizer, Path(training_args.output_dir) / "merged")
-        Path(training_args.output_dir, "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_summary_and_card(training_args.output_dir, summary)
     return summary
 
 
@@ -247,6 +248,7 @@ def save_merged(peft_model, tokenizer, folder: Path) -> str:
     merged = peft_model.merge_and_unload()
     merged.save_pretrained(folder)
     save_tokenizer(tokenizer, folder)
+    write_model_card(folder)
     return str(folder.resolve())
 
 

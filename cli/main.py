@@ -6,11 +6,12 @@ import argparse
 import importlib
 import sys
 
-from . import convert_command, export_command, presets_command
+from . import convert_command, export_command, presets_command, push_command
+from .training_common import record_invocation
 
 __all__ = ["build_parser", "main"]
 
-_SIMPLE_COMMANDS = (presets_command, convert_command, export_command)
+_SIMPLE_COMMANDS = (presets_command, convert_command, export_command, push_command)
 # Training commands parse their own arguments (HfArgumentParser: every TrainingArguments flag).
 TRAINING_COMMANDS = {("pretrain",): "pretrain_command", ("finetune",): "finetune_command"}
 DISTILLATION_METHODS = {
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    record_invocation(argv)
     for prefix, module_name in TRAINING_COMMANDS.items():
         if tuple(argv[: len(prefix)]) == prefix:
             module = importlib.import_module(f"{__package__}.{module_name}")

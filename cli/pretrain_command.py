@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import transformers
@@ -75,5 +76,6 @@ def run(argv: list[str]) -> int:
         preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
         callbacks=[LossPlotCallback(), LossGuardCallback()],
     )
-    train_and_report(trainer, tokenizer, training_args, {"model_type": model.config.model_type})
+    train_and_report(trainer, tokenizer, training_args, {"model_type": model.config.model_type,
+                                                        "data": dataclasses.asdict(corpus)})  # fmt: skip
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -15,9 +16,19 @@ from ..configuration import PRESETS, preset_config
 from ..distillation.checkpoints import CheckpointManifestCallback, resolve_resume_checkpoint, run_identity
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 from ..distillation.run_errors import RunSettingsError
+from ..model_cards import write_model_card
 from .argument_checks import check_training_arguments
 
-__all__ = ["build_from_preset", "load_pretrained", "parse_arguments", "parse_json_object", "train_and_report"]
+__all__ = [
+    "build_from_preset",
+    "invoked_command_line",
+    "load_pretrained",
+    "parse_arguments",
+    "parse_json_object",
+    "record_invocation",
+    "train_and_report",
+    "write_summary_and_card",
+]
 
 # Trainer.save_model pickles the TrainingArguments next to the weights; it stays in checkpoints (Trainer's own
 # files) but not in the model folder a user loads or shares.
@@ -86,13 +97,40 @@ def load_pretrained(path: str, auto_classes: tuple, role: str):
     raise SystemExit(f"--{role}: cannot load {folder}: " + " | ".join(errors))
 
 
+# The arguments ``cli.main.main`` was called with; ``sys.argv[1:]`` when a command runs without it.
+_invoked_arguments: list[str] | None = None
+
+
+def record_invocation(argv: list[str]) -> None:
+    """Called by ``cli.main.main``: a command run as a function (``main([...])``) has its own arguments, not the
+    process's ``sys.argv``."""
+    global _invoked_arguments
+    _invoked_arguments = list(argv)
+
+
+def invoked_command_line() -> str:
+    """The command as the user typed it (``compact-bert ...``), for the model card's recipe. ``sys.argv[1:]`` is
+    the same under the console script, ``python -m compact_bert.cli.main`` and ``accelerate launch -m``."""
+    arguments = sys.argv[1:] if _invoked_arguments is None else _invoked_arguments
+    return shlex.join(["compact-bert", *arguments])
+
+
+def write_summary_and_card(folder: str | Path, summary: dict) -> None:
+    """``run_summary.json``, and the model card rendered from it when ``folder`` holds a model (a PEFT adapter
+    folder has no ``config.json`` and keeps the card PEFT writes)."""
+    Path(folder, "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if Path(folder, "config.json").is_file():
+        write_model_card(folder)
+
+
 def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | None = None) -> dict:
     """Train (resuming if asked), save model + tokenizer, evaluate, print and return a summary.
 
     Every checkpoint gets a manifest once complete; ``--resume_from_checkpoint last`` resumes from the newest
     complete one (see ``distillation/checkpoints.py``), and any checkpoint is refused early, with the reason, when
     it is incomplete, from another method or model shape, or already at ``--max_steps``. The final model folder
-    holds no ``training_args.bin`` (Trainer's pickle of the arguments, which nobody needs to load a model)."""
+    holds no ``training_args.bin`` (Trainer's pickle of the arguments, which nobody needs to load a model), and
+    gets its model card (``README.md``) from the summary: the command line is recorded for the card's recipe."""
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
     logging.basicConfig(stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("compact_bert").setLevel(logging.INFO if training_args.should_log else logging.WARNING)
@@ -120,10 +158,11 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
         "train_seconds": round(time.perf_counter() - start, 1),
         "optimizer_steps": trainer.state.global_step,
         "world_size": training_args.world_size,
+        "command_line": invoked_command_line(),
         **{key: round(value, 4) if isinstance(value, float) else value for key, value in metrics.items()},
         **(extra_summary or {}),
     }
     if trainer.is_world_process_zero():
-        Path(training_args.output_dir, "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_summary_and_card(training_args.output_dir, summary)
         print(json.dumps(summary, indent=2))
     return summary

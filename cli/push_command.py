@@ -1,0 +1,132 @@
+"""``compact-bert push DIR REPO_ID``: upload a model folder's shippable files and its card to the Hub.
+
+What is uploaded is ``model_cards.hub_files``' allow-list (weights, config, tokenizer, the two remote-code files,
+the card, ONNX / TFLite exports, ``latency.json``), never checkpoints, logs or pickles; ``--dry-run`` prints that
+list with sizes and the card, and touches neither the folder nor the network. Everything the user can get wrong
+(the folder, the repo id, the missing token, offline mode) fails before the first request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+__all__ = ["add_parser", "check_push_arguments", "run"]
+
+WEIGHT_SUFFIXES = (".safetensors",)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "push",
+        help="Upload a model folder (weights, config, tokenizer, remote code, card, exports) to the Hub.",
+        description="Creates the repo if needed and uploads, in one commit, the folder's files that belong on the "
+        "Hub: *.safetensors, config.json, tokenizer files, configuration_*.py / modeling_*.py, README.md (the model "
+        "card, regenerated with the repo id), *.onnx / *.tflite and the onnx/ and tflite/ export folders, "
+        "latency.json. Checkpoints, runs/, plots, run_summary.json and pickles (*.bin, *.pt, *.pth, *.pkl) stay "
+        "local. The token comes from --token, HF_TOKEN or `hf auth login`; HF_ENDPOINT selects the Hub.",
+    )
+    parser.add_argument("folder", type=Path, metavar="DIR", help="A saved model folder (config.json + weights).")
+    parser.add_argument("repo_id", metavar="REPO_ID", help="Target repo, 'namespace/name' (or 'name': your namespace).")
+    parser.add_argument("--private", action="store_true", help="Create the repo as private (an existing repo keeps "
+                        "its visibility).")  # fmt: skip
+    parser.add_argument("--revision", default=None, help="Branch to push to; created from main if missing.")
+    parser.add_argument("--dry-run", action="store_true", help="Print the files (with sizes) and the card that would "
+                        "be uploaded; upload and write nothing.")  # fmt: skip
+    parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN, else the stored login).")
+    parser.add_argument("--commit-message", default=None, help="Commit message (default: 'Upload <model_type> model "
+                        "with compact-bert').")  # fmt: skip
+    parser.add_argument("--keep-card", action="store_true", help="Upload the folder's README.md as it is instead of "
+                        "regenerating the card (e.g. after editing it by hand).")  # fmt: skip
+    parser.set_defaults(handler=run)
+
+
+def check_push_arguments(args: argparse.Namespace) -> str | None:
+    """Raise ``SystemExit`` naming the argument for a folder that is not a model folder, an invalid repo id or
+    revision; return the token (``None`` for a dry run, which needs none). No network access."""
+    from huggingface_hub import constants, get_token
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    folder = args.folder
+    if not folder.is_dir():
+        raise SystemExit(f"push: DIR {folder} is not a folder; give a saved model folder.")
+    if not (folder / "config.json").is_file() or not any(path.suffix in WEIGHT_SUFFIXES for path in folder.iterdir()):
+        raise SystemExit(f"push: DIR {folder} is not a model folder: it needs config.json and *.safetensors weights "
+                         "directly inside it (e.g. a training command's --output_dir).")  # fmt: skip
+    if args.keep_card and not (folder / "README.md").is_file():
+        raise SystemExit(f"push: --keep-card, but {folder} has no README.md to keep.")
+    try:
+        validate_repo_id(args.repo_id)
+    except HFValidationError as error:
+        raise SystemExit(f"push: REPO_ID {args.repo_id!r} is not a valid repo id ('namespace/name' of letters, digits, "
+                         f"'-', '_', '.'): {error}") from None  # fmt: skip
+    if args.revision is not None and (not args.revision.strip() or args.revision.startswith(("refs/pr/", "/"))):
+        raise SystemExit(f"push: --revision {args.revision!r} is not a branch name (pull-request refs cannot be "
+                         "pushed to directly).")  # fmt: skip
+    if args.dry_run:
+        return None
+    if constants.HF_HUB_OFFLINE:
+        raise SystemExit("push: HF_HUB_OFFLINE is set, so the Hub cannot be reached; unset it (or use --dry-run).")
+    token = args.token or get_token()
+    if not token:
+        raise SystemExit("push: no Hub token; pass --token, set HF_TOKEN, or log in with `hf auth login` (a token with "
+                         "write access).")  # fmt: skip
+    return token
+
+
+def _size(size: int) -> str:
+    """Bytes for people: 512 B, 4.2 KB, 8.1 MB, 1.3 GB."""
+    if size < 1024:
+        return f"{size} B"
+    for unit, scale in (("KB", 1024), ("MB", 1024**2), ("GB", 1024**3)):
+        if size < scale * 1024 or unit == "GB":
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..model_cards import MODEL_CARD_FILE, build_model_card, excluded_files, hub_files
+
+    token = check_push_arguments(args)
+    folder = args.folder
+    card = None if args.keep_card else build_model_card(folder, args.repo_id)
+    files = sorted(set(hub_files(folder)) | {MODEL_CARD_FILE})
+    sizes = {name: (len(str(card).encode()) if name == MODEL_CARD_FILE and card is not None
+                    else (folder / name).stat().st_size) for name in files}  # fmt: skip
+    target = f"{args.repo_id}" + (f" (branch {args.revision})" if args.revision else "")
+    print(f"{'Would upload' if args.dry_run else 'Uploading'} {len(files)} files ({_size(sum(sizes.values()))}) "
+          f"from {folder} to {target}:")  # fmt: skip
+    for name in files:
+        print(f"  {sizes[name]:>12}  {_size(sizes[name]):>9}  {name}")
+    left_out = excluded_files(folder)
+    if left_out:
+        print(f"Left out ({len(left_out)} files: checkpoints, logs, pickles, plots, run summary): "
+              + ", ".join(left_out[:8]) + (", ..." if len(left_out) > 8 else ""))  # fmt: skip
+    if args.dry_run:
+        print(f"\n--- {MODEL_CARD_FILE} ---")
+        print(card if card is not None else (folder / MODEL_CARD_FILE).read_text(encoding="utf-8"))
+        return 0
+    if card is not None:
+        card.save(folder / MODEL_CARD_FILE)
+    commit_url = _upload(folder, files, args, token)
+    print(f"Pushed to {commit_url}")
+    return 0
+
+
+def _upload(folder: Path, files: list[str], args: argparse.Namespace, token: str) -> str:
+    """One commit with exactly ``files`` (what the listing printed), on ``--revision`` (created if missing)."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    api = HfApi(token=token)
+    repo_id = api.create_repo(args.repo_id, private=args.private, exist_ok=True).repo_id
+    if args.revision:
+        api.create_branch(repo_id, branch=args.revision, exist_ok=True)
+    model_type = json.loads((folder / "config.json").read_text()).get("model_type", "")
+    operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name)) for name in files]
+    info = api.create_commit(
+        repo_id, operations, revision=args.revision,
+        commit_message=args.commit_message or f"Upload {model_type} model with compact-bert",
+    )  # fmt: skip
+    return info.commit_url or f"{repo_id}@{info.oid}"
+

@@ -1,0 +1,160 @@
+"""What a model card states, gathered from what the run already wrote into the model folder.
+
+Sources: ``config.json`` (architecture), the config again through ``modeling/model_stats.py`` (parameters and
+FLOPs, counted once there), ``run_summary.json`` (the command line, steps, data, teacher, evaluation metrics and
+routing statistics that ``cli/training_common.train_and_report`` records), ``latency.json``
+(``model_cards/latency.py``) and the exported files next to the weights. Nothing is measured here: a fact that no
+step wrote is reported as missing rather than made up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import AutoConfig
+
+from ..distillation.data import PACKAGED_TEACHER, bundled_corpus_files
+from ..finetuning.data import GLUE_TASKS
+from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
+from .hub_files import hub_files
+from .latency import LatencyReport, read_latency
+
+__all__ = ["FLOPS_SEQUENCE_LENGTH", "PAPERS", "FolderFacts", "Paper", "RUN_SUMMARY_FILE", "read_folder_facts"]
+
+RUN_SUMMARY_FILE = "run_summary.json"
+FLOPS_SEQUENCE_LENGTH = 128
+PACKAGED_TEACHER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+WIKITEXT_HUB_ID = "Salesforce/wikitext"
+GLUE_HUB_ID = "nyu-mll/glue"
+ROUTING_KEY = re.compile(r"^eval_block(?P<block>\d+)_(?P<statistic>max_expert_share|min_expert_share|dropped_fraction)$")
+# Evaluation keys that describe the evaluation run, not the model.
+NOT_RESULTS = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time")
+
+
+@dataclass(frozen=True)
+class Paper:
+    arxiv_id: str
+    title: str
+    bibtex: str
+
+
+_MOBILEBERT = Paper("2004.02984", "MobileBERT: a Compact Task-Agnostic BERT for Resource-Limited Devices",
+                    "@inproceedings{sun2020mobilebert,\n  title={MobileBERT: a Compact Task-Agnostic BERT for "
+                    "Resource-Limited Devices},\n  author={Sun, Zhiqing and Yu, Hongkun and Song, Xiaodan and Liu, "
+                    "Renjie and Yang, Yiming and Zhou, Denny},\n  booktitle={ACL},\n  year={2020}\n}")  # fmt: skip
+_MINIMOE = Paper("2305.12129", "Lifting the Curse of Capacity Gap in Distilling Language Models",
+                 "@inproceedings{zhang2023lifting,\n  title={Lifting the Curse of Capacity Gap in Distilling Language "
+                 "Models},\n  author={Zhang, Chen and Yang, Yang and Liu, Jiahao and Wang, Jingang and Xian, Yunsen "
+                 "and Wang, Benyou and Song, Dawei},\n  booktitle={ACL},\n  year={2023}\n}")  # fmt: skip
+_TCD = Paper("2403.01994", "Vanilla Transformers are Transfer Capability Teachers",
+             "@article{lu2024vanilla,\n  title={Vanilla Transformers are Transfer Capability Teachers},\n  "
+             "author={Lu, Xin and Zhao, Yanyan and Qin, Bing},\n  journal={arXiv preprint arXiv:2403.01994},\n  "
+             "year={2024}\n}")  # fmt: skip
+# model_type → the paper that defines the family (and its distillation method).
+PAPERS = {"compact_mobilebert": _MOBILEBERT, "ib_bert": _MOBILEBERT, "mobilebert": _MOBILEBERT,
+          "minimoe": _MINIMOE, "moe_bert": _TCD}  # fmt: skip
+
+
+@dataclass
+class FolderFacts:
+    folder: Path
+    config: object
+    summary: dict
+    total_params: int | None
+    active_params: int | None
+    flops: int | None
+    latency: LatencyReport | None
+    exported_files: list[str]
+    base_model: str | None
+    datasets: list[str] = field(default_factory=list)
+
+    @property
+    def model_type(self) -> str:
+        return self.config.model_type
+
+    @property
+    def paper(self) -> Paper | None:
+        return PAPERS.get(self.model_type)
+
+    @property
+    def is_mixture_of_experts(self) -> bool:
+        return max(getattr(self.config, "num_experts", 1), getattr(self.config, "num_attention_experts", 1)) > 1
+
+    @property
+    def evaluation_results(self) -> dict[str, float]:
+        """``eval_*`` numbers of the run, without timings and routing statistics (reported on their own)."""
+        return {key: value for key, value in self.summary.items()
+                if key.startswith("eval_") and isinstance(value, (int, float)) and not isinstance(value, bool)
+                and key not in NOT_RESULTS and not ROUTING_KEY.match(key)}  # fmt: skip
+
+    @property
+    def routing_statistics(self) -> dict[int, dict[str, float]]:
+        """Per MoE block: the held-out evaluation's max/min expert share and dropped fraction."""
+        blocks: dict[int, dict[str, float]] = {}
+        for key, value in self.summary.items():
+            if found := ROUTING_KEY.match(key):
+                blocks.setdefault(int(found["block"]), {})[found["statistic"]] = value
+        return dict(sorted(blocks.items()))
+
+
+def read_folder_facts(folder: str | Path) -> FolderFacts:
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder} is not a model folder: it has no config.json.")
+    config = AutoConfig.from_pretrained(folder)
+    summary_path = folder / RUN_SUMMARY_FILE
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    try:
+        total, active = count_parameters(meta_model(config))
+    except (ValueError, KeyError):  # a config AutoModel does not know
+        total = active = None
+    try:
+        flops = estimate_flops(config, FLOPS_SEQUENCE_LENGTH)
+    except TypeError:  # no formula for non-compact-bert configs (e.g. a converted transformers MobileBERT)
+        flops = None
+    exported = [name for name in hub_files(folder) if name.endswith((".onnx", ".tflite"))]
+    return FolderFacts(folder, config, summary, total, active, flops, read_latency(folder), exported,
+                       _base_model(summary), _datasets(summary))  # fmt: skip
+
+
+def _is_hub_id(name: str | None) -> bool:
+    return bool(name) and not Path(name).exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None
+
+
+def _base_model(summary: dict) -> str | None:
+    """The Hub id of the model this one comes from: the teacher of a distillation, the starting model of a
+    fine-tuning. A local folder is followed to the base model its own card names (the main job fine-tunes the
+    student folder it just distilled); a local path never becomes metadata."""
+    source = summary.get("teacher") or summary.get("model_name_or_path")
+    if source == PACKAGED_TEACHER:
+        return PACKAGED_TEACHER_HUB_ID
+    if _is_hub_id(source):
+        return source
+    card = Path(source) / "README.md" if source else None
+    if card is not None and card.is_file():
+        from huggingface_hub import ModelCard
+
+        base = ModelCard.load(card).data.base_model
+        return base if isinstance(base, str) else None
+    return None
+
+
+def _bundled_wikitext(paths: list[str]) -> bool:
+    """No corpus given (the default: the bundled slice), or only the bundled WikiText-2 files."""
+    bundled = {path.resolve() for split in ("train", "heldout") for path in bundled_corpus_files(split)}
+    return all(Path(path).resolve() in bundled for path in paths)
+
+
+def _datasets(summary: dict) -> list[str]:
+    """Hub ids of the training data, where the run used a known one (the bundled slices, a `datasets` name)."""
+    data = summary.get("data") or {}
+    if data.get("dataset_name"):
+        return [data["dataset_name"]]
+    if "corpus" in data:  # pre-training / distillation corpus arguments
+        return [WIKITEXT_HUB_ID] if _bundled_wikitext(data["corpus"]) else []
+    if data.get("task_name") in GLUE_TASKS:
+        return [GLUE_HUB_ID]
+    return []

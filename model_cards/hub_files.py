@@ -1,0 +1,57 @@
+"""Which files of a model folder belong on the Hub: an explicit allow-list, and a deny-list that beats it.
+
+A training command's output folder is also its working folder: Trainer checkpoints (``checkpoint-*/``, each a
+full copy of the weights plus optimizer state), TensorBoard ``runs/``, ``loss_terms.png`` and ``run_summary.json``
+(absolute local paths) stay there, because resuming and inspecting a run need them. What a user ships is chosen
+here instead of by cleaning the folder: only files a loader, a runtime or a reader of the repo uses, and never a
+pickle (``*.bin``, ``*.pt``, ``*.pth``, ``*.pkl``, ...), which executes code when it is loaded.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+__all__ = ["EXPORT_FOLDERS", "HUB_FILE_PATTERNS", "NEVER_SHIPPED", "excluded_files", "hub_files"]
+
+# Matched against the name of a file directly in the model folder.
+HUB_FILE_PATTERNS = (
+    "*.safetensors", "model.safetensors.index.json",  # weights (and the index of sharded weights)
+    "config.json", "generation_config.json",
+    "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json", "added_tokens.json",
+    "configuration_*.py", "modeling_*.py",  # the remote code that `trust_remote_code=True` loads
+    "adapter_config.json",  # a PEFT adapter folder (its weights are *.safetensors)
+    "README.md",  # the model card
+    "*.onnx", "*.onnx_data", "*.tflite",  # exports saved next to the weights
+    "latency.json",  # measured latency the card reports (model_cards/latency.py)
+)  # fmt: skip
+# Export tools write a folder of their own (the ONNX model plus its config and tokenizer files): shipped whole,
+# minus the deny-list.
+EXPORT_FOLDERS = ("onnx", "tflite")
+# Pickles and what never belongs in a model repo, wherever it is.
+NEVER_SHIPPED = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt", "*.npy", "*.npz", ".*")
+
+
+def _allowed(relative: str) -> bool:
+    parts = relative.split("/")
+    if any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in NEVER_SHIPPED):
+        return False
+    if len(parts) == 1:
+        return any(fnmatch.fnmatch(relative, pattern) for pattern in HUB_FILE_PATTERNS)
+    return parts[0] in EXPORT_FOLDERS
+
+
+def _all_files(folder: Path) -> list[str]:
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+
+
+def hub_files(folder: str | Path) -> list[str]:
+    """The files of ``folder`` to upload, as sorted paths relative to it."""
+    folder = Path(folder)
+    return [relative for relative in _all_files(folder) if _allowed(relative)]
+
+
+def excluded_files(folder: str | Path) -> list[str]:
+    """The files of ``folder`` that stay local (checkpoints, logs, pickles, plots, the run summary)."""
+    folder = Path(folder)
+    return [relative for relative in _all_files(folder) if not _allowed(relative)]

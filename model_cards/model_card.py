@@ -1,0 +1,225 @@
+"""Render a model folder's card (its ``README.md``) with ``huggingface_hub``'s card API.
+
+The YAML metadata is what the Hub indexes and validates (license, library, tags with the paper's arXiv id, datasets,
+base model, pipeline tag, and ``model-index`` with the evaluation results the folder was measured on); the body is
+for people (architecture, size, latency, the recipe that produced the model, routing, limitations, citation).
+Every fact comes from ``folder_facts.read_folder_facts``; rendering is offline (``card.validate()`` needs the
+network and is left to the Hub, which validates on upload).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from .folder_facts import FLOPS_SEQUENCE_LENGTH, GLUE_HUB_ID, WIKITEXT_HUB_ID, FolderFacts, read_folder_facts
+
+__all__ = ["LICENSE", "MODEL_CARD_FILE", "build_model_card", "pipeline_tag", "write_model_card"]
+
+MODEL_CARD_FILE = "README.md"
+LICENSE = "apache-2.0"  # the license of compact-bert's code and of the weights it produces (pyproject.toml)
+TEMPLATE = "model_card_template.md"
+# Head class suffix → (pipeline tag, Auto class a user loads it with).
+_HEADS = (
+    ("ForSequenceClassification", "text-classification", "AutoModelForSequenceClassification"),
+    ("ForTokenClassification", "token-classification", "AutoModelForTokenClassification"),
+    ("ForQuestionAnswering", "question-answering", "AutoModelForQuestionAnswering"),
+    ("ForMaskedLM", "fill-mask", "AutoModelForMaskedLM"),
+    ("ForPreTraining", "fill-mask", "AutoModelForPreTraining"),
+)
+_ARCHITECTURE_FIELDS = (
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "true_hidden_size",
+    "embedding_size", "num_feedforward_networks", "num_experts", "num_attention_experts", "router_type",
+    "capacity_factor", "vocab_size", "max_position_embeddings",
+)  # fmt: skip
+_DATASET_LICENSES = {
+    WIKITEXT_HUB_ID: "WikiText-2 (Wikipedia text): CC BY-SA 3.0",
+    GLUE_HUB_ID: "GLUE SST-2 (Stanford Sentiment Treebank): research use, no separate licence (the Hub lists it as unknown)",
+}
+
+
+def _head(facts: FolderFacts) -> tuple[str, str]:
+    architecture = (getattr(facts.config, "architectures", None) or [""])[0]
+    return next(((tag, auto) for suffix, tag, auto in _HEADS if architecture.endswith(suffix)),
+                ("feature-extraction", "AutoModel"))  # fmt: skip
+
+
+def pipeline_tag(facts: FolderFacts) -> str:
+    return _head(facts)[0]
+
+
+def _eval_dataset(facts: FolderFacts) -> dict:
+    """``EvalResult`` dataset fields: the dev set of a fine-tuning, the held-out text of a (pre-)training run."""
+    data, summary = facts.summary.get("data") or {}, facts.summary
+    if "corpus" in data:
+        limit = data.get("max_eval_blocks")
+        if data.get("dataset_name"):
+            return {"dataset_type": data["dataset_name"], "dataset_name": data["dataset_name"],
+                    "dataset_config": data.get("dataset_config_name"), "dataset_split": "held-out"}  # fmt: skip
+        if not data.get("eval_corpus"):
+            split = f"test[:{limit} blocks of {data.get('block_size')} tokens]" if limit else "test"
+            return {"dataset_type": WIKITEXT_HUB_ID, "dataset_name": "WikiText-2 (compact-bert's held-out slice)",
+                    "dataset_split": split}  # fmt: skip
+        names = ", ".join(Path(path).name for path in data["eval_corpus"])
+        return {"dataset_type": names, "dataset_name": names, "dataset_split": "held-out"}
+    task = summary.get("task_name") or data.get("task_name")
+    limit = data.get("max_eval_samples")
+    split = (data.get("validation_split") or "validation") + (f"[:{limit}]" if limit else "")
+    if facts.datasets == [GLUE_HUB_ID]:
+        return {"dataset_type": GLUE_HUB_ID, "dataset_name": f"GLUE {task.upper()}", "dataset_config": task,
+                "dataset_split": split}  # fmt: skip
+    source = data.get("dataset_name") or Path(data.get("validation_file") or "dev set").name
+    return {"dataset_type": source, "dataset_name": source, "dataset_config": data.get("dataset_config_name"),
+            "dataset_split": split}  # fmt: skip
+
+
+def _eval_results(facts: FolderFacts) -> list[EvalResult]:
+    results = facts.evaluation_results
+    if not results:
+        return []
+    dataset = {key: value for key, value in _eval_dataset(facts).items() if value is not None}
+    task = pipeline_tag(facts)
+    return [
+        EvalResult(task_type=task, metric_type=key.removeprefix("eval_"), metric_name=key, metric_value=value,
+                   **dataset)  # fmt: skip
+        for key, value in sorted(results.items())
+    ]
+
+
+def _card_data(facts: FolderFacts, model_name: str) -> ModelCardData:
+    tags = ["compact-bert", facts.model_type, "custom_code"]
+    if facts.paper:
+        tags.append(f"arxiv:{facts.paper.arxiv_id}")
+    if facts.is_mixture_of_experts:
+        tags.append("mixture-of-experts")
+    if facts.summary.get("teacher"):
+        tags.append("knowledge-distillation")
+    return ModelCardData(
+        model_name=model_name, license=LICENSE, library_name="transformers", language="en", tags=tags,
+        datasets=facts.datasets or None, base_model=facts.base_model, pipeline_tag=pipeline_tag(facts),
+        eval_results=_eval_results(facts) or None,
+    )  # fmt: skip
+
+
+def _size_text(facts: FolderFacts) -> str:
+    if facts.total_params is None:
+        return "Not counted: compact-bert has no parameter count for this model type."
+    lines = [f"- Parameters (base model, without the task head): {facts.total_params:,}",
+             f"- Active parameters per token: {facts.active_params:,}"
+             + (" (top-1 routing: one expert of each MoE layer per token)" if facts.is_mixture_of_experts else "")]  # fmt: skip
+    if facts.flops is not None:
+        lines.append(f"- Forward FLOPs per {FLOPS_SEQUENCE_LENGTH}-token sequence: {facts.flops / 1e9:.3f} G (matrix "
+                     "multiplications of the base model, a multiply-add counted as 2)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _latency_text(facts: FolderFacts) -> str:
+    report = facts.latency
+    if report is None:
+        return "Not measured: this folder has no `latency.json` (written by a benchmark or export step)."
+    rows = [f"| {name} | {runtime.precision} | {runtime.median_ms:.2f} | "
+            f"{'' if runtime.p90_ms is None else f'{runtime.p90_ms:.2f}'} | {runtime.file or ''} |"
+            for name, runtime in report.runtimes.items()]  # fmt: skip
+    return (f"Batch {report.batch_size}, {report.sequence_length} tokens, on {report.device}.\n\n"
+            "| Runtime | Precision | Median (ms) | p90 (ms) | File |\n|---|---|---|---|---|\n" + "\n".join(rows))  # fmt: skip
+
+
+def _recipe_text(facts: FolderFacts) -> str:
+    summary = facts.summary
+    if not summary:
+        return "Not recorded: this folder has no `run_summary.json` from a compact-bert command."
+    lines = []
+    if summary.get("command_line"):
+        lines.append(f"Command:\n\n```bash\n{summary['command_line']}\n```\n")
+    if summary.get("converted_from"):
+        lines.append(f"- Converted one to one from `{Path(summary['converted_from']).name}` (largest output "
+                     f"difference on a probe input: {summary.get('max_abs_difference')})")  # fmt: skip
+    if summary.get("teacher"):
+        lines.append(f"- Teacher: `{facts.base_model or Path(summary['teacher']).name}`"
+                     + (f", through a teacher assistant ({summary['teacher_assistant']})" if summary.get("teacher_assistant") else ""))  # fmt: skip
+    if summary.get("model_name_or_path"):
+        lines.append(f"- Fine-tuned from: `{facts.base_model or Path(summary['model_name_or_path']).name}`")
+    for key, label in (("strategy", "Knowledge-transfer strategy"), ("task_name", "Task"), ("seed", "Seed"),
+                       ("learning_rate", "Learning rate"), ("optimizer_steps", "Optimizer steps"),
+                       ("world_size", "Processes"), ("train_seconds", "Training time (s)")):  # fmt: skip
+        if summary.get(key) is not None:
+            lines.append(f"- {label}: {summary[key]}")
+    data = summary.get("data") or {}
+    if facts.datasets:
+        lines.append("- Training data: " + ", ".join(f"[{name}](https://huggingface.co/datasets/{name})"
+                                                     for name in facts.datasets))  # fmt: skip
+    elif data.get("corpus") or data.get("train_file"):
+        names = data.get("corpus") or [data["train_file"]]
+        lines.append("- Training data: " + ", ".join(f"`{Path(name).name}`" for name in names))
+    licenses = [_DATASET_LICENSES[name] for name in facts.datasets if name in _DATASET_LICENSES]
+    if licenses:
+        lines.append("- Data licenses: " + "; ".join(licenses))
+    return "\n".join(lines)
+
+
+def _evaluation_text(facts: FolderFacts) -> str:
+    results = facts.evaluation_results
+    if not results:
+        return "No evaluation was run for this folder."
+    dataset = _eval_dataset(facts)
+    rows = "\n".join(f"| {key} | {value} |" for key, value in sorted(results.items()))
+    return f"On {dataset['dataset_name']} ({dataset['dataset_split']}):\n\n| Metric | Value |\n|---|---|\n{rows}"
+
+
+def _routing_text(facts: FolderFacts) -> str | None:
+    if not facts.is_mixture_of_experts:
+        return None
+    blocks = facts.routing_statistics
+    if not blocks:
+        return "Not measured: the run recorded no routing statistics."
+    rows = "\n".join(f"| {block} | {stats.get('max_expert_share', '')} | {stats.get('min_expert_share', '')} | "
+                     f"{stats.get('dropped_fraction', '')} |" for block, stats in blocks.items())  # fmt: skip
+    return ("Share of the held-out evaluation's real tokens routed to the busiest and the idlest expert of each MoE "
+            "block, and the fraction dropped by capacity (uniform routing: 1 / number of experts).\n\n"
+            f"| Block | Max expert share | Min expert share | Dropped fraction |\n|---|---|---|---|\n{rows}")  # fmt: skip
+
+
+def _limitations_text(facts: FolderFacts) -> str:
+    text = ("An English, uncased encoder for research on compact and mixture-of-experts BERT models. Its quality "
+            "is bounded by its training data and steps listed above: a run with few steps or a small corpus is a "
+            "smoke test, not a usable model. It inherits the biases of its teacher and of Wikipedia / movie-review "
+            "text, and is not meant for decisions about people.")  # fmt: skip
+    if facts.is_mixture_of_experts:
+        text += (" Memory holds every expert even though each token uses one: plan memory by the total parameter "
+                 "count and compute by the active one.")  # fmt: skip
+    return text
+
+
+def _citation_text(facts: FolderFacts) -> str:
+    if facts.paper is None:
+        return "No paper is associated with this model type."
+    return f"[{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})\n\n```bibtex\n{facts.paper.bibtex}\n```"
+
+
+def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCard:
+    """The card of ``folder``; ``repo_id`` (default: the folder's name) is used in the loading example."""
+    facts = read_folder_facts(folder)
+    model_id = repo_id or Path(folder).resolve().name
+    tag, auto_class = _head(facts)
+    paper = f", from [{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})" if facts.paper else ""
+    template = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
+    return ModelCard.from_template(
+        _card_data(facts, model_id.split("/")[-1]), template_str=template, model_name=model_id.split("/")[-1],
+        model_id=model_id, auto_class=auto_class,
+        summary_line=f"A `{facts.model_type}` model ({tag}) made with compact-bert{paper}.",
+        architecture=[(name, getattr(facts.config, name)) for name in _ARCHITECTURE_FIELDS
+                      if getattr(facts.config, name, None) is not None],
+        size_text=_size_text(facts), latency_text=_latency_text(facts), recipe_text=_recipe_text(facts),
+        evaluation_text=_evaluation_text(facts), routing_text=_routing_text(facts),
+        exports_text="\n".join(f"- `{name}`" for name in facts.exported_files) or "None yet (no ONNX or TFLite export).",
+        limitations_text=_limitations_text(facts), citation_text=_citation_text(facts),
+    )  # fmt: skip
+
+
+def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
+    """Write (or rewrite) ``folder/README.md`` from the folder's current facts."""
+    path = Path(folder) / MODEL_CARD_FILE
+    build_model_card(folder, repo_id).save(path)
+    return path

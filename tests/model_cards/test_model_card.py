@@ -1,0 +1,111 @@
+"""The card every command writes, parsed back with ``huggingface_hub`` and checked against the run's own facts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import transformers
+from huggingface_hub import ModelCard
+
+from compact_bert.model_cards import LatencyReport, RuntimeLatency, build_model_card, read_latency, write_latency
+from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
+from compact_bert.modeling.model_stats import count_parameters, estimate_flops
+from tests.conftest import tiny_configs
+
+NOT_RESULTS = {"eval_runtime", "eval_samples_per_second", "eval_steps_per_second"}
+
+
+def _results(card: ModelCard) -> dict[str, float]:
+    return {result.metric_name: result.metric_value for result in card.data.eval_results or []}
+
+
+def _summary(folder) -> dict:
+    return json.loads((folder / "run_summary.json").read_text())
+
+
+def test_distilled_student_card_states_the_run(main_job_run):
+    student, _ = main_job_run
+    card = ModelCard.load(student / "README.md")
+    summary = _summary(student)
+    data = card.data
+    assert (data.license, data.library_name, data.pipeline_tag) == ("apache-2.0", "transformers", "feature-extraction")
+    assert {"arxiv:2305.12129", "minimoe", "mixture-of-experts", "knowledge-distillation"} <= set(data.tags)
+    assert data.base_model == "sentence-transformers/all-MiniLM-L6-v2" and data.datasets == ["Salesforce/wikitext"]
+    expected = {key: value for key, value in summary.items() if key.startswith("eval_") and key not in NOT_RESULTS
+                and "_block" not in key and isinstance(value, float)}  # fmt: skip
+    assert _results(card) == expected and "eval_loss" in expected
+    assert {result.dataset_type for result in card.data.eval_results} == {"Salesforce/wikitext"}
+    model = transformers.AutoModel.from_pretrained(student)
+    total, active = count_parameters(model)
+    assert (total, active) == (summary["student_total_params"], summary["student_active_params_per_token"])
+    assert f"Parameters (base model, without the task head): {total:,}" in card.text
+    assert f"Active parameters per token: {active:,}" in card.text
+    assert f"{estimate_flops(model.config, 128) / 1e9:.3f} G" in card.text
+    assert summary["command_line"].startswith("compact-bert distill minimoe --student_overrides")
+    assert summary["command_line"] in card.text and "- Optimizer steps: 2" in card.text
+    for block in range(model.config.num_hidden_layers):
+        share = summary[f"eval_block{block}_max_expert_share"]
+        assert f"| {block} | {share} | {summary[f'eval_block{block}_min_expert_share']} |" in card.text
+    assert "Not measured: this folder has no `latency.json`" in card.text
+
+
+def test_finetuned_card_has_the_dev_results_in_model_index(main_job_run):
+    _, finetuned = main_job_run
+    card = ModelCard.load(finetuned / "README.md")
+    summary = _summary(finetuned)
+    assert card.data.pipeline_tag == "text-classification" and card.data.datasets == ["nyu-mll/glue"]
+    # The student folder is local: its own card names the Hub model it comes from.
+    assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
+    results = _results(card)
+    assert results["eval_accuracy"] == summary["eval_accuracy"] and "eval_loss" in results
+    accuracy = next(result for result in card.data.eval_results if result.metric_type == "accuracy")
+    assert (accuracy.dataset_type, accuracy.dataset_config, accuracy.dataset_split) == ("nyu-mll/glue", "sst2",
+                                                                                         "validation[:40]")  # fmt: skip
+    assert accuracy.task_type == "text-classification"
+    assert "AutoModelForSequenceClassification.from_pretrained" in card.text
+
+
+def _saved_tiny_model(folder, config_id="minimoe", auto_name="AutoModelForSequenceClassification"):
+    config = tiny_configs()[config_id]
+    AUTO_CLASSES_BY_CONFIG[type(config)][auto_name](config).save_pretrained(folder)
+    return folder
+
+
+def test_card_reports_latency_and_exports_written_next_to_the_weights(tmp_path):
+    folder = _saved_tiny_model(tmp_path / "model")
+    (folder / "onnx").mkdir()
+    (folder / "onnx" / "model.onnx").write_bytes(b"onnx stand-in")  # only its name reaches the card
+    write_latency(folder, LatencyReport(128, 1, "2-core CPU", {"eager": RuntimeLatency(12.5, 13.25),
+                                                               "onnx": RuntimeLatency(4.0, file="onnx/model.onnx")}))  # fmt: skip
+    card = build_model_card(folder, "user/tiny")
+    assert "| eager | float32 | 12.50 | 13.25 |  |" in card.text
+    assert "| onnx | float32 | 4.00 |  | onnx/model.onnx |" in card.text
+    assert "- `onnx/model.onnx`" in card.text
+    assert 'from_pretrained("user/tiny", trust_remote_code=True)' in card.text
+    # No run summary: the card says so instead of inventing a recipe or results.
+    assert "Not recorded" in card.text and card.data.eval_results is None
+    assert read_latency(folder).runtimes["onnx"].file == "onnx/model.onnx"
+
+
+@pytest.mark.parametrize(
+    "content, field",
+    [({"format_version": 1, "sequence_length": "128", "batch_size": 1, "device": "cpu", "runtimes": {}}, "sequence_length"),
+     ({"format_version": 1, "sequence_length": 128, "batch_size": 1, "device": "cpu", "runtimes": {"onnx": {}}},
+      "runtimes.onnx.median_ms"),
+     ({"sequence_length": 128}, "format_version")],
+)  # fmt: skip
+def test_a_malformed_latency_file_names_the_field(tmp_path, content, field):
+    (tmp_path / "latency.json").write_text(json.dumps(content))
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        read_latency(tmp_path)
+
+
+def test_convert_writes_a_card_naming_its_source(tmp_path):
+    from compact_bert.cli.main import main
+
+    source = _saved_tiny_model(tmp_path / "compact", "mobilebert", "AutoModelForMaskedLM")
+    assert main(["convert", str(source), str(tmp_path / "converted")]) == 0
+    card = ModelCard.load(tmp_path / "converted" / "README.md")
+    assert card.data.pipeline_tag == "fill-mask" and "arxiv:2004.02984" in card.data.tags
+    assert "Converted one to one from `compact`" in card.text
