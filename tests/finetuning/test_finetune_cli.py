@@ -283,7 +283,7 @@ def test_peft_adapter_and_merge_wiring(model_dirs, data_dir, tmp_path):
         torch.testing.assert_close(merged(**batch).logits, adapted(**batch).logits, rtol=1e-4, atol=1e-5)
     with pytest.raises(SystemExit, match="Unknown PEFT method 'prefix'; valid methods: lora, ia3"):
         finetune(str(model_dirs["ib_bert"]), tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--peft", "prefix"])
-    with pytest.raises(ValueError, match="--merge merges a PEFT adapter"):
+    with pytest.raises(SystemExit, match="--merge merges a PEFT adapter"):
         finetune(str(model_dirs["ib_bert"]), tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--merge"])
 
 
@@ -315,8 +315,8 @@ def test_adapter_size_grid_with_learning_rates(data_dir, tmp_path):
 
 
 def test_adapter_size_grid_needs_lora(data_dir, tmp_path):
-    with pytest.raises(ValueError, match="--adapter_size_grid sets the LoRA rank: it needs --peft lora"):
+    with pytest.raises(SystemExit, match="--adapter_size_grid sets the LoRA rank: it needs --peft lora"):
         finetune("minimoe-4l-192h", tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--adapter_size_grid", "8", "16"])
-    with pytest.raises(ValueError, match="--adapter_size_grid sets the LoRA rank: it needs --peft lora"):
+    with pytest.raises(SystemExit, match="--adapter_size_grid sets the LoRA rank: it needs --peft lora"):
         finetune("minimoe-4l-192h", tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--peft", "ia3",
                                                      "--adapter_size_grid", "8"])  # fmt: skip
