@@ -10,9 +10,7 @@ through the file compact-bert installs in the ``optimum.commands.register`` name
 
 from __future__ import annotations
 
-import importlib.abc
-import sys
-from types import ModuleType
+from ..import_hooks import after_import
 
 __all__ = ["register_when_optimum_is_imported"]
 
@@ -27,36 +25,6 @@ def _register() -> None:
     register_ort_optimizer_support()
 
 
-class _RegisterWhenOptimumLoads(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the real loader of Optimum's model configs to register after it runs."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _OPTIMUM_MODEL_CONFIGS:
-            return None
-        sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            find_spec = getattr(finder, "find_spec", None)
-            spec = find_spec(fullname, path, target) if find_spec is not None else None
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        exec_module = loader.exec_module
-
-        def exec_and_register(module: ModuleType) -> None:
-            exec_module(module)
-            _register()
-
-        loader.exec_module = exec_and_register
-        return spec
-
-
 def register_when_optimum_is_imported() -> None:
     """What ``import compact_bert`` runs: register now if Optimum's exporter is loaded, else as soon as it is."""
-    if _OPTIMUM_MODEL_CONFIGS in sys.modules:
-        _register()
-    elif not any(isinstance(finder, _RegisterWhenOptimumLoads) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterWhenOptimumLoads())
+    after_import(_OPTIMUM_MODEL_CONFIGS, lambda module: _register())

@@ -23,9 +23,9 @@ import PEFT): pass ``target_modules`` (e.g. ``["query", "value"]``), or install 
 
 from __future__ import annotations
 
-import importlib.abc
-import sys
 from types import ModuleType
+
+from ..import_hooks import after_import
 
 __all__ = ["COMPACT_BERT_MODEL_TYPES", "register_peft_default_targets"]
 
@@ -60,37 +60,6 @@ def register_peft_default_targets() -> list[str]:
     return _register_into(constants)
 
 
-class _RegisterWhenPeftLoads(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the real loader of ``peft.utils.constants`` to register after it runs."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _PEFT_CONSTANTS:
-            return None
-        sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            find_spec = getattr(finder, "find_spec", None)
-            spec = find_spec(fullname, path, target) if find_spec is not None else None
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        exec_module = loader.exec_module
-
-        def exec_and_register(module: ModuleType) -> None:
-            exec_module(module)
-            _register_into(module)
-
-        loader.exec_module = exec_and_register
-        return spec
-
-
 def register_when_peft_is_imported() -> None:
     """What ``import compact_bert`` runs: register now if PEFT is loaded, else as soon as it is."""
-    constants = sys.modules.get(_PEFT_CONSTANTS)
-    if constants is not None:
-        _register_into(constants)
-    elif not any(isinstance(finder, _RegisterWhenPeftLoads) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterWhenPeftLoads())
+    after_import(_PEFT_CONSTANTS, _register_into)
