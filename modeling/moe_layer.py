@@ -15,6 +15,7 @@ rejects expanded gradients in torch 2.13.)
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -220,12 +221,17 @@ class ExpertDispatch:
         # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of ``positions``.
         self.target = target
         self.exporting = _exporting()
+
+    @functools.cached_property
+    def positions(self) -> list[torch.Tensor]:
+        """Each expert's token positions, found on first use and shared by the expert matrices that follow. Lazy
+        because the batched export form never asks: traced eagerly, one ``nonzero`` per expert and block would
+        only slow the export down."""
         if self.exporting:
-            self.positions = [(target == expert).nonzero().squeeze(-1) for expert in range(num_experts)]
-        else:
-            order = torch.argsort(target, stable=True)
-            counts = torch.bincount(target, minlength=num_experts + 1).tolist()
-            self.positions = list(order.split(counts))[:num_experts]
+            return [(self.target == expert).nonzero().squeeze(-1) for expert in range(self.num_experts)]
+        order = torch.argsort(self.target, stable=True)
+        counts = torch.bincount(self.target, minlength=self.num_experts + 1).tolist()
+        return list(order.split(counts))[: self.num_experts]
 
     def run(
         self, inputs: torch.Tensor, expert_fn: Callable[[torch.Tensor, int], torch.Tensor], out_features: int
