@@ -60,9 +60,26 @@ def _run_training(module, argv: list[str]) -> int:
     from ..distillation.run_errors import RunSettingsError
 
     try:
-        return module.run(argv)
+        status = module.run(argv)
     except (RunSettingsError, TrainingDivergedError, UnsupportedPrecisionError) as error:
+        _close_process_group(wait_for_others=False)
         raise SystemExit(f"compact-bert: {error}") from error
+    _close_process_group(wait_for_others=True)
+    return status
+
+
+def _close_process_group(wait_for_others: bool) -> None:
+    """End a multi-process run explicitly. A rank that finishes while the main process still writes the summary
+    and card would otherwise exit with gloo's threads alive and abort in C++ teardown ("terminate called without
+    an active exception"), failing the launcher. The barrier lets every rank leave together; after an error the
+    other ranks may never reach it, so only the group is destroyed."""
+    import torch.distributed as distributed
+
+    if not (distributed.is_available() and distributed.is_initialized()):
+        return
+    if wait_for_others:
+        distributed.barrier()
+    distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
