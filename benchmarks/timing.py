@@ -3,11 +3,11 @@ that machine noise hits all of them alike; ratios of medians are what the benchm
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Callable
 
 import torch
+
+from compact_bert.evaluation.runtime_latency import measure_interleaved
 
 __all__ = ["compare_latencies", "format_ratio"]
 
@@ -17,17 +17,9 @@ def compare_latencies(
 ) -> dict[str, float]:
     """Median seconds per call of each candidate, measured interleaved (under ``torch.inference_mode``
     unless ``inference=False``, for training steps)."""
-    samples: dict[str, list[float]] = {name: [] for name in candidates}
     with torch.inference_mode(inference):
-        for _ in range(warmup):
-            for function in candidates.values():
-                function()
-        for _ in range(rounds):
-            for name, function in candidates.items():
-                start = time.perf_counter()
-                function()
-                samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in samples.items()}
+        measured = measure_interleaved(candidates, rounds, warmup)
+    return {name: latency.median_ms / 1e3 for name, latency in measured.items()}
 
 
 def format_ratio(label: str, numerator: float, denominator: float, target: str) -> str:

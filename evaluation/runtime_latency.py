@@ -1,0 +1,88 @@
+"""Latency of one model in every runtime it can run in, measured side by side.
+
+Shared by ``compact-bert benchmark``, the main job's summary, the model card's ``latency.json`` and the scripts in
+``benchmarks/``, so that every latency the project reports is measured the same way: candidates run interleaved,
+round after round, in one process, so that noise on a shared machine hits all of them alike; each is reported
+as the median and the 90th percentile of its rounds.
+
+A *runner* is a no-argument callable that does one forward pass on fixed inputs. ``eager_runner`` builds one for
+a PyTorch module, ``onnxruntime_runner`` for an ``.onnx`` file; anything else (a compiled module, a TFLite
+interpreter) is a plain callable too.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..model_cards.latency import RuntimeLatency
+
+__all__ = ["eager_runner", "latency_inputs", "measure_interleaved", "onnxruntime_runner"]
+
+# The graph inputs every exported compact-bert model takes, in order.
+_INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def latency_inputs(vocab_size: int, batch_size: int, sequence_length: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random token ids without padding: latency does not depend on the ids, and a fixed seed keeps every runtime
+    on the same input."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(0, vocab_size, (batch_size, sequence_length), generator=generator)
+    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids),
+            "token_type_ids": torch.zeros_like(input_ids)}  # fmt: skip
+
+
+def eager_runner(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:
+    """One eval-mode forward under ``torch.inference_mode`` (the mode a deployed model runs in)."""
+    model.eval()
+
+    def run():
+        with torch.inference_mode():
+            return model(**inputs)
+
+    return run
+
+
+def onnxruntime_runner(onnx_path: str | Path, inputs: dict[str, torch.Tensor], threads: int | None = None):
+    """One ``InferenceSession.run`` on the CPU provider; feeds only the inputs the graph declares (an exported
+    model without token types has no ``token_type_ids`` input)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    declared = {graph_input.name for graph_input in session.get_inputs()}
+    unknown = declared - set(_INPUT_NAMES)
+    if unknown:
+        raise ValueError(f"{onnx_path}: graph inputs {sorted(unknown)} are not among {list(_INPUT_NAMES)}.")
+    feeds = {name: inputs[name].numpy() for name in _INPUT_NAMES if name in declared}
+    return lambda: session.run(None, feeds)
+
+
+def measure_interleaved(
+    runners: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3
+) -> dict[str, RuntimeLatency]:
+    """Median and 90th-percentile milliseconds per call of each runner, all measured in the same rounds."""
+    if rounds < 1 or warmup < 0:
+        raise ValueError(f"rounds must be >= 1 and warmup >= 0, got rounds={rounds}, warmup={warmup}.")
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(warmup):
+        for run in runners.values():
+            run()
+    for _ in range(rounds):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {name: _summary(values) for name, values in samples.items()}
+
+
+def _summary(milliseconds: list[float]) -> RuntimeLatency:
+    ordered = sorted(milliseconds)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return RuntimeLatency(median_ms=round(statistics.median(ordered), 3), p90_ms=round(p90, 3))

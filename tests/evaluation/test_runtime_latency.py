@@ -1,0 +1,48 @@
+"""``evaluation.runtime_latency``: interleaved measurement, eager and ONNX Runtime runners on a real export."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
+
+
+def test_measure_orders_runners_by_their_cost_and_reports_p90_at_least_median():
+    measured = measure_interleaved({"fast": lambda: time.sleep(0.001), "slow": lambda: time.sleep(0.006)},
+                                   rounds=7, warmup=1)  # fmt: skip
+    assert 0.9 <= measured["fast"].median_ms < measured["slow"].median_ms
+    assert measured["slow"].median_ms >= 5.5
+    assert all(latency.p90_ms >= latency.median_ms for latency in measured.values())
+
+
+def test_measure_rejects_zero_rounds():
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        measure_interleaved({"noop": lambda: None}, rounds=0)
+
+
+def test_inputs_are_reproducible_and_unpadded():
+    first, second = latency_inputs(100, 2, 9, seed=3), latency_inputs(100, 2, 9, seed=3)
+    assert torch.equal(first["input_ids"], second["input_ids"]) and first["input_ids"].shape == (2, 9)
+    assert bool(first["attention_mask"].all()) and not bool(first["token_type_ids"].any())
+
+
+def test_eager_and_onnxruntime_runners_give_the_same_logits(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from compact_bert.export.onnx_exporter import export_onnx
+    from tests.conftest import tiny_configs
+
+    import transformers
+
+    config = tiny_configs()["minimoe"]
+    config.num_labels = 2
+    torch.manual_seed(0)
+    transformers.AutoModelForSequenceClassification.from_config(config).save_pretrained(tmp_path / "model")
+    export_onnx(tmp_path / "model", tmp_path / "onnx", "text-classification", exporter="dynamo")
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "model")
+    inputs = latency_inputs(config.vocab_size, 1, 12)
+    eager_logits = eager_runner(model, inputs)().logits
+    onnx_logits = torch.from_numpy(onnxruntime_runner(tmp_path / "onnx" / "model.onnx", inputs, threads=1)()[0])
+    torch.testing.assert_close(onnx_logits, eager_logits, atol=1e-4, rtol=0)
