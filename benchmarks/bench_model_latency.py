@@ -52,9 +52,8 @@ def mobilebert_case(rounds: int, compile_models: bool) -> None:
     with torch.inference_mode():
         difference = ours(input_ids=input_ids).last_hidden_state - reference(input_ids=input_ids).last_hidden_state
     print(f"MobileBERT outputs: max |ours - transformers| = {difference.abs().max().item():.2e}")
-    times = compare_latencies(
-        {"ours": lambda: ours(input_ids=input_ids), "transformers": lambda: reference(input_ids=input_ids)}, rounds=rounds
-    )
+    calls = {"ours": lambda: ours(input_ids=input_ids), "transformers": lambda: reference(input_ids=input_ids)}
+    times = compare_latencies(calls, rounds=rounds)
     print(format_ratio("MobileBERT eager, ours vs transformers", times["ours"], times["transformers"], "<= 0.8x"))
     if not compile_models:
         return

@@ -284,7 +284,12 @@ class MoEExperts(nn.Module):
     """
 
     def __init__(
-        self, num_experts: int, hidden_size: int, intermediate_size: int, hidden_act: str, pack_inference_weights: bool = True
+        self,
+        num_experts: int,
+        hidden_size: int,
+        intermediate_size: int,
+        hidden_act: str,
+        pack_inference_weights: bool = True,
     ):
         super().__init__()
         self.num_experts = num_experts
@@ -307,9 +312,13 @@ class MoEExperts(nn.Module):
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
         packed_fc1 = packed_expert_weights(self.fc1_weight, self, self.pack_inference_weights)
-        packed_fc2 = packed_expert_weights(self.fc2_weight, self, self.pack_inference_weights)
+        packed_fc2 = None
+        if packed_fc1 is not None:  # a LoRA-computed fc1 runs the plain path: no fc2 copy for nothing
+            packed_fc2 = packed_expert_weights(self.fc2_weight, self, self.pack_inference_weights)
         if packed_fc1 is not None and packed_fc2 is not None:
-            return dispatch.run(inputs, lambda rows, expert: self._packed_ffn(rows, expert, packed_fc1, packed_fc2), self.hidden_size)
+            return dispatch.run(
+                inputs, lambda rows, expert: self._packed_ffn(rows, expert, packed_fc1, packed_fc2), self.hidden_size
+            )
 
         def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
             hidden = self.act(F.linear(rows, self.fc1_weight[expert], self.fc1_bias[expert]))

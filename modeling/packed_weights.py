@@ -40,10 +40,11 @@ from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = [
+    "FUSED_ACTIVATIONS",
     "packed_expert_weights",
     "packed_linear",
-    "packing_available",
     "packed_weight_bytes",
+    "packing_available",
     "release_packed_weights",
     "weight_packing",
 ]
@@ -124,6 +125,7 @@ def packed_expert_weights(weight: torch.Tensor, module: nn.Module, enabled: bool
         or module.training
         or torch.is_grad_enabled()
         or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()
         or torch.jit.is_tracing()
         or not isinstance(weight, nn.Parameter)
         or weight.device.type != "cpu"
