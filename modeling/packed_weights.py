@@ -14,8 +14,9 @@ When a packed copy is used, all at once:
 - the weight is a float32 CPU ``nn.Parameter`` (not a tensor computed on the fly, as PEFT's unmerged LoRA
   on ``target_parameters`` gives), and packing was not switched off (config field
   ``pack_inference_weights=False``, or ``with weight_packing(False):`` around the calls);
-- the private ops exist and give the right answer on this machine (``packing_available``): builds without
-  oneDNN, other CPUs' builds and CUDA tensors take today's ``F.linear`` path.
+- the private ops exist and give the right answer on this machine (``packing_available``) and oneDNN is
+  not switched off (``torch.backends.mkldnn.flags(enabled=False)``): builds without oneDNN, other CPUs'
+  builds and CUDA tensors take today's ``F.linear`` path.
 
 A packed copy is rebuilt whenever its parameter may have changed: the key is the parameter's version
 counter (bumped by every in-place update autograd sees: optimizer steps, ``load_state_dict``), its storage
@@ -130,6 +131,7 @@ def packed_expert_weights(weight: torch.Tensor, module: nn.Module, enabled: bool
         or not isinstance(weight, nn.Parameter)
         or weight.device.type != "cpu"
         or weight.dtype != torch.float32
+        or not torch.backends.mkldnn.enabled  # switched off by the user: torch.backends.mkldnn.flags(enabled=False)
         or not packing_available()
     ):
         return None

@@ -162,9 +162,13 @@ def test_without_working_private_ops_the_plain_path_runs(monkeypatch, how):
     assert packed_weight_bytes(model) == 0
 
 
-def test_the_config_switch_turns_packing_off_and_is_validated():
+def test_the_config_switch_and_turning_onednn_off_disable_packing_and_the_switch_is_validated():
     model = _classifier("moe_bert", pack_inference_weights=False)
     _logits(model)
+    assert packed_weight_bytes(model) == 0
+    model = _classifier("moe_bert")
+    with torch.backends.mkldnn.flags(enabled=False):
+        _logits(model)
     assert packed_weight_bytes(model) == 0
     with pytest.raises(ValueError, match="pack_inference_weights.*True or False.*'no'"):
         MiniMoEConfig(pack_inference_weights="no")
