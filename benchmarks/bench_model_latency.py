@@ -11,7 +11,8 @@
    (report).
 
 Run: ``python benchmarks/bench_model_latency.py`` (``--no_compile`` skips the compiled cases, which take
-minutes to compile; ``--quick`` runs few rounds for a smoke run).
+minutes to compile; ``--quick`` runs few rounds and ``--tiny`` 1- or 2-layer models: smoke runs that check the
+script works, their numbers mean nothing).
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ def _warm(calls: dict) -> dict:
     return calls
 
 
-def mobilebert_case(rounds: int, compile_models: bool) -> None:
+def mobilebert_case(rounds: int, compile_models: bool, tiny: bool) -> None:
     input_ids = torch.randint(1, 30522, (1, 128))
-    reference = MobileBertModel(MobileBertConfig()).eval()
-    ours = compact_bert.CompactMobileBertModel(preset_config("mobilebert")).eval()
+    layers = {"num_hidden_layers": 2} if tiny else {}
+    reference = MobileBertModel(MobileBertConfig(**layers)).eval()
+    ours = compact_bert.CompactMobileBertModel(preset_config("mobilebert", **layers)).eval()
     ours.load_state_dict(reference.state_dict())
     with torch.inference_mode():
         difference = ours(input_ids=input_ids).last_hidden_state - reference(input_ids=input_ids).last_hidden_state
@@ -76,10 +78,11 @@ def _fastest(name: str, model, inputs: dict, rounds: int, compile_models: bool) 
     return times[mode], mode
 
 
-def minimoe_case(rounds: int, compile_models: bool) -> None:
+def minimoe_case(rounds: int, compile_models: bool, tiny: bool) -> None:
     inputs = {"input_ids": torch.randint(1, 30522, (1, 128))}
-    sparse = compact_bert.MiniMoEModel(preset_config("minimoe-4l-384h")).eval()
-    dense = compact_bert.MiniMoEModel(preset_config("minilm-4l-384h")).eval()
+    layers = {"num_hidden_layers": 1} if tiny else {}
+    sparse = compact_bert.MiniMoEModel(preset_config("minimoe-4l-384h", **layers)).eval()
+    dense = compact_bert.MiniMoEModel(preset_config("minilm-4l-384h", **layers)).eval()
     print("MiniMoE 4L;384H, batch 1 x 128, each in its fastest mode:")
     moe_time, moe_mode = _fastest("MoE 1,4E", sparse, inputs, rounds, compile_models)
     dense_time, dense_mode = _fastest("dense 1,1E", dense, inputs, rounds, compile_models)
@@ -87,10 +90,11 @@ def minimoe_case(rounds: int, compile_models: bool) -> None:
     print(f"  packed expert copies: {packed_weight_bytes(sparse) / 2**20:.1f} MiB")
 
 
-def moe_bert_case(rounds: int) -> None:
+def moe_bert_case(rounds: int, tiny: bool) -> None:
     inputs = {"input_ids": torch.randint(1, 30522, (8, 128))}
-    sparse = compact_bert.MoEBertModel(preset_config("moe-bert-small")).eval()
-    dense = compact_bert.MoEBertModel(preset_config("vanilla-bert-small")).eval()
+    layers = {"num_hidden_layers": 1} if tiny else {}
+    sparse = compact_bert.MoEBertModel(preset_config("moe-bert-small", **layers)).eval()
+    dense = compact_bert.MoEBertModel(preset_config("vanilla-bert-small", **layers)).eval()
     times = compare_latencies(
         {"moe": lambda: sparse(**inputs), "dense": lambda: dense(**inputs)}, rounds=max(3, rounds // 3)
     )
@@ -102,13 +106,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no_compile", action="store_true", help="Skip the torch.compile cases (slow to compile).")
     parser.add_argument("--quick", action="store_true", help="Few rounds: a smoke run whose numbers mean little.")
+    parser.add_argument("--tiny", action="store_true", help="1- or 2-layer models: a smoke run, numbers mean nothing.")
     arguments = parser.parse_args()
     rounds = 3 if arguments.quick else 30
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    mobilebert_case(rounds, not arguments.no_compile)
-    minimoe_case(rounds, not arguments.no_compile)
-    moe_bert_case(rounds)
+    mobilebert_case(rounds, not arguments.no_compile, arguments.tiny)
+    minimoe_case(rounds, not arguments.no_compile, arguments.tiny)
+    moe_bert_case(rounds, arguments.tiny)
 
 
 if __name__ == "__main__":

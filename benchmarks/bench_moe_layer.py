@@ -16,7 +16,8 @@ Inference (eval mode, ``torch.inference_mode``; the layer packs its expert weigh
 Training (issue 10 item 5; train mode, gradients, no packing): forward + backward of the MoE layer vs the
 dense FFN at 128 and 4,096 tokens (d=384, 4 experts; d=768, 64 experts), printed for the record.
 
-Run: ``python benchmarks/bench_moe_layer.py`` (``--quick`` for a smoke run: few rounds, numbers mean little).
+Run: ``python benchmarks/bench_moe_layer.py`` (``--quick``: few rounds; ``--tiny``: small layers too; both
+are smoke runs that check the script works, their numbers mean nothing).
 """
 
 from __future__ import annotations
@@ -127,9 +128,15 @@ def _copy_bandwidth(rounds: int) -> float:
     return 2 * source.numel() * source.element_size() / seconds  # read + write
 
 
-def small_layer_case(rounds: int) -> None:
-    layer = _layer(4, 384, 1536)
-    tokens, mask = torch.randn(1, 128, 384), torch.ones(1, 128)
+# (experts, hidden, FFN) of each case at full size and in a --tiny smoke run.
+SIZES = {"small": (4, 384, 1536), "large": (64, 768, 3072)}
+TINY_SIZES = {"small": (4, 32, 64), "large": (8, 32, 64)}
+
+
+def small_layer_case(rounds: int, sizes: dict) -> None:
+    experts, hidden, ffn = sizes["small"]
+    layer = _layer(experts, hidden, ffn)
+    tokens, mask = torch.randn(1, 128, hidden), torch.ones(1, 128)
     packed_ffn, experts_only = _packed_one_expert(layer), _experts_only(layer)
     times = compare_latencies(
         {
@@ -142,16 +149,17 @@ def small_layer_case(rounds: int) -> None:
         rounds=rounds,
     )
     one_expert, plain_one_expert = times["one_expert"], times["one_expert_plain"]
-    label = "4 experts, 128 tokens vs one expert FFN (packed, same path)"
+    label = f"{experts} experts, d={hidden}, FFN {ffn}, 128 tokens vs one expert FFN (packed, same path)"
     print(format_ratio(label, times["moe"], one_expert, "<= 1.5x"))
     print(format_ratio("  floor: per-expert packed GEMMs, no routing", times["experts_only"], one_expert, "report"))
     print(format_ratio("  plain F.linear path, MoE vs one FFN", times["moe_plain"], plain_one_expert, "report"))
     print(format_ratio("  MoE packed vs MoE plain", times["moe"], times["moe_plain"], "report"))
 
 
-def large_layer_cases(rounds: int) -> None:
-    layer = _layer(64, 768, 3072)
-    tokens, mask = torch.randn(1, 128, 768), torch.ones(1, 128)
+def large_layer_cases(rounds: int, sizes: dict) -> None:
+    experts, hidden, ffn = sizes["large"]
+    layer = _layer(experts, hidden, ffn)
+    tokens, mask = torch.randn(1, 128, hidden), torch.ones(1, 128)
     times = compare_latencies(
         {
             "moe": lambda: layer(tokens, mask, None),
@@ -165,7 +173,7 @@ def large_layer_cases(rounds: int) -> None:
     used = int((decision.expert_load > 0).sum())
     bytes_read = used * sum(p[0].numel() * p.element_size() for p in layer.experts.parameters())
     floor = bytes_read / _copy_bandwidth(max(3, rounds // 2))
-    print(f"64 experts, 128 tokens ({used} experts used, {bytes_read / 2**20:.0f} MiB of weights): "
+    print(f"{experts} experts, d={hidden}, FFN {ffn}, 128 tokens ({used} experts used, {bytes_read / 2**20:.0f} MiB of weights): "
           f"MoE {times['moe'] * 1e3:.2f} ms, weight-read floor {floor * 1e3:.2f} ms -> "
           f"{floor / times['moe']:.0%} of the floor's speed (target >= 80%)")  # fmt: skip
     print(format_ratio("  MoE packed vs plain", times["moe"], times["moe_plain"], "report"))
@@ -174,7 +182,7 @@ def large_layer_cases(rounds: int) -> None:
     print(f"  packed copies: {packed_weight_bytes(layer) / 2**20:.0f} MiB next to {expert_bytes / 2**20:.0f} MiB "
           "of expert weights")  # fmt: skip
 
-    tokens, mask = torch.randn(8, 512, 768), torch.ones(8, 512)
+    tokens, mask = torch.randn(8, 512, hidden), torch.ones(8, 512)
     packed_ffn, experts_only = _packed_one_expert(layer), _experts_only(layer)
     times = compare_latencies(
         {
@@ -186,14 +194,14 @@ def large_layer_cases(rounds: int) -> None:
         rounds=max(3, rounds // 4),
         warmup=1,
     )
-    print(format_ratio("64 experts, 4096 tokens vs dense FFN (packed)", times["moe"], times["dense"], "<= 1.3x"))
+    print(format_ratio(f"{experts} experts, 4096 tokens vs dense FFN (packed)", times["moe"], times["dense"], "<= 1.3x"))
     print(format_ratio("  vs dense FFN with F.linear", times["moe"], times["dense_plain"], "report"))
     print(format_ratio("  floor: per-expert packed GEMMs, no routing", times["experts_only"], times["dense"], "report"))
 
 
-def training_cases(rounds: int) -> None:
+def training_cases(rounds: int, sizes: dict) -> None:
     """Forward + backward, train mode: what a training step pays for the MoE layer over a dense FFN."""
-    for experts, hidden, ffn in ((4, 384, 1536), (64, 768, 3072)):
+    for experts, hidden, ffn in sizes.values():
         layer = _layer(experts, hidden, ffn).train()
         for tokens_count in (128, 4096):
             tokens = torch.randn(tokens_count // 128, 128, hidden, requires_grad=True)
@@ -214,14 +222,16 @@ def training_cases(rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="Few rounds: a smoke run whose numbers mean little.")
+    parser.add_argument("--tiny", action="store_true", help="Tiny layers: a smoke run whose numbers mean nothing.")
     arguments = parser.parse_args()
     rounds = 2 if arguments.quick else 40
+    sizes = TINY_SIZES if arguments.tiny else SIZES
     torch.manual_seed(0)
     packing = "available" if packing_available() else "unavailable: every packed case runs the plain path"
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, oneDNN packing {packing}")
-    small_layer_case(rounds)
-    large_layer_cases(rounds)
-    training_cases(rounds)
+    small_layer_case(rounds, sizes)
+    large_layer_cases(rounds, sizes)
+    training_cases(rounds, sizes)
 
 
 if __name__ == "__main__":
