@@ -130,7 +130,7 @@ def _copy_bandwidth(rounds: int) -> float:
 
 # (experts, hidden, FFN) of each case at full size and in a --tiny smoke run.
 SIZES = {"small": (4, 384, 1536), "large": (64, 768, 3072)}
-TINY_SIZES = {"small": (4, 32, 64), "large": (8, 32, 64)}
+TINY_SIZES = {"small": (4, 48, 96), "large": (8, 48, 96)}
 
 
 def small_layer_case(rounds: int, sizes: dict) -> None:
