@@ -174,3 +174,20 @@ def test_the_config_switch_and_turning_onednn_off_disable_packing_and_the_switch
         MiniMoEConfig(pack_inference_weights="no")
     with pytest.raises(ValueError, match="enabled"), weight_packing("off"):
         pass
+
+
+@needs_onednn
+def test_weights_are_packed_once_across_calls_until_they_change(monkeypatch):
+    packs = []
+    original_pack = packed_weights._pack
+    monkeypatch.setattr(packed_weights, "_pack", lambda weight: packs.append(weight.shape) or original_pack(weight))
+    model = _classifier("minimoe")
+    for _ in range(3):
+        _logits(model)
+        with torch.inference_mode():
+            model(**random_batch())
+    assert len(packs) == 2 * model.config.num_hidden_layers  # fc1 and fc2 of each MoE block, once
+    with torch.no_grad():
+        next(p for name, p in model.named_parameters() if "fc2_weight" in name).mul_(0.5)
+    _logits(model)
+    assert len(packs) == 2 * model.config.num_hidden_layers + 1
