@@ -1,14 +1,23 @@
-"""Whole-model latency, batch 1, 128 tokens, eager PyTorch on CPU, side by side in one run.
+"""Whole-model inference latency on CPU, side by side in one run (issue 10 targets).
 
-1. Our MobileBERT vs transformers' MobileBertModel with the same weights (target <= 1.0x, aim 0.8x);
-   the outputs are checked to match first.
-2. MiniMoE 4L;384H with 4 experts vs its dense MiniLM counterpart (target <= 1.15x).
+1. Our MobileBERT vs transformers' MobileBertModel with the same weights, batch 1 x 128 tokens, outputs
+   checked to match first: eager (target <= 0.8x) and both compiled the same way (``torch.compile``,
+   inductor with freezing, ``dynamic=True``; target <= 1.0x).
+2. MiniMoE 4L;384H (1,4E) vs its dense twin (1,1E), batch 1 x 128, each in its fastest inference mode
+   (the faster of eager and compiled for each; target <= 1.15x). Its floor is the MoE layer's own, printed
+   by ``bench_moe_layer.py`` case 1 (the per-expert GEMMs with no routing, vs one FFN): the model pays it in
+   each of its 4 FFN blocks on top of the shared attention.
+3. MoE-BERT small (12 layers, H=128, 64 experts) vs its vanilla twin (1 expert), batch 8 x 128, eager
+   (report).
 
-Run: ``python benchmarks/bench_model_latency.py``
+Run: ``python benchmarks/bench_model_latency.py`` (``--no_compile`` skips the compiled cases, which take
+minutes to compile; ``--quick`` runs few rounds and ``--tiny`` 1- or 2-layer models: smoke runs that check the
+script works, their numbers mean nothing).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -20,28 +29,91 @@ from timing import compare_latencies, format_ratio  # noqa: E402
 
 import compact_bert  # noqa: E402
 from compact_bert.configuration import preset_config  # noqa: E402
+from compact_bert.modeling.packed_weights import packed_weight_bytes  # noqa: E402
+
+
+def compiled_for_inference(model):
+    """What the README recommends for CPU inference: inductor with freezing (weights folded and packed)."""
+    return torch.compile(model.eval(), dynamic=True, options={"freezing": True})
+
+
+def _warm(calls: dict) -> dict:
+    """First calls (compilation, packing) outside the timed rounds."""
+    with torch.inference_mode():
+        for call in calls.values():
+            call()
+    return calls
+
+
+def mobilebert_case(rounds: int, compile_models: bool, tiny: bool) -> None:
+    input_ids = torch.randint(1, 30522, (1, 128))
+    layers = {"num_hidden_layers": 2} if tiny else {}
+    reference = MobileBertModel(MobileBertConfig(**layers)).eval()
+    ours = compact_bert.CompactMobileBertModel(preset_config("mobilebert", **layers)).eval()
+    ours.load_state_dict(reference.state_dict())
+    with torch.inference_mode():
+        difference = ours(input_ids=input_ids).last_hidden_state - reference(input_ids=input_ids).last_hidden_state
+    print(f"MobileBERT outputs: max |ours - transformers| = {difference.abs().max().item():.2e}")
+    calls = {"ours": lambda: ours(input_ids=input_ids), "transformers": lambda: reference(input_ids=input_ids)}
+    times = compare_latencies(calls, rounds=rounds)
+    print(format_ratio("MobileBERT eager, ours vs transformers", times["ours"], times["transformers"], "<= 0.8x"))
+    if not compile_models:
+        return
+    ours_compiled, reference_compiled = compiled_for_inference(ours), compiled_for_inference(reference)
+    calls = _warm({"ours": lambda: ours_compiled(input_ids=input_ids),
+                   "transformers": lambda: reference_compiled(input_ids=input_ids)})  # fmt: skip
+    times = compare_latencies(calls, rounds=rounds)
+    print(format_ratio("MobileBERT compiled (inductor, freezing), ours vs transformers", times["ours"],
+                       times["transformers"], "<= 1.0x"))  # fmt: skip
+
+
+def _fastest(name: str, model, inputs: dict, rounds: int, compile_models: bool) -> tuple[float, str]:
+    calls = {"eager": lambda: model(**inputs)}
+    if compile_models:
+        compiled = compiled_for_inference(model)
+        calls["compiled"] = lambda: compiled(**inputs)
+    times = compare_latencies(_warm(calls), rounds=rounds)
+    mode = min(times, key=times.get)
+    print(f"  {name}: " + ", ".join(f"{key} {value * 1e3:.2f} ms" for key, value in times.items()))
+    return times[mode], mode
+
+
+def minimoe_case(rounds: int, compile_models: bool, tiny: bool) -> None:
+    inputs = {"input_ids": torch.randint(1, 30522, (1, 128))}
+    layers = {"num_hidden_layers": 1} if tiny else {}
+    sparse = compact_bert.MiniMoEModel(preset_config("minimoe-4l-384h", **layers)).eval()
+    dense = compact_bert.MiniMoEModel(preset_config("minilm-4l-384h", **layers)).eval()
+    print("MiniMoE 4L;384H, batch 1 x 128, each in its fastest mode:")
+    moe_time, moe_mode = _fastest("MoE 1,4E", sparse, inputs, rounds, compile_models)
+    dense_time, dense_mode = _fastest("dense 1,1E", dense, inputs, rounds, compile_models)
+    print(format_ratio(f"MiniMoE 1,4E ({moe_mode}) vs dense twin ({dense_mode})", moe_time, dense_time, "<= 1.15x"))
+    print(f"  packed expert copies: {packed_weight_bytes(sparse) / 2**20:.1f} MiB")
+
+
+def moe_bert_case(rounds: int, tiny: bool) -> None:
+    inputs = {"input_ids": torch.randint(1, 30522, (8, 128))}
+    layers = {"num_hidden_layers": 1} if tiny else {}
+    sparse = compact_bert.MoEBertModel(preset_config("moe-bert-small", **layers)).eval()
+    dense = compact_bert.MoEBertModel(preset_config("vanilla-bert-small", **layers)).eval()
+    times = compare_latencies(
+        {"moe": lambda: sparse(**inputs), "dense": lambda: dense(**inputs)}, rounds=max(3, rounds // 3)
+    )
+    print(format_ratio("MoE-BERT small (64 experts) vs vanilla twin, batch 8 x 128, eager", times["moe"],
+                       times["dense"], "report"))  # fmt: skip
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--no_compile", action="store_true", help="Skip the torch.compile cases (slow to compile).")
+    parser.add_argument("--quick", action="store_true", help="Few rounds: a smoke run whose numbers mean little.")
+    parser.add_argument("--tiny", action="store_true", help="1- or 2-layer models: a smoke run, numbers mean nothing.")
+    arguments = parser.parse_args()
+    rounds = 3 if arguments.quick else 30
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    input_ids = torch.randint(1, 30522, (1, 128))
-
-    reference = MobileBertModel(MobileBertConfig()).eval()
-    ours = compact_bert.CompactMobileBertModel(preset_config("mobilebert")).eval()
-    ours.load_state_dict(reference.state_dict())
-    with torch.inference_mode():
-        difference = (ours(input_ids=input_ids).last_hidden_state - reference(input_ids=input_ids).last_hidden_state)
-    print(f"MobileBERT outputs: max |ours - transformers| = {difference.abs().max().item():.2e}")
-    times = compare_latencies(
-        {"ours": lambda: ours(input_ids=input_ids), "transformers": lambda: reference(input_ids=input_ids)}
-    )
-    print(format_ratio("MobileBERT ours vs transformers", times["ours"], times["transformers"], "<= 1.0x, aim 0.8x"))
-
-    sparse = compact_bert.MiniMoEModel(preset_config("minimoe-4l-384h")).eval()
-    dense = compact_bert.MiniMoEModel(preset_config("minilm-4l-384h")).eval()
-    times = compare_latencies({"moe": lambda: sparse(input_ids=input_ids), "dense": lambda: dense(input_ids=input_ids)})
-    print(format_ratio("MiniMoE 4L;384H 1,4E vs dense 1,1E", times["moe"], times["dense"], "<= 1.15x"))
+    mobilebert_case(rounds, not arguments.no_compile, arguments.tiny)
+    minimoe_case(rounds, not arguments.no_compile, arguments.tiny)
+    moe_bert_case(rounds, arguments.tiny)
 
 
 if __name__ == "__main__":

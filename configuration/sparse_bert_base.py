@@ -49,6 +49,11 @@ class SparseBertConfigBase(PretrainedConfig):
         hash_seed: seed of the random token-id → expert table of hash routing.
         use_auxiliary_attention: append an auxiliary MHA block after the last layer, used only to align
             self-attention relations during distillation (paper 002 §3.2, after MiniLMv2).
+        pack_inference_weights: in eval mode without gradients on CPU, multiply each expert with a copy of
+            its weights packed once for oneDNN instead of re-packing them on every call (same outputs; the
+            copies take about as much memory as the expert weights: ``packed_weight_bytes(model)``).
+            ``False`` keeps the plain ``F.linear`` path; ``modeling.packed_weights.weight_packing(False)``
+            does the same for the calls inside a ``with`` block.
     """
 
     # What Trainer drops from a head's outputs when it collects predictions: the routing diagnostics sit
@@ -80,6 +85,7 @@ class SparseBertConfigBase(PretrainedConfig):
         router_aux_loss_coef: float = 0.01,
         hash_seed: int = 0,
         use_auxiliary_attention: bool = False,
+        pack_inference_weights: bool = True,
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
@@ -109,6 +115,7 @@ class SparseBertConfigBase(PretrainedConfig):
         self.router_aux_loss_coef = router_aux_loss_coef
         self.hash_seed = hash_seed
         self.use_auxiliary_attention = use_auxiliary_attention
+        self.pack_inference_weights = pack_inference_weights
         self._validate()
 
     @property
@@ -142,6 +149,7 @@ class SparseBertConfigBase(PretrainedConfig):
         require_positive_float(owner, "layer_norm_eps", self.layer_norm_eps)
         require_non_negative_float(owner, "router_aux_loss_coef", self.router_aux_loss_coef)
         require_bool(owner, "use_auxiliary_attention", self.use_auxiliary_attention)
+        require_bool(owner, "pack_inference_weights", self.pack_inference_weights)
         require_bool(owner, "tie_word_embeddings", self.tie_word_embeddings)
         require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
         if isinstance(self.hash_seed, bool) or not isinstance(self.hash_seed, int) or self.hash_seed < 0:

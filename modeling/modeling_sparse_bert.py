@@ -115,7 +115,13 @@ class SparseBertSelfAttention(nn.Module):
         self.dropout_prob = config.attention_probs_dropout_prob
         width, experts = config.hidden_size, config.num_attention_experts
         for name in ("query", "key", "value"):
-            setattr(self, name, nn.Linear(width, width) if experts == 1 else ExpertLinear(experts, width, width))
+            setattr(
+                self,
+                name,
+                nn.Linear(width, width)
+                if experts == 1
+                else ExpertLinear(experts, width, width, config.pack_inference_weights),
+            )
 
     def forward(self, hidden_states, additive_mask, dispatch, output_attentions):
         query, key, value = (
@@ -134,7 +140,11 @@ class SparseBertSelfOutput(nn.Module):
     def __init__(self, config):
         super().__init__()
         width, experts = config.hidden_size, config.num_attention_experts
-        self.dense = nn.Linear(width, width) if experts == 1 else ExpertLinear(experts, width, width)
+        self.dense = (
+            nn.Linear(width, width)
+            if experts == 1
+            else ExpertLinear(experts, width, width, config.pack_inference_weights)
+        )
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 

@@ -25,6 +25,8 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.activations import ACT2FN
 
+from .packed_weights import FUSED_ACTIVATIONS, packed_expert_weights, packed_linear
+
 __all__ = [
     "ExpertDispatch",
     "ExpertLinear",
@@ -248,13 +250,18 @@ class ExpertDispatch:
 
 
 class ExpertLinear(nn.Module):
-    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight (for MoE attention)."""
+    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight (for MoE attention).
 
-    def __init__(self, num_experts: int, in_features: int, out_features: int):
+    ``pack_inference_weights``: in eval mode without gradients, multiply with copies of the expert matrices
+    packed once for the CPU's GEMM library (``packed_weights``); the outputs are the same.
+    """
+
+    def __init__(self, num_experts: int, in_features: int, out_features: int, pack_inference_weights: bool = True):
         super().__init__()
         self.num_experts = num_experts
         self.in_features = in_features
         self.out_features = out_features
+        self.pack_inference_weights = pack_inference_weights
         self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
 
@@ -266,6 +273,11 @@ class ExpertLinear(nn.Module):
         )
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
+        packed = packed_expert_weights(self.weight, self, self.pack_inference_weights)
+        if packed is not None:
+            return dispatch.run(
+                inputs, lambda rows, expert: packed_linear(rows, packed[expert], self.bias[expert]), self.out_features
+            )
         return dispatch.run(
             inputs, lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]), self.out_features
         )
@@ -276,12 +288,23 @@ class MoEExperts(nn.Module):
 
     ``fc1_weight`` is ``[E, intermediate, hidden]`` and ``fc2_weight`` ``[E, hidden, intermediate]``
     (PyTorch's ``[out, in]`` per expert), targetable by PEFT's parameter targeting.
+    ``pack_inference_weights``: as in ``ExpertLinear``; the first GEMM also applies ``hidden_act`` in its
+    epilogue where oneDNN has the same function (``FUSED_ACTIVATIONS``).
     """
 
-    def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int, hidden_act: str):
+    def __init__(
+        self,
+        num_experts: int,
+        hidden_size: int,
+        intermediate_size: int,
+        hidden_act: str,
+        pack_inference_weights: bool = True,
+    ):
         super().__init__()
         self.num_experts = num_experts
         self.hidden_size = hidden_size
+        self.pack_inference_weights = pack_inference_weights
+        self.fused_activation = hidden_act if isinstance(hidden_act, str) and hidden_act in FUSED_ACTIVATIONS else None
         self.fc1_weight = nn.Parameter(torch.empty(num_experts, intermediate_size, hidden_size))
         self.fc1_bias = nn.Parameter(torch.zeros(num_experts, intermediate_size))
         self.fc2_weight = nn.Parameter(torch.empty(num_experts, hidden_size, intermediate_size))
@@ -297,11 +320,27 @@ class MoEExperts(nn.Module):
         )
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
+        packed_fc1 = packed_expert_weights(self.fc1_weight, self, self.pack_inference_weights)
+        packed_fc2 = None
+        if packed_fc1 is not None:  # a LoRA-computed fc1 runs the plain path: no fc2 copy for nothing
+            packed_fc2 = packed_expert_weights(self.fc2_weight, self, self.pack_inference_weights)
+        if packed_fc1 is not None and packed_fc2 is not None:
+            return dispatch.run(
+                inputs, lambda rows, expert: self._packed_ffn(rows, expert, packed_fc1, packed_fc2), self.hidden_size
+            )
+
         def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
             hidden = self.act(F.linear(rows, self.fc1_weight[expert], self.fc1_bias[expert]))
             return F.linear(hidden, self.fc2_weight[expert], self.fc2_bias[expert])
 
         return dispatch.run(inputs, expert_ffn, self.hidden_size)
+
+    def _packed_ffn(self, rows: torch.Tensor, expert: int, packed_fc1: list, packed_fc2: list) -> torch.Tensor:
+        if self.fused_activation is not None:
+            hidden = packed_linear(rows, packed_fc1[expert], self.fc1_bias[expert], self.fused_activation)
+        else:
+            hidden = self.act(packed_linear(rows, packed_fc1[expert], self.fc1_bias[expert]))
+        return packed_linear(hidden, packed_fc2[expert], self.fc2_bias[expert])
 
 
 def route(
@@ -333,7 +372,13 @@ class MoEFeedForward(nn.Module):
         self.eval_capacity_factor = config.eval_capacity_factor
         self.aux_loss_type = config.router_aux_loss_type
         self.router = build_router(config, config.hidden_size, config.num_experts)
-        self.experts = MoEExperts(config.num_experts, config.hidden_size, config.intermediate_size, config.hidden_act)
+        self.experts = MoEExperts(
+            config.num_experts,
+            config.hidden_size,
+            config.intermediate_size,
+            config.hidden_act,
+            config.pack_inference_weights,
+        )
 
     def forward(
         self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids: torch.Tensor | None

@@ -398,9 +398,16 @@ def _bound_names(statement: ast.stmt) -> list[str]:
 
 
 def _modified_names(statement: ast.stmt) -> list[str]:
-    """Names whose object a top-level statement changes: ``X[k] = v``, ``X.a = v``, ``X += v``, ``X.f(...)``."""
+    """Names whose object a top-level statement changes: ``X[k] = v``, ``X.a = v``, ``X += v``, ``X.f(...)``.
+
+    A ``def`` runs only its decorators, defaults and annotations at import; its body (a cache filled at run
+    time) changes nothing while the module is imported, so it is not searched.
+    """
     names = []
-    for node in _walk_module_scope(statement):
+    parts = [statement]
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        parts = [*statement.decorator_list, statement.args] + ([statement.returns] if statement.returns else [])
+    for node in (node for part in parts for node in _walk_module_scope(part)):
         if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.append(_root_name(node))
         elif isinstance(node, ast.AugAssign):

@@ -263,3 +263,21 @@ def test_sources_that_cannot_be_bundled_fail_naming_file_and_line(
     model_class = _fake_model_class(tmp_path, monkeypatch, extra_imports, extra_code, extra_files)
     with pytest.raises(RemoteCodeError, match=message):
         bundle_remote_code(model_class)
+
+
+CACHE_HELPERS = "_CACHE = {}\n\n\ndef remember(key, value):\n    _CACHE[key] = value\n    return _CACHE\n"
+
+
+def test_a_function_filling_a_module_level_cache_bundles_but_a_top_level_modification_fails(tmp_path, monkeypatch):
+    """A ``def`` body runs after import (packed-weight caches do this); only import-time modifications are refused."""
+    extra_code = "\n    def cached(self):\n        return remember('a', 1)\n"
+    model_class = _fake_model_class(tmp_path, monkeypatch, "from .cache import remember\n", extra_code,
+                                    {"cache.py": CACHE_HELPERS})  # fmt: skip
+    modeling = bundle_remote_code(model_class)["modeling_fake_bert.py"]
+    assert "_CACHE = {}" in modeling and "_CACHE[key] = value" in modeling
+    package = tmp_path / "modified_at_import"
+    package.mkdir()
+    model_class = _fake_model_class(package, monkeypatch, "from .cache import remember\n", extra_code,
+                                    {"cache.py": CACHE_HELPERS + "\n\n_CACHE['b'] = 2\n"})  # fmt: skip
+    with pytest.raises(RemoteCodeError, match=r"cache\.py:9 .*modifies `_CACHE`"):
+        bundle_remote_code(model_class)
