@@ -15,7 +15,6 @@ rejects expanded gradients in torch 2.13.)
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -223,12 +222,19 @@ class ExpertDispatch:
         # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of ``positions``.
         self.target = target
         self.exporting = _exporting()
+        self._positions: list[torch.Tensor] | None = None
 
-    @functools.cached_property
+    @property
     def positions(self) -> list[torch.Tensor]:
         """Each expert's token positions, found on first use and shared by the expert matrices that follow. Lazy
         because the batched export form never asks: traced eagerly, one ``nonzero`` per expert and block would
-        only slow the export down."""
+        only slow the export down. (Not ``functools.cached_property``: on Python 3.11 it takes an ``RLock``,
+        which ``torch.compile`` cannot trace.)"""
+        if self._positions is None:
+            self._positions = self._find_positions()
+        return self._positions
+
+    def _find_positions(self) -> list[torch.Tensor]:
         if self.exporting:
             return [(self.target == expert).nonzero().squeeze(-1) for expert in range(self.num_experts)]
         order = torch.argsort(self.target, stable=True)
