@@ -33,11 +33,18 @@ def add_parser(subparsers) -> None:
         default="auto",
         help="auto: Optimum where it is installed (transformers 4.57 + the onnx extra), torch.onnx dynamo otherwise.",
     )
+    parser.add_argument(
+        "--quantize",
+        choices=["int8"],
+        default=None,
+        help="Also write model_quantized.onnx: dynamic int8 (Optimum's avx2 settings; ORTQuantizer where installed).",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..export.onnx_exporter import export_onnx
+    from ..export.onnx_quantization import quantize_onnx
 
     try:
         report = export_onnx(
@@ -45,16 +52,12 @@ def run(args: argparse.Namespace) -> int:
         )
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"compact-bert export: {error}") from error
-    print(
-        json.dumps(
-            {
-                "onnx": str(report.onnx_path),
-                "exporter": report.exporter,
-                "task": report.task,
-                "max_abs_diff": report.max_abs_diff,
-                "output_scale": report.output_scale,
-            },
-            indent=2,
-        )
-    )
+    summary = {"onnx": str(report.onnx_path), "exporter": report.exporter, "task": report.task,
+               "max_abs_diff": report.max_abs_diff, "output_scale": report.output_scale}  # fmt: skip
+    if args.quantize == "int8":
+        quantized = quantize_onnx(args.output_dir, args.task)
+        summary.update({"int8": str(quantized.quantized_path), "quantizer": quantized.quantizer,
+                        "float_bytes": quantized.float_bytes, "int8_bytes": quantized.quantized_bytes,
+                        "size_ratio": round(quantized.size_ratio, 4)})  # fmt: skip
+    print(json.dumps(summary, indent=2))
     return 0

@@ -1,0 +1,73 @@
+"""What dynamic int8 costs fine-tuned SST-2 students: size and GLUE SST-2 dev accuracy, fp32 vs int8, through
+onnxruntime (paper 001 §4.5 reports that int8 loses almost nothing for MobileBERT).
+
+Each folder (a ``text-classification`` model, e.g. ``runs/mobilebert_small/student_pkt-sst2`` written by the
+``mobilebert_small`` recipe or ``outputs/minimoe-student-sst2`` written by the main job) is exported with
+``compact-bert export onnx`` (which checks fp32 parity with PyTorch), quantized with ``quantize_onnx``, and both
+files are evaluated on the 872 dev sentences (the bundled copy of the GLUE dev set)::
+
+    python -m compact_bert.distillation.recipes.int8_accuracy FOLDER [FOLDER ...] --output_dir runs/int8_accuracy
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from transformers import AutoTokenizer
+
+from ...evaluation.onnx_accuracy import compare_onnx_models
+from ...export.onnx_exporter import export_onnx
+from ...export.onnx_quantization import quantize_onnx
+from ...finetuning.bundled_data import bundled_sst2_files
+
+__all__ = ["main", "measure_folder"]
+
+
+def measure_folder(model_dir: Path, output_dir: Path, limit: int | None = None) -> dict:
+    """Export, quantize and evaluate one folder; the row of the results table."""
+    export = export_onnx(model_dir, output_dir, "text-classification")
+    quantized = quantize_onnx(output_dir, "text-classification")
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    measured = compare_onnx_models({"fp32": quantized.float_path, "int8": quantized.quantized_path}, tokenizer,
+                                   bundled_sst2_files()["validation"], limit)  # fmt: skip
+    return {"folder": str(model_dir), "fp32_parity_max_abs_diff": export.max_abs_diff,
+            "fp32_mb": quantized.float_bytes / 1e6, "int8_mb": quantized.quantized_bytes / 1e6,
+            "size_ratio": quantized.size_ratio, "fp32_accuracy": measured.accuracy["fp32"],
+            "int8_accuracy": measured.accuracy["int8"],
+            "change_points": 100 * (measured.accuracy["int8"] - measured.accuracy["fp32"]),
+            "agreement": measured.agreement, "examples": measured.examples, "quantizer": quantized.quantizer}  # fmt: skip
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = ["| folder | fp32 MB | int8 MB | ratio | SST-2 dev fp32 | int8 | change (points) | agreement |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in rows:
+        lines.append(f"| {row['folder']} | {row['fp32_mb']:.1f} | {row['int8_mb']:.1f} | {row['size_ratio']:.2f} | "
+                     f"{100 * row['fp32_accuracy']:.1f} | {100 * row['int8_accuracy']:.1f} | "
+                     f"{row['change_points']:+.1f} | {100 * row['agreement']:.1f}% |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="Fine-tuned SST-2 classifier folders.")
+    parser.add_argument("--output_dir", type=Path, default=Path("runs/int8_accuracy"))
+    parser.add_argument("--limit", type=int, default=None, help="Evaluate only the first N dev sentences.")
+    args = parser.parse_args(argv)
+    missing = [str(folder) for folder in args.folders if not (folder / "config.json").is_file()]
+    if missing:
+        parser.error(f"no config.json in {', '.join(missing)}: pass folders written by save_pretrained.")
+    rows = [measure_folder(folder, args.output_dir / f"{index}-{folder.name}", args.limit)
+            for index, folder in enumerate(args.folders)]  # fmt: skip
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
+    table = format_table(rows)
+    (args.output_dir / "results.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""Dynamic int8 quantization of an exported ONNX model (paper 001 §4.5: post-training int8 loses almost nothing).
+
+``quantize_onnx`` writes ``model_quantized.onnx`` next to ``model.onnx`` — Optimum's file name, so that
+``ORTModelFor*.from_pretrained(folder, file_name="model_quantized.onnx")`` loads it. Where optimum-onnx is
+installed (transformers 4.57 with the ``onnx`` extra) Optimum's ``ORTQuantizer`` does it with
+``AutoQuantizationConfig.avx2(is_static=False)``; elsewhere (transformers 5) onnxruntime's ``quantize_dynamic``
+does it with the same settings, so that both lines produce the same kind of model:
+
+- weights uint8, symmetric, per channel; activations uint8, asymmetric, quantized at run time (``IntegerOps``,
+  QOperator format); no range reduction (``reduce_range=False``);
+- operators ``MatMul``, ``Gather`` (the embeddings, and the expert matrices that the batched MoE form gathers),
+  ``Conv``, ``Attention``, ``LSTM``, ``Transpose``, ``EmbedLayerNormalization``: Optimum's avx2 list.
+  ``ORTQuantizer.from_pretrained(folder)`` cannot read a custom ``config.json``; building it from an ``ORTModel``
+  works (``optimum_configs`` registers our model types).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .tasks import EXPORT_TASKS
+
+__all__ = ["QUANTIZED_FILE", "QuantizationReport", "quantize_onnx"]
+
+QUANTIZED_FILE = "model_quantized.onnx"
+# Optimum's AutoQuantizationConfig.avx2(is_static=False), spelled out for onnxruntime's own quantizer.
+AVX2_OPERATORS = ("Conv", "MatMul", "Attention", "LSTM", "Gather", "Transpose", "EmbedLayerNormalization")
+AVX2_EXTRA_OPTIONS = {"WeightSymmetric": True, "ActivationSymmetric": False, "EnableSubgraph": False,
+                      "ForceSymmetric": False}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class QuantizationReport:
+    """The files written and their sizes: the int8 model is what ships to a device."""
+
+    float_path: Path
+    quantized_path: Path
+    quantizer: str
+    float_bytes: int
+    quantized_bytes: int
+
+    @property
+    def size_ratio(self) -> float:
+        return self.quantized_bytes / self.float_bytes
+
+
+def quantize_onnx(onnx_dir, task: str, quantizer: str = "auto") -> QuantizationReport:
+    """Quantize ``onnx_dir/model.onnx`` (written by ``compact-bert export onnx`` for ``task``) to dynamic int8.
+
+    ``quantizer``: ``"optimum"``, ``"onnxruntime"``, or ``"auto"`` (Optimum where it is installed)."""
+    from .onnx_exporter import optimum_available
+
+    onnx_dir = Path(onnx_dir)
+    source = onnx_dir / "model.onnx"
+    if not source.is_file():
+        raise FileNotFoundError(f"{source} does not exist: quantize a folder written by `compact-bert export onnx`.")
+    if quantizer not in ("auto", "optimum", "onnxruntime"):
+        raise ValueError(f"quantizer must be 'auto', 'optimum' or 'onnxruntime', got {quantizer!r}.")
+    if quantizer == "optimum" and not optimum_available():
+        raise ValueError("quantizer='optimum' needs optimum-onnx (the `onnx` extra, transformers < 4.58).")
+    target = onnx_dir / QUANTIZED_FILE
+    use_optimum = quantizer == "optimum" or (quantizer == "auto" and optimum_available())
+    if use_optimum:
+        _quantize_with_optimum(onnx_dir, task)
+    else:
+        _quantize_with_onnxruntime(source, target)
+    return QuantizationReport(source, target, "optimum" if use_optimum else "onnxruntime",
+                              _onnx_bytes(source), _onnx_bytes(target))  # fmt: skip
+
+
+def _quantize_with_optimum(onnx_dir: Path, task: str) -> None:
+    import optimum.onnxruntime as optimum_onnxruntime
+    from optimum.onnxruntime import ORTQuantizer
+    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+
+    from . import optimum_configs  # noqa: F401  (registers our model types with Optimum)
+
+    ort_model = getattr(optimum_onnxruntime, EXPORT_TASKS[task].ort_model_class).from_pretrained(onnx_dir)
+    ORTQuantizer.from_pretrained(ort_model).quantize(
+        save_dir=onnx_dir, quantization_config=AutoQuantizationConfig.avx2(is_static=False)
+    )
+
+
+def _quantize_with_onnxruntime(source: Path, target: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(source, target, op_types_to_quantize=list(AVX2_OPERATORS), per_channel=True,
+                     reduce_range=False, weight_type=QuantType.QUInt8, extra_options=dict(AVX2_EXTRA_OPTIONS))  # fmt: skip
+
+
+def _onnx_bytes(path: Path) -> int:
+    """The model file plus any external-data files next to it (models over 2 GB keep weights outside)."""
+    data = path.with_name(path.name + "_data")
+    return path.stat().st_size + (data.stat().st_size if data.is_file() else 0)
