@@ -31,6 +31,7 @@ from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
+from .main_job_shipping import print_shipping_summary, ship_when_possible
 from ..modeling.model_stats import count_parameters
 from . import finetune_command
 from .training_common import build_from_preset, parse_arguments, train_and_report, write_summary_and_card
@@ -99,6 +100,12 @@ class MainJobFinetuneArguments:
     finetune_output_dir: str | None = field(
         default=None, metadata={"help": "Where the fine-tuned student goes; default: <output_dir>-sst2."}
     )
+    export_onnx: bool = field(
+        default=True,
+        metadata={"help": "After fine-tuning: export the classifier to ONNX + dynamic int8 (into <folder>/onnx), "
+                  "measure their SST-2 accuracy and the latency of eager / ONNX / int8, write latency.json and the "
+                  "card, and list what `compact-bert push` would upload. Needs the `export` extra."},
+    )  # fmt: skip
     finetune_args: str = field(
         default="",
         metadata={"help": "Further `compact-bert finetune` flags, which override the main job's (3 epochs, batch 32, "
@@ -161,6 +168,9 @@ def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments,
                               f"{str(Path(finetune_config.output_dir).resolve())!r})",
         "finetune_runs": len(runs),
         "finetune_train_file": data_args.train_file,
+        "finetune_validation_file": data_args.validation_file,
+        "finetune_max_eval_samples": data_args.max_eval_samples,
+        "finetune_max_seq_length": data_args.resolved_max_seq_length(),
     }
 
 
@@ -204,7 +214,12 @@ def run(argv: list[str]) -> int:
     })  # fmt: skip
     if finetune_args.finetune:
         summary.update(_finetune_student(summary["output_dir"], finetune_args, training_args))
+        # A grid of fine-tuning seeds leaves one folder per seed: there is no single classifier to ship.
+        shipped = training_args.should_save and finetune_args.export_onnx and summary["finetune_runs"] == 1
+        shipped = shipped and ship_when_possible(summary)
         if training_args.should_save:
             write_summary_and_card(summary["output_dir"], summary)
             print(json.dumps(summary, indent=2))
+        if shipped:
+            print_shipping_summary(summary)
     return 0

@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-__all__ = ["add_parser", "check_push_arguments", "run"]
+__all__ = ["add_parser", "check_push_arguments", "print_upload_listing", "run"]
 
 WEIGHT_SUFFIXES = (".safetensors",)
 
@@ -85,17 +85,18 @@ def _size(size: int) -> str:
     return f"{size} B"
 
 
-def run(args: argparse.Namespace) -> int:
+def print_upload_listing(folder: Path, repo_id: str, revision: str | None = None, dry_run: bool = True,
+                         keep_card: bool = False):  # fmt: skip
+    """Print the files (with sizes) that a push of ``folder`` uploads and those it leaves out; return the file
+    names and the card to upload (``None`` when the folder's README.md is kept as it is)."""
     from ..model_cards import MODEL_CARD_FILE, build_model_card, excluded_files, hub_files
 
-    token = check_push_arguments(args)
-    folder = args.folder
-    card = None if args.keep_card else build_model_card(folder, args.repo_id)
+    card = None if keep_card else build_model_card(folder, repo_id)
     files = sorted(set(hub_files(folder)) | {MODEL_CARD_FILE})
     sizes = {name: (len(str(card).encode()) if name == MODEL_CARD_FILE and card is not None
                     else (folder / name).stat().st_size) for name in files}  # fmt: skip
-    target = f"{args.repo_id}" + (f" (branch {args.revision})" if args.revision else "")
-    print(f"{'Would upload' if args.dry_run else 'Uploading'} {len(files)} files ({_size(sum(sizes.values()))}) "
+    target = f"{repo_id}" + (f" (branch {revision})" if revision else "")
+    print(f"{'Would upload' if dry_run else 'Uploading'} {len(files)} files ({_size(sum(sizes.values()))}) "
           f"from {folder} to {target}:")  # fmt: skip
     for name in files:
         print(f"  {sizes[name]:>12}  {_size(sizes[name]):>9}  {name}")
@@ -103,6 +104,15 @@ def run(args: argparse.Namespace) -> int:
     if left_out:
         print(f"Left out ({len(left_out)} files: checkpoints, logs, pickles, plots, run summary): "
               + ", ".join(left_out[:8]) + (", ..." if len(left_out) > 8 else ""))  # fmt: skip
+    return files, card
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..model_cards import MODEL_CARD_FILE
+
+    token = check_push_arguments(args)
+    folder = args.folder
+    files, card = print_upload_listing(folder, args.repo_id, args.revision, args.dry_run, args.keep_card)
     if args.dry_run:
         print(f"\n--- {MODEL_CARD_FILE} ---")
         print(card if card is not None else (folder / MODEL_CARD_FILE).read_text(encoding="utf-8"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 
@@ -11,6 +12,7 @@ import transformers
 
 from compact_bert.configuration import MoEBertConfig
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
+from compact_bert.model_cards.latency import read_latency
 from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM, MoEBertModel
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, kill_after_checkpoint, run_cli
 from tests.remote_code_helpers import load_in_fresh_process
@@ -75,6 +77,7 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     assert summary["student_active_params_per_token"] < summary["student_total_params"]
     assert "eval_relation_loss" in summary and "eval_block0_max_expert_share" in summary
     assert str(output.resolve()) in result.stdout
+    _check_shipping_step(summary, finetuned, result.stdout)
     for name in ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt", "modeling_minimoe.py"):
         assert (output / name).is_file(), name
     model = transformers.AutoModel.from_pretrained(output).eval()
@@ -85,6 +88,27 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     torch.save({"inputs": inputs, "expected": expected}, tmp_path / "reference.pt")
     load_in_fresh_process([{"folder": str(output), "auto_name": "AutoModel", "output": "last_hidden_state",
                             "reference": str(tmp_path / "reference.pt")}], tmp_path)  # fmt: skip
+
+
+def _check_shipping_step(summary: dict, finetuned, stdout: str) -> None:
+    """ONNX + int8 next to the fine-tuned classifier, their accuracy on the same dev sentences as PyTorch's, the
+    latency the card shows, the summary table and the push listing."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        assert "ONNX export skipped" in stdout and "onnx_sst2_accuracy" not in summary
+        return
+    assert (finetuned / "onnx" / "model.onnx").is_file() and (finetuned / "onnx" / "model_quantized.onnx").is_file()
+    assert summary["onnx_sst2_accuracy"] == pytest.approx(summary["sst2_eval_accuracy"], abs=1e-4)  # 40 sentences
+    assert summary["onnx_int8_bytes"] < summary["onnx_fp32_bytes"] and summary["onnx_parity_max_abs_diff"] < 1e-4
+    latency = read_latency(finetuned)
+    assert latency.sequence_length == 64 and set(latency.runtimes) == {"eager", "onnx", "onnx-int8"}  # 64 positions
+    assert latency.runtimes["onnx-int8"].file == "onnx/model_quantized.onnx"
+    card = (finetuned / "README.md").read_text(encoding="utf-8")
+    assert "onnx/model_quantized.onnx" in card and f"{latency.runtimes['eager'].median_ms:.2f}" in card
+    assert "SST-2 dev accuracy: PyTorch / ONNX fp32 / ONNX int8" in stdout
+    listing = stdout[stdout.index("--dry-run` (which also prints the card) lists:"):]
+    for name in ("onnx/model.onnx", "onnx/model_quantized.onnx", "latency.json", "model.safetensors", "README.md"):
+        assert f"  {name}\n" in listing, name
+    assert "run_summary.json" not in listing.split("Left out")[0]
 
 
 def test_teacher_assistant_chain_in_one_command(tmp_path):
