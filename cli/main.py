@@ -6,12 +6,12 @@ import argparse
 import importlib
 import sys
 
-from . import convert_command, export_command, presets_command, push_command
+from . import benchmark_command, convert_command, export_command, presets_command, push_command
 from .training_common import record_invocation
 
 __all__ = ["build_parser", "main"]
 
-_SIMPLE_COMMANDS = (presets_command, convert_command, export_command, push_command)
+_SIMPLE_COMMANDS = (presets_command, convert_command, export_command, push_command, benchmark_command)
 # Training commands parse their own arguments (HfArgumentParser: every TrainingArguments flag).
 TRAINING_COMMANDS = {("pretrain",): "pretrain_command", ("finetune",): "finetune_command"}
 DISTILLATION_METHODS = {

@@ -9,11 +9,8 @@ Without onnxruntime (a plain install, no ``export`` extra) the step says so in o
 from __future__ import annotations
 
 import importlib.util
-import os
-import platform
 from pathlib import Path
 
-import torch
 import transformers
 
 __all__ = ["print_shipping_summary", "ship_finetuned_student", "ship_when_possible", "summary_table"]
@@ -26,18 +23,17 @@ def _export_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx", "onnxscript"))
 
 
-def _device_text() -> str:
-    import onnxruntime
-
-    return (f"{os.cpu_count()}-core {platform.machine()} CPU, torch {torch.__version__}, onnxruntime "
-            f"{onnxruntime.__version__}")  # fmt: skip
-
-
 def ship_finetuned_student(folder: str | Path, validation_file: str | Path, eval_limit: int | None,
                            max_length: int) -> dict:  # fmt: skip
     """Export, quantize, evaluate and time the fine-tuned classifier in ``folder``; the summary fields it adds."""
     from ..evaluation.onnx_accuracy import compare_onnx_models
-    from ..evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
+    from ..evaluation.runtime_latency import (
+        device_description,
+        eager_runner,
+        latency_inputs,
+        measure_interleaved,
+        onnxruntime_runner,
+    )
     from ..export.onnx_exporter import export_onnx
     from ..export.onnx_quantization import quantize_onnx
     from ..model_cards import write_model_card
@@ -60,7 +56,7 @@ def ship_finetuned_student(folder: str | Path, validation_file: str | Path, eval
         precision = "int8" if name == "onnx-int8" else "float32"
         runtimes[name] = RuntimeLatency(measured[name].median_ms, measured[name].p90_ms,
                                         path.relative_to(folder).as_posix(), precision)  # fmt: skip
-    write_latency(folder, LatencyReport(inputs["input_ids"].shape[1], 1, _device_text(), runtimes))
+    write_latency(folder, LatencyReport(inputs["input_ids"].shape[1], 1, device_description(), runtimes))
     write_model_card(folder)
     return {
         "onnx_parity_max_abs_diff": export.max_abs_diff,

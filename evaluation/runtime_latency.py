@@ -12,6 +12,9 @@ interpreter) is a plain callable too.
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import platform
 import statistics
 import time
 from pathlib import Path
@@ -21,7 +24,7 @@ import torch
 
 from ..model_cards.latency import RuntimeLatency
 
-__all__ = ["eager_runner", "latency_inputs", "measure_interleaved", "onnxruntime_runner"]
+__all__ = ["device_description", "eager_runner", "latency_inputs", "measure_interleaved", "onnxruntime_runner"]
 
 # The graph inputs every exported compact-bert model takes, in order.
 _INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -86,3 +89,13 @@ def _summary(milliseconds: list[float]) -> RuntimeLatency:
     ordered = sorted(milliseconds)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
     return RuntimeLatency(median_ms=round(statistics.median(ordered), 3), p90_ms=round(p90, 3))
+
+
+def device_description() -> str:
+    """Where a latency was measured, for ``latency.json`` and the card: cores, architecture, library versions."""
+    text = f"{os.cpu_count()}-core {platform.machine()} CPU, torch {torch.__version__}"
+    try:
+        text += f", onnxruntime {importlib.metadata.version('onnxruntime')}"
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return text

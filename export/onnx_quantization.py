@@ -8,6 +8,7 @@ does it with the same settings, so that both lines produce the same kind of mode
 
 - weights uint8, symmetric, per channel; activations uint8, asymmetric, quantized at run time (``IntegerOps``,
   QOperator format); no range reduction (``reduce_range=False``);
+- onnxruntime's pre-processing (constant folding) first, so that every weight feeding a ``MatMul`` is a constant;
 - operators ``MatMul``, ``Gather`` (the embeddings, and the expert matrices that the batched MoE form gathers),
   ``Conv``, ``Attention``, ``LSTM``, ``Transpose``, ``EmbedLayerNormalization``: Optimum's avx2 list.
   ``ORTQuantizer.from_pretrained(folder)`` cannot read a custom ``config.json``; building it from an ``ORTModel``
@@ -83,10 +84,20 @@ def _quantize_with_optimum(onnx_dir: Path, task: str) -> None:
 
 
 def _quantize_with_onnxruntime(source: Path, target: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    """onnxruntime's pre-processing first: the dynamo exporter keeps weights as graph inputs of ``Reshape`` /
+    ``Transpose`` nodes (the MoE form's ``[E * out, in]`` view of the experts), and a ``MatMul`` is only quantized
+    when its weight is a constant; the pre-processing folds them (main job's student: int8 size 0.57 → 0.25 of
+    fp32)."""
+    import tempfile
 
-    quantize_dynamic(source, target, op_types_to_quantize=list(AVX2_OPERATORS), per_channel=True,
-                     reduce_range=False, weight_type=QuantType.QUInt8, extra_options=dict(AVX2_EXTRA_OPTIONS))  # fmt: skip
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with tempfile.TemporaryDirectory() as scratch:
+        folded = Path(scratch) / "folded.onnx"
+        quant_pre_process(str(source), str(folded), skip_symbolic_shape=True)
+        quantize_dynamic(folded, target, op_types_to_quantize=list(AVX2_OPERATORS), per_channel=True,
+                         reduce_range=False, weight_type=QuantType.QUInt8, extra_options=dict(AVX2_EXTRA_OPTIONS))  # fmt: skip
 
 
 def _onnx_bytes(path: Path) -> int:

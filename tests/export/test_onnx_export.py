@@ -8,6 +8,7 @@ import torch
 import transformers
 
 from compact_bert.cli.main import main
+from compact_bert.export import moe_export_form
 from compact_bert.export.onnx_exporter import export_onnx
 from compact_bert.export.tasks import EXPORT_TASKS
 from tests.export.helpers import (
@@ -37,6 +38,18 @@ def _assert_parity(session, model, inputs, task):
 
 @pytest.mark.parametrize("config_id", list(FAMILY_TASKS))
 def test_dynamo_export_matches_pytorch_on_any_routing_and_shape(config_id, tmp_path):
+    _export_and_check_parity(config_id, tmp_path)
+
+
+@pytest.mark.parametrize("config_id", ["minimoe_moe_attention", "moe_bert"])
+def test_gathered_expert_form_matches_pytorch_too(config_id, tmp_path, monkeypatch):
+    """The tiny models have few experts and export in the all-experts form; presets with many (moe-bert: 64)
+    export in the gathered form, checked here by lowering the threshold."""
+    monkeypatch.setattr(moe_export_form, "ALL_EXPERTS_MAX", 1)
+    _export_and_check_parity(config_id, tmp_path)
+
+
+def _export_and_check_parity(config_id, tmp_path):
     task = FAMILY_TASKS[config_id]
     model = save_tiny_model(config_id, task, tmp_path / "model")
     example = constant_example()
@@ -68,7 +81,10 @@ def test_moe_graph_keeps_every_expert(tmp_path):
     export_onnx(tmp_path / "model", tmp_path / "onnx", "feature-extraction", exporter="dynamo", example_inputs=constant_example())
     graph = onnx.load(str(tmp_path / "onnx" / "model.onnx")).graph
     stacked = [init for init in graph.initializer if list(init.dims[:1]) == [model.config.num_experts] and len(init.dims) == 3]
-    assert len(stacked) == 2 * model.config.num_hidden_layers  # fc1 and fc2 of every MoE block, whole
+    # fc1 and fc2 of every MoE block, whole: stacked [E, out, in], or as the all-experts form's [E * out, in] view
+    stacked += [init for init in graph.initializer if len(init.dims) == 2 and init.dims[0] in
+                (model.config.num_experts * model.config.intermediate_size, model.config.num_experts * model.config.hidden_size)]  # fmt: skip
+    assert len(stacked) == 2 * model.config.num_hidden_layers
     assert not [node.op_type for node in graph.node if node.op_type in ("If", "Loop", "NonZero")]
 
 

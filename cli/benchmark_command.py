@@ -1,0 +1,170 @@
+"""``compact-bert benchmark DIR_OR_PRESET``: latency of one model in every runtime it can run in, side by side.
+
+Runtimes: ``eager`` (PyTorch, eval, inference mode), ``compiled`` (``torch.compile``, dynamic shapes, inductor
+with freezing), ``onnx`` / ``onnx-int8`` (onnxruntime on ``DIR/onnx/model.onnx`` and ``model_quantized.onnx``,
+written by ``compact-bert export onnx DIR DIR/onnx --task ... [--quantize int8]``). All candidates of one shape run
+interleaved in one process (``evaluation.runtime_latency``), so ratios between them hold on a busy machine.
+``--write_latency`` stores one shape's numbers as the folder's ``latency.json`` and re-writes its model card, whose
+latency section reads that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+__all__ = ["RUNTIMES", "add_parser", "run"]
+
+RUNTIMES = ("eager", "compiled", "onnx", "onnx-int8")
+_ONNX_FILES = {"onnx": "onnx/model.onnx", "onnx-int8": "onnx/model_quantized.onnx"}
+# The head class that a folder's saved architecture names, so that eager times the same graph as the export.
+_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMaskedLM",
+                  "ForPreTraining")  # fmt: skip
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "benchmark",
+        help="Latency (median, p90) of a model folder or preset: eager, compiled, ONNX Runtime fp32 / int8.",
+        description=__doc__.split("\n\n")[1],
+    )
+    parser.add_argument("model", metavar="DIR_OR_PRESET", help="A saved model folder or a preset name (random weights).")
+    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1], help="Sequences per call (default 1).")
+    parser.add_argument("--sequence_lengths", type=int, nargs="+", default=[128], help="Tokens per sequence.")
+    parser.add_argument("--runtimes", nargs="+", choices=RUNTIMES, default=None,
+                        help="Default: eager and compiled, plus onnx / onnx-int8 where the folder has the files.")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=20, help="Timed calls per runtime and shape.")
+    parser.add_argument("--warmup", type=int, default=3, help="Untimed calls first (compilation happens here).")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch and onnxruntime.")
+    parser.add_argument("--json", type=Path, default=None, help="Also write the measurements to this JSON file.")
+    parser.add_argument("--write_latency", action="store_true",
+                        help="Store the first batch size x length as DIR/latency.json and re-write DIR's model card.")  # fmt: skip
+    parser.set_defaults(handler=run)
+
+
+def _fail(message: str):
+    raise SystemExit(f"compact-bert benchmark: {message}")
+
+
+def _check_arguments(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
+    """The model folder (``None`` for a preset) and the runtimes to measure; every bad value fails here."""
+    from ..configuration import PRESETS
+
+    for flag in ("batch_sizes", "sequence_lengths"):
+        bad = [value for value in getattr(args, flag) if value < 1]
+        if bad:
+            _fail(f"--{flag} must be positive integers, got {bad}.")
+    if args.rounds < 1 or args.warmup < 0:
+        _fail(f"--rounds must be >= 1 and --warmup >= 0, got {args.rounds} and {args.warmup}.")
+    if args.threads is not None and args.threads < 1:
+        _fail(f"--threads must be >= 1, got {args.threads}.")
+    folder = Path(args.model)
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            _fail(f"{folder} has no config.json: give a folder written by save_pretrained, or a preset name.")
+    elif args.model in PRESETS:
+        folder = None
+    else:
+        _fail(f"{args.model!r} is neither a model folder nor a preset; presets: {', '.join(sorted(PRESETS))}.")
+    if args.write_latency and folder is None:
+        _fail("--write_latency needs a model folder (a preset has nowhere to keep latency.json).")
+    available = [name for name, file in _ONNX_FILES.items() if folder is not None and (folder / file).is_file()]
+    runtimes = args.runtimes or ["eager", "compiled", *available]
+    for name in runtimes:
+        if name in _ONNX_FILES and name not in available:
+            where = "a preset has no export" if folder is None else f"{folder / _ONNX_FILES[name]} does not exist"
+            _fail(f"--runtimes {name}: {where}; export first with `compact-bert export onnx DIR DIR/onnx --task ..."
+                  f"{' --quantize int8' if name == 'onnx-int8' else ''}`.")  # fmt: skip
+    return folder, list(dict.fromkeys(runtimes))
+
+
+def _load_model(args: argparse.Namespace, folder: Path | None):
+    import torch
+    import transformers
+
+    from .. import modeling  # noqa: F401  (registers the Auto classes)
+    from ..configuration import preset_config
+
+    if folder is None:
+        torch.manual_seed(0)
+        return transformers.AutoModel.from_config(preset_config(args.model)).eval()
+    config = transformers.AutoConfig.from_pretrained(folder)
+    architecture = (getattr(config, "architectures", None) or [""])[0]
+    suffix = next((suffix for suffix in _HEAD_SUFFIXES if architecture.endswith(suffix)), None)
+    auto_class = getattr(transformers, f"AutoModel{suffix}") if suffix else transformers.AutoModel
+    return auto_class.from_pretrained(folder).eval()
+
+
+def _runners(model, folder: Path | None, runtimes: list[str], inputs: dict, compiled, threads: int | None) -> dict:
+    from ..evaluation.runtime_latency import eager_runner, onnxruntime_runner
+
+    runners = {}
+    for name in runtimes:
+        if name == "eager":
+            runners[name] = eager_runner(model, inputs)
+        elif name == "compiled":
+            runners[name] = eager_runner(compiled, inputs)
+        else:
+            runners[name] = onnxruntime_runner(folder / _ONNX_FILES[name], inputs, threads)
+    return runners
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..evaluation.runtime_latency import latency_inputs, measure_interleaved
+
+    folder, runtimes = _check_arguments(args)
+    model = _load_model(args, folder)
+    limit = model.config.max_position_embeddings
+    too_long = [length for length in args.sequence_lengths if length > limit]
+    if too_long:
+        _fail(f"--sequence_lengths {too_long} exceed the model's max_position_embeddings ({limit}).")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    compiled = None
+    if "compiled" in runtimes:
+        compiled = torch.compile(model, dynamic=True, options={"freezing": True})
+    rows = []
+    for batch_size in args.batch_sizes:
+        for length in args.sequence_lengths:
+            inputs = latency_inputs(model.config.vocab_size, batch_size, length)
+            measured = measure_interleaved(_runners(model, folder, runtimes, inputs, compiled, args.threads),
+                                           rounds=args.rounds, warmup=args.warmup)  # fmt: skip
+            for name, latency in measured.items():
+                rows.append({"runtime": name, "batch_size": batch_size, "sequence_length": length,
+                             "median_ms": latency.median_ms, "p90_ms": latency.p90_ms,
+                             "vs_eager": round(latency.median_ms / measured["eager"].median_ms, 3)
+                             if "eager" in measured else None})  # fmt: skip
+    _print_table(args.model, rows)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"model": args.model, "rows": rows}, indent=2) + "\n")
+    if args.write_latency:
+        _write_latency(folder, rows, args.batch_sizes[0], args.sequence_lengths[0])
+    return 0
+
+
+def _print_table(model: str, rows: list[dict]) -> None:
+    print(f"Latency of {model} (ms per call; median and p90 of interleaved rounds):")
+    print(f"{'runtime':<10} {'batch':>5} {'length':>6} {'median':>9} {'p90':>9} {'vs eager':>8}")
+    for row in rows:
+        ratio = "" if row["vs_eager"] is None else f"{row['vs_eager']:.2f}x"
+        print(f"{row['runtime']:<10} {row['batch_size']:>5} {row['sequence_length']:>6} {row['median_ms']:>9.2f} "
+              f"{row['p90_ms']:>9.2f} {ratio:>8}")  # fmt: skip
+
+
+def _write_latency(folder: Path, rows: list[dict], batch_size: int, length: int) -> None:
+    from ..model_cards import write_model_card
+    from ..model_cards.latency import LatencyReport, RuntimeLatency, write_latency
+    from ..evaluation.runtime_latency import device_description
+
+    runtimes = {}
+    for row in rows:
+        if row["batch_size"] == batch_size and row["sequence_length"] == length:
+            file = _ONNX_FILES.get(row["runtime"])
+            precision = "int8" if row["runtime"] == "onnx-int8" else "float32"
+            runtimes[row["runtime"]] = RuntimeLatency(row["median_ms"], row["p90_ms"], file, precision)
+    path = write_latency(folder, LatencyReport(length, batch_size, device_description(), runtimes))
+    write_model_card(folder)
+    print(f"Wrote {path} and the model card {folder / 'README.md'}.")
