@@ -284,8 +284,11 @@ class ExpertLinear(nn.Module):
             return dispatch.run(
                 inputs, lambda rows, expert: packed_linear(rows, packed[expert], self.bias[expert]), self.out_features
             )
+        # One unbind per call, not weight[expert] per expert: the backward of each indexing writes a zero gradient
+        # the size of all experts (64 experts: 64 full-size writes per step); unbind's backward stacks once.
+        weights, biases = self.weight.unbind(0), self.bias.unbind(0)
         return dispatch.run(
-            inputs, lambda rows, expert: F.linear(rows, self.weight[expert], self.bias[expert]), self.out_features
+            inputs, lambda rows, expert: F.linear(rows, weights[expert], biases[expert]), self.out_features
         )
 
 
@@ -335,9 +338,13 @@ class MoEExperts(nn.Module):
                 inputs, lambda rows, expert: self._packed_ffn(rows, expert, packed_fc1, packed_fc2), self.hidden_size
             )
 
+        # One unbind per call, not fc1_weight[expert] per expert: see ExpertLinear.forward.
+        fc1_weights, fc1_biases = self.fc1_weight.unbind(0), self.fc1_bias.unbind(0)
+        fc2_weights, fc2_biases = self.fc2_weight.unbind(0), self.fc2_bias.unbind(0)
+
         def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
-            hidden = self.act(F.linear(rows, self.fc1_weight[expert], self.fc1_bias[expert]))
-            return F.linear(hidden, self.fc2_weight[expert], self.fc2_bias[expert])
+            hidden = self.act(F.linear(rows, fc1_weights[expert], fc1_biases[expert]))
+            return F.linear(hidden, fc2_weights[expert], fc2_biases[expert])
 
         return dispatch.run(inputs, expert_ffn, self.hidden_size)
 
