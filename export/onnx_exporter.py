@@ -48,7 +48,13 @@ class ExportReport:
 
 def optimum_available() -> bool:
     """Whether Optimum's ONNX exporter can be imported (it needs transformers < 4.58)."""
-    return importlib.util.find_spec("optimum") is not None and importlib.util.find_spec("optimum.exporters.onnx") is not None
+    # ``optimum`` can exist without its exporter: compact-bert itself installs the namespace package
+    # ``optimum.commands.register`` (its optimum-cli plug-in), and then looking up ``optimum.exporters.onnx`` raises
+    # instead of returning None, because its parent ``optimum.exporters`` is missing.
+    try:
+        return importlib.util.find_spec("optimum.exporters.onnx") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def load_for_export(model_dir, task: str, sequence_length: int) -> tuple[nn.Module, ExportTask]:

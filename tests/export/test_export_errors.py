@@ -59,3 +59,22 @@ def test_not_a_compact_bert_folder(tmp_path):
     (folder / "model.safetensors").write_bytes(b"")
     with pytest.raises(ValueError, match=r"model_type 'bert' is not a compact-bert family"):
         export_onnx(folder, tmp_path / "out", "fill-mask")
+
+
+def test_optimum_namespace_without_its_exporter_means_no_optimum(monkeypatch):
+    """compact-bert installs ``optimum.commands.register`` (its optimum-cli plug-in); where optimum-onnx is absent,
+    looking up ``optimum.exporters.onnx`` raises ModuleNotFoundError for the missing parent. That means "use the
+    dynamo exporter and onnxruntime's quantizer", not an error."""
+    import importlib.util
+
+    from compact_bert.export import onnx_exporter
+
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name, *args, **kwargs):
+        if name.startswith("optimum.exporters"):
+            raise ModuleNotFoundError("No module named 'optimum.exporters'", name="optimum.exporters")
+        return real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert onnx_exporter.optimum_available() is False
