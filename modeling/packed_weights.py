@@ -78,6 +78,12 @@ def packing_available() -> bool:
     """Whether oneDNN's private linear ops exist here and reproduce ``F.linear`` on a small probe."""
     if not torch.backends.mkldnn.is_available():
         return False
+    # The probe is cached for the process: it must not run in whatever autocast region first asks.
+    with torch.autocast("cpu", enabled=False):
+        return _probe_packing()
+
+
+def _probe_packing() -> bool:
     try:
         weight = torch.arange(12, dtype=torch.float32).view(3, 4) / 7
         inputs = torch.linspace(-1, 1, 8).view(2, 4)
@@ -131,6 +137,9 @@ def packed_expert_weights(weight: torch.Tensor, module: nn.Module, enabled: bool
         or not isinstance(weight, nn.Parameter)
         or weight.device.type != "cpu"
         or weight.dtype != torch.float32
+        # Under CPU autocast (e.g. Accelerate's bf16 evaluation) F.linear computes in the autocast dtype; the packed
+        # fp32 op would not, so the plain path keeps autocast's semantics.
+        or torch.is_autocast_enabled("cpu")
         or not torch.backends.mkldnn.enabled  # switched off by the user: torch.backends.mkldnn.flags(enabled=False)
         or not packing_available()
     ):

@@ -191,3 +191,21 @@ def test_weights_are_packed_once_across_calls_until_they_change(monkeypatch):
         next(p for name, p in model.named_parameters() if "fc2_weight" in name).mul_(0.5)
     _logits(model)
     assert len(packs) == 2 * model.config.num_hidden_layers + 1
+
+
+def test_cpu_autocast_keeps_its_semantics_and_the_probe_is_not_fooled_by_it():
+    """Accelerate evaluates under CPU autocast with bf16: the experts must compute as F.linear does there (the
+    packed op is fp32), and the once-per-process availability probe must not be the first thing to run inside it
+    (it compared a bf16 F.linear with the fp32 op and raised "Float did not match BFloat16")."""
+    packed_weights.packing_available.cache_clear()
+    model = _classifier("minimoe")
+    batch = random_batch(2, 12)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        available_inside_autocast = packed_weights.packing_available()
+        autocast_logits = model(**batch).logits
+        with weight_packing(False):
+            plain_logits = model(**batch).logits
+    assert autocast_logits.dtype == plain_logits.dtype
+    torch.testing.assert_close(autocast_logits, plain_logits, rtol=0, atol=0)
+    packed_weights.packing_available.cache_clear()
+    assert available_inside_autocast == packed_weights.packing_available()
