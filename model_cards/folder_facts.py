@@ -9,6 +9,7 @@ step wrote is reported as missing rather than made up.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import re
 from dataclasses import dataclass, field
@@ -143,9 +144,17 @@ def _base_model(summary: dict) -> str | None:
 
 
 def _bundled_wikitext(paths: list[str]) -> bool:
-    """No corpus given (the default: the bundled slice), or only the bundled WikiText-2 files."""
-    bundled = {path.resolve() for split in ("train", "heldout") for path in bundled_corpus_files(split)}
-    return all(Path(path).resolve() in bundled for path in paths)
+    """No corpus given (the default: the bundled slice), or only the bundled WikiText-2 files — the installed
+    copies or byte-identical ones (a source checkout's, when compact-bert runs from a wheel)."""
+    bundled = [path.resolve() for split in ("train", "heldout") for path in bundled_corpus_files(split)]
+    return all(_same_file_as_any(Path(path).resolve(), bundled) for path in paths)
+
+
+def _same_file_as_any(path: Path, candidates: list[Path]) -> bool:
+    if path in candidates:
+        return True
+    return path.is_file() and any(candidate.name == path.name and filecmp.cmp(candidate, path, shallow=False)
+                                  for candidate in candidates)  # fmt: skip
 
 
 def _datasets(summary: dict) -> list[str]:
