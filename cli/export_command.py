@@ -1,4 +1,5 @@
-"""``compact-bert export onnx DIR OUT --task TASK``: an ONNX folder that onnxruntime and ``ORTModelFor*`` load."""
+"""``compact-bert export onnx|tflite DIR OUT --task TASK``: an ONNX folder that onnxruntime and ``ORTModelFor*``
+load, or a fixed-shape LiteRT (TFLite) model for devices (the ``tflite`` extra)."""
 
 from __future__ import annotations
 
@@ -14,44 +15,88 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "export",
-        help="Export a saved model folder to ONNX (Optimum where installed, torch.onnx dynamo otherwise).",
-        description="Writes model.onnx (inputs input_ids, attention_mask, token_type_ids; Optimum's output names; "
-        "dynamic batch and sequence axes), config.json, the remote code and the tokenizer files into OUT, then "
-        "checks onnxruntime against PyTorch on a differently routed input and prints the difference.",
+        help="Export a saved model folder to ONNX (Optimum where installed, torch.onnx dynamo otherwise) or TFLite.",
+        description="onnx: writes model.onnx (inputs input_ids, attention_mask, token_type_ids; Optimum's output "
+        "names; dynamic batch and sequence axes). tflite: writes model.tflite through litert-torch at the fixed "
+        "shape --batch_size x --sequence_length (int32 inputs of the same names). Both copy config.json, the remote "
+        "code and the tokenizer files into OUT, then check the runtime against PyTorch on a differently routed "
+        "input and print the difference.",
     )
-    parser.add_argument("format", choices=["onnx"], help="Export format.")
+    parser.add_argument("format", choices=["onnx", "tflite"], help="Export format.")
     parser.add_argument("model_dir", type=Path, help="Folder written by save_pretrained (config.json and weights).")
     parser.add_argument("output_dir", type=Path, help="Output folder (created).")
     parser.add_argument("--task", required=True, help=f"One of: {', '.join(EXPORT_TASKS)}.")
-    parser.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the exporter's).")
+    parser.add_argument("--opset", type=int, default=None, help="onnx only: ONNX opset (default: the exporter's).")
     parser.add_argument(
-        "--sequence_length", type=int, default=16, help="Length of the export example (at most the model's positions)."
+        "--sequence_length",
+        type=int,
+        default=None,
+        help="onnx: length of the export example (default 16; the graph accepts any length). tflite (required): the "
+        "fixed length the model runs at. At most the model's positions.",
     )
+    parser.add_argument("--batch_size", type=int, default=None, help="tflite only: the fixed batch size (default 1).")
     parser.add_argument(
         "--exporter",
         choices=["auto", "optimum", "dynamo"],
-        default="auto",
-        help="auto: Optimum where it is installed (transformers 4.57 + the onnx extra), torch.onnx dynamo otherwise.",
+        default=None,
+        help="onnx only. auto (default): Optimum where it is installed (transformers 4.57 + the onnx extra), "
+        "torch.onnx dynamo otherwise.",
     )
     parser.add_argument(
         "--quantize",
         choices=["int8"],
         default=None,
-        help="Also write model_quantized.onnx: dynamic int8 (Optimum's avx2 settings; ORTQuantizer where installed).",
+        help="Also write a dynamic int8 model: onnx, model_quantized.onnx (Optimum's avx2 settings; ORTQuantizer "
+        "where installed); tflite, model_int8.tflite (ai-edge-quantizer's dynamic_wi8_afp32).",
     )
     parser.set_defaults(handler=run)
 
 
+def _check_format_options(args: argparse.Namespace) -> None:
+    """Options of the other format are refused rather than ignored."""
+    if args.format == "onnx" and args.batch_size is not None:
+        raise SystemExit("compact-bert export: --batch_size is for tflite (ONNX graphs take any batch size).")
+    if args.format == "tflite":
+        given = [flag for flag in ("opset", "exporter") if getattr(args, flag) is not None]
+        if given:
+            raise SystemExit(f"compact-bert export: --{given[0]} is for onnx only.")
+        if args.sequence_length is None:
+            raise SystemExit("compact-bert export: tflite needs --sequence_length N: a TFLite model runs at the one "
+                             "shape it was converted with (e.g. --sequence_length 128).")  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_format_options(args)
+    try:
+        if args.format == "tflite":
+            return _run_tflite(args)
+        return _run_onnx(args)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"compact-bert export: {error}") from error
+
+
+def _run_tflite(args: argparse.Namespace) -> int:
+    from ..export.tflite_exporter import export_tflite
+
+    report = export_tflite(args.model_dir, args.output_dir, args.task, args.sequence_length, args.batch_size or 1,
+                           quantize=args.quantize)  # fmt: skip
+    summary = {"tflite": str(report.tflite_path), "task": report.task,
+               "shape": [report.batch_size, report.sequence_length], "max_abs_diff": report.max_abs_diff,
+               "output_scale": report.output_scale, "float_bytes": report.float_bytes, "seconds": report.seconds}  # fmt: skip
+    if report.int8_path is not None:
+        summary.update({"int8": str(report.int8_path), "int8_bytes": report.int8_bytes,
+                        "size_ratio": round(report.int8_bytes / report.float_bytes, 4),
+                        "int8_max_abs_diff": report.int8_max_abs_diff})  # fmt: skip
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _run_onnx(args: argparse.Namespace) -> int:
     from ..export.onnx_exporter import export_onnx
     from ..export.onnx_quantization import quantize_onnx
 
-    try:
-        report = export_onnx(
-            args.model_dir, args.output_dir, args.task, args.opset, args.sequence_length, exporter=args.exporter
-        )
-    except (ValueError, FileNotFoundError) as error:
-        raise SystemExit(f"compact-bert export: {error}") from error
+    report = export_onnx(args.model_dir, args.output_dir, args.task, args.opset, args.sequence_length or 16,
+                         exporter=args.exporter or "auto")  # fmt: skip
     summary = {"onnx": str(report.onnx_path), "exporter": report.exporter, "task": report.task,
                "max_abs_diff": report.max_abs_diff, "output_scale": report.output_scale}  # fmt: skip
     if args.quantize == "int8":

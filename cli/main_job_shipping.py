@@ -26,7 +26,7 @@ def _export_available() -> bool:
 def ship_finetuned_student(folder: str | Path, validation_file: str | Path, eval_limit: int | None,
                            max_length: int) -> dict:  # fmt: skip
     """Export, quantize, evaluate and time the fine-tuned classifier in ``folder``; the summary fields it adds."""
-    from ..evaluation.onnx_accuracy import compare_onnx_models
+    from ..evaluation.exported_accuracy import compare_exported_models
     from ..evaluation.runtime_latency import (
         device_description,
         eager_runner,
@@ -45,7 +45,7 @@ def ship_finetuned_student(folder: str | Path, validation_file: str | Path, eval
     quantized = quantize_onnx(onnx_dir, "text-classification")
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     files = {"onnx": quantized.float_path, "onnx-int8": quantized.quantized_path}
-    accuracy = compare_onnx_models(files, tokenizer, validation_file, eval_limit, max_length)
+    accuracy = compare_exported_models(files, tokenizer, validation_file, eval_limit, max_length)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
     inputs = latency_inputs(model.config.vocab_size, 1, min(LATENCY_SEQUENCE_LENGTH, model.config.max_position_embeddings))
     runners = {"eager": eager_runner(model, inputs)}

@@ -135,7 +135,7 @@ def _export_with_optimum(model_dir: Path, output_dir: Path, task: str, opset: in
     main_export(str(model_dir), output=str(output_dir), task=task, opset=opset, library_name="transformers", do_validation=False)
 
 
-def _copy_folder_files(model_dir: Path, output_dir: Path, model: nn.Module) -> None:
+def copy_folder_files(model_dir: Path, output_dir: Path, model: nn.Module) -> None:
     model.config.save_pretrained(output_dir)
     for pattern in _COPIED_PATTERNS:
         for path in model_dir.glob(pattern):
@@ -195,6 +195,6 @@ def export_onnx(
         if example_inputs is None:
             example_inputs = _example_inputs(model.config, 2, sequence_length, seed=0)
         _export_with_dynamo(model, export_task, onnx_path, opset, example_inputs)
-    _copy_folder_files(model_dir, output_dir, model)
+    copy_folder_files(model_dir, output_dir, model)
     max_diff, scale = check_parity(onnx_path, model, export_task, parity_inputs(model.config, sequence_length))
     return ExportReport(onnx_path, "optimum" if use_optimum else "dynamo", task, max_diff, scale)

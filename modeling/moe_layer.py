@@ -91,11 +91,17 @@ def load_balancing_loss(
     raise ValueError(f"`router_aux_loss_type` must be 'switch' or 'kl_uniform', got {loss_type!r}.")
 
 
+def _one_hot(expert_index: torch.Tensor, num_experts: int) -> torch.Tensor:
+    """``F.one_hot`` as a comparison: equal values, but without one_hot's run-time range assert, an op that
+    litert-torch (the TFLite exporter) has no lowering for."""
+    return (expert_index.unsqueeze(-1) == torch.arange(num_experts, device=expert_index.device)).long()
+
+
 def _token_fractions(expert_index: torch.Tensor, weights: torch.Tensor, num_experts: int, num_tokens) -> torch.Tensor:
     """Fraction of the (weighted) tokens whose top-1 choice is each expert."""
     if _exporting():
         # bincount's output size is data-dependent, which export cannot express.
-        counts = (F.one_hot(expert_index, num_experts).to(weights.dtype) * weights.unsqueeze(-1)).sum(0)
+        counts = (_one_hot(expert_index, num_experts).to(weights.dtype) * weights.unsqueeze(-1)).sum(0)
     else:
         counts = torch.bincount(expert_index, weights=weights, minlength=num_experts).to(weights.dtype)
     return counts / num_tokens
@@ -108,7 +114,7 @@ def _capacity_keep(expert_index: torch.Tensor, valid: torch.Tensor, num_experts:
     dropped is exactly each expert's last ``count - capacity`` tokens.
     """
     capacity = torch.ceil(capacity_factor * valid.sum() / num_experts)
-    assignment = F.one_hot(expert_index, num_experts) * valid.unsqueeze(-1)
+    assignment = _one_hot(expert_index, num_experts) * valid.unsqueeze(-1)
     rank = (assignment.cumsum(0) * assignment).sum(-1) - 1
     return valid & (rank < capacity)
 

@@ -14,7 +14,7 @@ from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
 pytest.importorskip("onnxruntime", reason="int8 export needs onnxruntime (the `export` extra)")
 
-from compact_bert.evaluation.onnx_accuracy import compare_onnx_models, onnx_predictions, read_labelled_sentences  # noqa: E402
+from compact_bert.evaluation.exported_accuracy import compare_exported_models, onnx_predictions, read_labelled_sentences  # noqa: E402
 
 TINY_MINIMOE = '{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 96}'
 DEV_SENTENCES = 300
@@ -41,7 +41,7 @@ def test_int8_is_smaller_and_agrees_with_fp32_on_real_dev_sentences(exported):
     float_path, int8_path = exported / "model.onnx", exported / QUANTIZED_FILE
     assert int8_path.stat().st_size < 0.6 * float_path.stat().st_size
     tokenizer = AutoTokenizer.from_pretrained(exported)
-    measured = compare_onnx_models({"fp32": float_path, "int8": int8_path}, tokenizer, bundled_sst2_files()["validation"],
+    measured = compare_exported_models({"fp32": float_path, "int8": int8_path}, tokenizer, bundled_sst2_files()["validation"],
                                    limit=DEV_SENTENCES)  # fmt: skip
     sentences, _ = read_labelled_sentences(bundled_sst2_files()["validation"], DEV_SENTENCES)
     fp32 = onnx_predictions(float_path, tokenizer, sentences)
