@@ -2,8 +2,10 @@
 
 Runtimes: ``eager`` (PyTorch, eval, inference mode), ``compiled`` (``torch.compile``, dynamic shapes, inductor
 with freezing), ``onnx`` / ``onnx-int8`` (onnxruntime on ``DIR/onnx/model.onnx`` and ``model_quantized.onnx``,
-written by ``compact-bert export onnx DIR DIR/onnx --task ... [--quantize int8]``). All candidates of one shape run
-interleaved in one process (``evaluation.runtime_latency``), so ratios between them hold on a busy machine.
+written by ``compact-bert export onnx DIR DIR/onnx --task ... [--quantize int8]``), ``tflite`` / ``tflite-int8``
+(LiteRT's interpreter on ``DIR/tflite/model.tflite`` and ``model_int8.tflite``, written by ``compact-bert export
+tflite DIR DIR/tflite --task ... --sequence_length N [--quantize int8]``; measured only at the batch size and
+length they were converted for). All candidates of one shape run interleaved in one process (``evaluation.runtime_latency``), so ratios between them hold on a busy machine.
 ``--write_latency`` stores one shape's numbers as the folder's ``latency.json`` and re-writes its model card, whose
 latency section reads that file.
 """
@@ -16,8 +18,11 @@ from pathlib import Path
 
 __all__ = ["RUNTIMES", "add_parser", "run"]
 
-RUNTIMES = ("eager", "compiled", "onnx", "onnx-int8")
-_ONNX_FILES = {"onnx": "onnx/model.onnx", "onnx-int8": "onnx/model_quantized.onnx"}
+RUNTIMES = ("eager", "compiled", "onnx", "onnx-int8", "tflite", "tflite-int8")
+_EXPORTED_FILES = {"onnx": "onnx/model.onnx", "onnx-int8": "onnx/model_quantized.onnx",
+                   "tflite": "tflite/model.tflite", "tflite-int8": "tflite/model_int8.tflite"}  # fmt: skip
+_EXPORT_COMMANDS = {"onnx": "compact-bert export onnx DIR DIR/onnx --task ...",
+                    "tflite": "compact-bert export tflite DIR DIR/tflite --task ... --sequence_length N"}  # fmt: skip
 # The head class that a folder's saved architecture names, so that eager times the same graph as the export.
 _HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMaskedLM",
                   "ForPreTraining")  # fmt: skip
@@ -26,17 +31,18 @@ _HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQue
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "benchmark",
-        help="Latency (median, p90) of a model folder or preset: eager, compiled, ONNX Runtime fp32 / int8.",
+        help="Latency (median, p90) of a model folder or preset: eager, compiled, ONNX Runtime and TFLite fp32 / int8.",
         description=__doc__.split("\n\n")[1],
     )
     parser.add_argument("model", metavar="DIR_OR_PRESET", help="A saved model folder or a preset name (random weights).")
     parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1], help="Sequences per call (default 1).")
     parser.add_argument("--sequence_lengths", type=int, nargs="+", default=[128], help="Tokens per sequence.")
     parser.add_argument("--runtimes", nargs="+", choices=RUNTIMES, default=None,
-                        help="Default: eager and compiled, plus onnx / onnx-int8 where the folder has the files.")  # fmt: skip
+                        help="Default: eager and compiled, plus onnx / onnx-int8 / tflite / tflite-int8 where the folder "
+                        "has the files.")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=20, help="Timed calls per runtime and shape.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed calls first (compilation happens here).")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch and onnxruntime.")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch, onnxruntime and LiteRT.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the measurements to this JSON file.")
     parser.add_argument("--write_latency", action="store_true",
                         help="Store the first batch size x length as DIR/latency.json and re-write DIR's model card.")  # fmt: skip
@@ -69,14 +75,47 @@ def _check_arguments(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
         _fail(f"{args.model!r} is neither a model folder nor a preset; presets: {', '.join(sorted(PRESETS))}.")
     if args.write_latency and folder is None:
         _fail("--write_latency needs a model folder (a preset has nowhere to keep latency.json).")
-    available = [name for name, file in _ONNX_FILES.items() if folder is not None and (folder / file).is_file()]
-    runtimes = args.runtimes or ["eager", "compiled", *available]
+    available = [name for name, file in _EXPORTED_FILES.items() if folder is not None and (folder / file).is_file()]
+    runtimes = list(dict.fromkeys(args.runtimes or ["eager", "compiled", *available]))
     for name in runtimes:
-        if name in _ONNX_FILES and name not in available:
-            where = "a preset has no export" if folder is None else f"{folder / _ONNX_FILES[name]} does not exist"
-            _fail(f"--runtimes {name}: {where}; export first with `compact-bert export onnx DIR DIR/onnx --task ..."
-                  f"{' --quantize int8' if name == 'onnx-int8' else ''}`.")  # fmt: skip
-    return folder, list(dict.fromkeys(runtimes))
+        if name in _EXPORTED_FILES and name not in available:
+            where = "a preset has no export" if folder is None else f"{folder / _EXPORTED_FILES[name]} does not exist"
+            _fail(f"--runtimes {name}: {where}; export first with `{_EXPORT_COMMANDS[name.split('-')[0]]}"
+                  f"{' --quantize int8' if name.endswith('-int8') else ''}`.")  # fmt: skip
+    if any(name.startswith("tflite") for name in runtimes):
+        _check_tflite_shapes(args, folder, runtimes, explicit=args.runtimes is not None)
+    return folder, runtimes
+
+
+def _converted_shape(path: Path) -> tuple[int, int]:
+    from ai_edge_litert.interpreter import Interpreter
+
+    details = Interpreter(model_path=str(path)).get_signature_runner().get_input_details()
+    return tuple(int(size) for size in details["input_ids"]["shape"])
+
+
+def _check_tflite_shapes(args: argparse.Namespace, folder: Path, runtimes: list[str], explicit: bool) -> None:
+    """A TFLite model runs only at its converted shape: asked for explicitly, some requested shape must be it;
+    found by default, it is dropped (with a note) when none is."""
+    try:
+        import ai_edge_litert  # noqa: F401
+    except ImportError:
+        if explicit:
+            _fail("--runtimes tflite needs ai-edge-litert: install the `tflite` extra.")
+        print("Note: the folder has TFLite files, but ai-edge-litert is not installed (the `tflite` extra): skipped.")
+        runtimes[:] = [name for name in runtimes if not name.startswith("tflite")]
+        return
+    requested = {(batch, length) for batch in args.batch_sizes for length in args.sequence_lengths}
+    for name in [name for name in runtimes if name.startswith("tflite")]:
+        shape = _converted_shape(folder / _EXPORTED_FILES[name])
+        if shape in requested:
+            continue
+        message = (f"{folder / _EXPORTED_FILES[name]} runs only at batch {shape[0]} x length {shape[1]}, which is "
+                   f"not among the requested shapes: pass --batch_sizes {shape[0]} --sequence_lengths {shape[1]}")  # fmt: skip
+        if explicit:
+            _fail(message + ".")
+        print(f"Note: {message} to measure it; skipped.")
+        runtimes.remove(name)
 
 
 def _load_model(args: argparse.Namespace, folder: Path | None):
@@ -97,7 +136,8 @@ def _load_model(args: argparse.Namespace, folder: Path | None):
 
 
 def _runners(model, folder: Path | None, runtimes: list[str], inputs: dict, compiled, threads: int | None) -> dict:
-    from ..evaluation.runtime_latency import eager_runner, onnxruntime_runner
+    """The runners of one shape; a TFLite file converted for another shape has none."""
+    from ..evaluation.runtime_latency import eager_runner, onnxruntime_runner, tflite_runner
 
     runners = {}
     for name in runtimes:
@@ -105,8 +145,10 @@ def _runners(model, folder: Path | None, runtimes: list[str], inputs: dict, comp
             runners[name] = eager_runner(model, inputs)
         elif name == "compiled":
             runners[name] = eager_runner(compiled, inputs)
-        else:
-            runners[name] = onnxruntime_runner(folder / _ONNX_FILES[name], inputs, threads)
+        elif name.startswith("onnx"):
+            runners[name] = onnxruntime_runner(folder / _EXPORTED_FILES[name], inputs, threads)
+        elif _converted_shape(folder / _EXPORTED_FILES[name]) == tuple(inputs["input_ids"].shape):
+            runners[name] = tflite_runner(folder / _EXPORTED_FILES[name], inputs, threads)
     return runners
 
 
@@ -147,10 +189,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_table(model: str, rows: list[dict]) -> None:
     print(f"Latency of {model} (ms per call; median and p90 of interleaved rounds):")
-    print(f"{'runtime':<10} {'batch':>5} {'length':>6} {'median':>9} {'p90':>9} {'vs eager':>8}")
+    print(f"{'runtime':<12} {'batch':>5} {'length':>6} {'median':>9} {'p90':>9} {'vs eager':>8}")
     for row in rows:
         ratio = "" if row["vs_eager"] is None else f"{row['vs_eager']:.2f}x"
-        print(f"{row['runtime']:<10} {row['batch_size']:>5} {row['sequence_length']:>6} {row['median_ms']:>9.2f} "
+        print(f"{row['runtime']:<12} {row['batch_size']:>5} {row['sequence_length']:>6} {row['median_ms']:>9.2f} "
               f"{row['p90_ms']:>9.2f} {ratio:>8}")  # fmt: skip
 
 
@@ -162,8 +204,8 @@ def _write_latency(folder: Path, rows: list[dict], batch_size: int, length: int)
     runtimes = {}
     for row in rows:
         if row["batch_size"] == batch_size and row["sequence_length"] == length:
-            file = _ONNX_FILES.get(row["runtime"])
-            precision = "int8" if row["runtime"] == "onnx-int8" else "float32"
+            file = _EXPORTED_FILES.get(row["runtime"])
+            precision = "int8" if row["runtime"].endswith("-int8") else "float32"
             runtimes[row["runtime"]] = RuntimeLatency(row["median_ms"], row["p90_ms"], file, precision)
     path = write_latency(folder, LatencyReport(length, batch_size, device_description(), runtimes))
     write_model_card(folder)

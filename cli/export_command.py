@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_tflite(args: argparse.Namespace) -> int:
     from ..export.tflite_exporter import export_tflite
 
-    report = export_tflite(args.model_dir, args.output_dir, args.task, args.sequence_length, args.batch_size or 1,
+    report = export_tflite(args.model_dir, args.output_dir, args.task, args.sequence_length,
+                           1 if args.batch_size is None else args.batch_size,
                            quantize=args.quantize)  # fmt: skip
     summary = {"tflite": str(report.tflite_path), "task": report.task,
                "shape": [report.batch_size, report.sequence_length], "max_abs_diff": report.max_abs_diff,

@@ -6,8 +6,8 @@ round after round, in one process, so that noise on a shared machine hits all of
 as the median and the 90th percentile of its rounds.
 
 A *runner* is a no-argument callable that does one forward pass on fixed inputs. ``eager_runner`` builds one for
-a PyTorch module, ``onnxruntime_runner`` for an ``.onnx`` file; anything else (a compiled module, a TFLite
-interpreter) is a plain callable too.
+a PyTorch module (a compiled module included), ``onnxruntime_runner`` for an ``.onnx`` file, ``tflite_runner`` for a
+``.tflite`` file (LiteRT's interpreter, at the shape the file was converted with).
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ import torch
 
 from ..model_cards.latency import RuntimeLatency
 
-__all__ = ["device_description", "eager_runner", "latency_inputs", "measure_interleaved", "onnxruntime_runner"]
+__all__ = [
+    "device_description",
+    "eager_runner",
+    "latency_inputs",
+    "measure_interleaved",
+    "onnxruntime_runner",
+    "tflite_runner",
+]
 
 # The graph inputs every exported compact-bert model takes, in order.
 _INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -67,6 +74,18 @@ def onnxruntime_runner(onnx_path: str | Path, inputs: dict[str, torch.Tensor], t
     return lambda: session.run(None, feeds)
 
 
+def tflite_runner(tflite_path: str | Path, inputs: dict[str, torch.Tensor], threads: int | None = None):
+    """One signature call of LiteRT's interpreter (XNNPACK on the CPU); ``inputs`` must have the converted shape
+    (``ValueError`` naming it otherwise)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from ..export.tflite_exporter import tflite_feeds
+
+    runner = Interpreter(model_path=str(tflite_path), num_threads=threads).get_signature_runner()
+    feeds = tflite_feeds(runner, inputs, Path(tflite_path))
+    return lambda: runner(**feeds)
+
+
 def measure_interleaved(
     runners: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3
 ) -> dict[str, RuntimeLatency]:
@@ -91,11 +110,23 @@ def _summary(milliseconds: list[float]) -> RuntimeLatency:
     return RuntimeLatency(median_ms=round(statistics.median(ordered), 3), p90_ms=round(p90, 3))
 
 
+def _cpu_model() -> str:
+    """`` (model name)`` from ``/proc/cpuinfo`` where the system has one: latencies differ between CPU models."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f" ({line.split(':', 1)[1].strip()})"
+    except OSError:
+        pass
+    return ""
+
+
 def device_description() -> str:
     """Where a latency was measured, for ``latency.json`` and the card: cores, architecture, library versions."""
-    text = f"{os.cpu_count()}-core {platform.machine()} CPU, torch {torch.__version__}"
-    try:
-        text += f", onnxruntime {importlib.metadata.version('onnxruntime')}"
-    except importlib.metadata.PackageNotFoundError:
-        pass
+    text = f"{os.cpu_count()}-core {platform.machine()} CPU{_cpu_model()}, torch {torch.__version__}"
+    for package in ("onnxruntime", "ai-edge-litert"):
+        try:
+            text += f", {package} {importlib.metadata.version(package)}"
+        except importlib.metadata.PackageNotFoundError:
+            pass
     return text

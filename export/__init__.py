@@ -1,9 +1,10 @@
-"""Export of compact-bert models to ONNX.
+"""Export of compact-bert models to ONNX and TFLite.
 
 ``onnx_exporter.export_onnx`` (the ``compact-bert export onnx`` command) works on both transformers lines;
 ``optimum_configs`` plugs every family into Optimum's exporter and ``ORTOptimizer`` where the ``onnx`` extra is
-installed; ``moe_export_form`` is the batched MoE expert form exported graphs use. Optimum and onnxruntime are
-imported only by the functions that need them.
+installed; ``tflite_exporter.export_tflite`` (``compact-bert export tflite``, the ``tflite`` extra) converts through
+litert-torch at a fixed shape; ``moe_export_form`` holds the static MoE expert forms both use. Optimum,
+onnxruntime and the LiteRT packages are imported only by the functions that need them.
 """
 
 from __future__ import annotations

@@ -26,7 +26,17 @@ from torch import nn
 from .moe_export_form import batched_expert_form
 from .tasks import GRAPH_INPUTS, ExportTask, check_export_folder, check_sequence_length, resolve_task
 
-__all__ = ["ExportReport", "PARITY_ATOL", "export_onnx", "load_for_export", "optimum_available", "parity_inputs"]
+__all__ = [
+    "ExportReport",
+    "PARITY_ATOL",
+    "copy_folder_files",
+    "export_module_with_dynamo",
+    "export_onnx",
+    "load_for_export",
+    "optimum_available",
+    "parity_inputs",
+    "random_graph_inputs",
+]
 
 # Largest accepted |onnxruntime − PyTorch| in fp32, relative to max(1, max |PyTorch output|).
 PARITY_ATOL = 1e-4
@@ -85,12 +95,15 @@ class _NamedOutputs(nn.Module):
         return tuple(outputs[name] for name in self.output_names)
 
 
-def _example_inputs(config, batch_size: int, sequence_length: int, seed: int) -> dict[str, torch.Tensor]:
+def random_graph_inputs(config, batch_size: int, sequence_length: int, seed: int) -> dict[str, torch.Tensor]:
+    """Random ids whose last sequence is padded from its middle (from three quarters when it is the only one, so
+    that a single sequence keeps most of its tokens), with token type 1 on the second half: masks and token types
+    are exercised. Export examples and check inputs of both exporters."""
     generator = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(0, config.vocab_size, (batch_size, sequence_length), generator=generator)
     attention_mask = torch.ones_like(input_ids)
-    if batch_size > 1:
-        attention_mask[-1, sequence_length // 2 :] = 0
+    padded_from = (3 * sequence_length) // 4 if batch_size == 1 else sequence_length // 2
+    attention_mask[-1, max(1, padded_from) :] = 0
     token_type_ids = torch.zeros_like(input_ids)
     token_type_ids[:, sequence_length // 2 :] = min(1, config.type_vocab_size - 1)
     return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
@@ -99,11 +112,14 @@ def _example_inputs(config, batch_size: int, sequence_length: int, seed: int) ->
 def parity_inputs(config, sequence_length: int) -> dict[str, torch.Tensor]:
     """A check input unlike the export example: batch 3, another length, other token ids and padding."""
     length = max(2, min(config.max_position_embeddings, sequence_length * 2 + 3))
-    return _example_inputs(config, 3, length, seed=1234)
+    return random_graph_inputs(config, 3, length, seed=1234)
 
 
-def _export_with_dynamo(model: nn.Module, export_task: ExportTask, onnx_path: Path, opset: int | None, example: dict):
-    output_names = tuple(export_task.outputs)
+def export_module_with_dynamo(model: nn.Module, output_names: tuple[str, ...], onnx_path: Path, example: dict,
+                              opset: int | None = None) -> None:  # fmt: skip
+    """``torch.onnx.export(dynamo=True)`` of any transformers-style module taking the graph inputs, with named
+    outputs, dynamic batch and sequence axes and the static MoE forms. Also used by the benchmarks for
+    transformers' own BERT, so that every model is exported the same way."""
     batch = torch.export.Dim("batch_size")
     sequence = torch.export.Dim("sequence_length", max=model.config.max_position_embeddings)
     dynamic_shapes = {name: {0: batch, 1: sequence} for name in GRAPH_INPUTS}
@@ -193,8 +209,8 @@ def export_onnx(
         _export_with_optimum(model_dir, output_dir, task, opset)
     else:
         if example_inputs is None:
-            example_inputs = _example_inputs(model.config, 2, sequence_length, seed=0)
-        _export_with_dynamo(model, export_task, onnx_path, opset, example_inputs)
+            example_inputs = random_graph_inputs(model.config, 2, sequence_length, seed=0)
+        export_module_with_dynamo(model, tuple(export_task.outputs), onnx_path, example_inputs, opset)
     copy_folder_files(model_dir, output_dir, model)
     max_diff, scale = check_parity(onnx_path, model, export_task, parity_inputs(model.config, sequence_length))
     return ExportReport(onnx_path, "optimum" if use_optimum else "dynamo", task, max_diff, scale)

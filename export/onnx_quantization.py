@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .tasks import EXPORT_TASKS
 
-__all__ = ["QUANTIZED_FILE", "QuantizationReport", "quantize_onnx"]
+__all__ = ["QUANTIZED_FILE", "QuantizationReport", "quantize_onnx", "quantize_onnx_file"]
 
 QUANTIZED_FILE = "model_quantized.onnx"
 # Optimum's AutoQuantizationConfig.avx2(is_static=False), spelled out for onnxruntime's own quantizer.
@@ -65,7 +65,7 @@ def quantize_onnx(onnx_dir, task: str, quantizer: str = "auto") -> QuantizationR
     if use_optimum:
         _quantize_with_optimum(onnx_dir, task)
     else:
-        _quantize_with_onnxruntime(source, target)
+        quantize_onnx_file(source, target)
     return QuantizationReport(source, target, "optimum" if use_optimum else "onnxruntime",
                               _onnx_bytes(source), _onnx_bytes(target))  # fmt: skip
 
@@ -83,8 +83,11 @@ def _quantize_with_optimum(onnx_dir: Path, task: str) -> None:
     )
 
 
-def _quantize_with_onnxruntime(source: Path, target: Path) -> None:
-    """onnxruntime's pre-processing first: the dynamo exporter keeps weights as graph inputs of ``Reshape`` /
+def quantize_onnx_file(source: Path, target: Path) -> None:
+    """Dynamic int8 of one ONNX file with onnxruntime's quantizer and Optimum's avx2 settings (module docstring);
+    the benchmarks use it for every model they compare.
+
+    onnxruntime's pre-processing runs first: the dynamo exporter keeps weights as graph inputs of ``Reshape`` /
     ``Transpose`` nodes (the MoE form's ``[E * out, in]`` view of the experts), and a ``MatMul`` is only quantized
     when its weight is a constant; the pre-processing folds them (main job's student: int8 size 0.57 → 0.25 of
     fp32)."""

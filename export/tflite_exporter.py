@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from .moe_export_form import batched_expert_form
-from .onnx_exporter import PARITY_ATOL, copy_folder_files, load_for_export
+from .onnx_exporter import PARITY_ATOL, copy_folder_files, load_for_export, random_graph_inputs
 from .tasks import GRAPH_INPUTS, ExportTask
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "convert_to_tflite",
     "export_tflite",
     "quantize_tflite",
+    "tflite_feeds",
     "tflite_outputs",
 ]
 
@@ -93,20 +94,6 @@ class _NamedDictOutputs(nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids):
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         return {name: outputs[name] for name in self.output_names}
-
-
-def fixed_shape_inputs(config, batch_size: int, sequence_length: int, seed: int) -> dict[str, torch.Tensor]:
-    """Random ids at the graph's fixed shape; from the second sequence on (or, for batch 1, the last quarter of
-    the only one) the tail is padding, and the second half has token type 1, so that masks and token types are
-    exercised."""
-    generator = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(5, config.vocab_size, (batch_size, sequence_length), generator=generator)
-    attention_mask = torch.ones_like(input_ids)
-    padded_from = max(1, (3 * sequence_length) // 4)
-    attention_mask[-1, padded_from:] = 0
-    token_type_ids = torch.zeros_like(input_ids)
-    token_type_ids[:, sequence_length // 2 :] = min(1, config.type_vocab_size - 1)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
 
 
 def convert_to_tflite(model: nn.Module, output_names: tuple[str, ...], example: dict, path: Path) -> None:
@@ -188,14 +175,14 @@ def export_tflite(
     tflite_path = output_dir / TFLITE_FILE
     output_names = tuple(export_task.outputs)
     if example_inputs is None:
-        example_inputs = fixed_shape_inputs(model.config, batch_size, sequence_length, seed=0)
+        example_inputs = random_graph_inputs(model.config, batch_size, sequence_length, seed=0)
     shapes = {name: tuple(example_inputs[name].shape) for name in GRAPH_INPUTS}
     if set(shapes.values()) != {(batch_size, sequence_length)}:
         raise ValueError(f"example_inputs must all have the fixed shape {(batch_size, sequence_length)}, got {shapes}.")
     convert_to_tflite(model, output_names, example_inputs, tflite_path)
     copy_folder_files(model_dir, output_dir, model)
 
-    check = fixed_shape_inputs(model.config, batch_size, sequence_length, seed=1234)
+    check = random_graph_inputs(model.config, batch_size, sequence_length, seed=1234)
     with torch.no_grad():
         expected = model(**check)
     max_diff, scale = _max_difference(tflite_outputs(tflite_path, check), expected, export_task)

@@ -45,7 +45,8 @@ def measure_folder(model_dir: Path, output_dir: Path, limit: int | None = None, 
     export = export_onnx(model_dir, output_dir, "text-classification")
     quantized = quantize_onnx(output_dir, "text-classification")
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
-    rows = [_row(model_dir, f"onnxruntime ({quantized.quantizer})",
+    runtime = "onnxruntime" + (" (Optimum's quantizer)" if quantized.quantizer == "optimum" else "")
+    rows = [_row(model_dir, runtime,
                  {"fp32": quantized.float_path, "int8": quantized.quantized_path}, export.max_abs_diff,
                  quantized.float_bytes, quantized.quantized_bytes, limit, tokenizer)]  # fmt: skip
     if tflite:

@@ -78,3 +78,39 @@ def test_optimum_namespace_without_its_exporter_means_no_optimum(monkeypatch):
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     assert onnx_exporter.optimum_available() is False
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["tflite", "--task", "fill-mask"], r"tflite needs --sequence_length N: a TFLite model runs at the one shape"),
+        (["tflite", "--task", "fill-mask", "--sequence_length", "16", "--opset", "17"], r"--opset is for onnx only"),
+        (["tflite", "--task", "fill-mask", "--sequence_length", "16", "--exporter", "dynamo"], r"--exporter is for onnx only"),
+        (["onnx", "--task", "fill-mask", "--batch_size", "2"], r"--batch_size is for tflite"),
+    ],
+)
+def test_options_of_the_other_format_are_refused(saved_minimoe, tmp_path, arguments, message):
+    format_name, *options = arguments
+    with pytest.raises(SystemExit, match=message):
+        main(["export", format_name, str(saved_minimoe), str(tmp_path / "out"), *options])
+    assert not (tmp_path / "out").exists()
+
+
+def test_tflite_without_its_extra_names_the_packages(saved_minimoe, tmp_path, monkeypatch):
+    from compact_bert.export import tflite_exporter
+
+    monkeypatch.setattr(tflite_exporter, "_REQUIRED_MODULES", {"no_such_module_for_test": "no-such-package"})
+    with pytest.raises(SystemExit, match=r"TFLite export needs no-such-package: install the `tflite` extra"):
+        main(["export", "tflite", str(saved_minimoe), str(tmp_path / "out"), "--task", "fill-mask", "--sequence_length", "16"])
+
+
+def test_tflite_length_and_batch_are_checked_before_conversion(saved_minimoe, tmp_path, monkeypatch):
+    from compact_bert.export import tflite_exporter
+
+    monkeypatch.setattr(tflite_exporter, "_REQUIRED_MODULES", {})  # the checks below come before litert-torch is used
+    with pytest.raises(SystemExit, match=r"Example sequence length 65 is outside \[2, max_position_embeddings=64\]"):
+        main(["export", "tflite", str(saved_minimoe), str(tmp_path / "out"), "--task", "fill-mask", "--sequence_length", "65"])
+    with pytest.raises(SystemExit, match=r"batch_size must be >= 1, got 0"):
+        main(["export", "tflite", str(saved_minimoe), str(tmp_path / "out"), "--task", "fill-mask", "--sequence_length", "16",
+              "--batch_size", "0"])  # fmt: skip
+    assert not (tmp_path / "out").exists()

@@ -113,3 +113,44 @@ def test_cli_converts_quantizes_and_int8_agrees_with_fp32_on_real_sentences(tmp_
                                        tokenizer, files["validation"], limit=200)  # fmt: skip
     assert measured.accuracy["fp32"] > 0.56, measured  # it learned something from the real data
     assert measured.agreement >= 0.95, measured
+
+
+@pytest.fixture(scope="module")
+def folder_with_tflite(tmp_path_factory):
+    """A tiny MiniMoE classifier with ``tflite/`` exported the way the benchmark command expects (1 x 16, int8)."""
+    folder = tmp_path_factory.mktemp("benchmark") / "model"
+    save_tiny_model("minimoe", "text-classification", folder)
+    export_tflite(folder, folder / "tflite", "text-classification", SEQUENCE_LENGTH, quantize="int8")
+    return folder
+
+
+def test_tflite_runner_gives_eager_logits(folder_with_tflite):
+    import transformers
+
+    from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, tflite_runner
+
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder_with_tflite)
+    inputs = latency_inputs(model.config.vocab_size, 1, SEQUENCE_LENGTH)
+    logits = tflite_runner(folder_with_tflite / "tflite" / "model.tflite", inputs, threads=1)()["logits"]
+    np.testing.assert_allclose(logits, eager_runner(model, inputs)().logits.numpy(), atol=1e-4)
+
+
+def test_benchmark_command_times_tflite_at_its_shape_and_refuses_others(folder_with_tflite, tmp_path, capsys):
+    json_path = tmp_path / "latency.json"
+    assert main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "16", "--runtimes", "eager", "tflite",
+                 "tflite-int8", "--rounds", "2", "--warmup", "1", "--json", str(json_path), "--write_latency"]) == 0  # fmt: skip
+    rows = json.loads(json_path.read_text())["rows"]
+    assert [row["runtime"] for row in rows] == ["eager", "tflite", "tflite-int8"]
+    assert all(row["median_ms"] > 0 and row["sequence_length"] == 16 for row in rows)
+    # The card's latency section and exported-files list come from latency.json and the folder: TFLite included.
+    stored = json.loads((folder_with_tflite / "latency.json").read_text())["runtimes"]
+    assert stored["tflite-int8"]["file"] == "tflite/model_int8.tflite" and stored["tflite-int8"]["precision"] == "int8"
+    card = (folder_with_tflite / "README.md").read_text()
+    assert "tflite-int8" in card and "tflite/model.tflite" in card
+    with pytest.raises(SystemExit, match=r"runs only at batch 1 x length 16.*--batch_sizes 1 --sequence_lengths 16"):
+        main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "32", "--runtimes", "tflite"])
+    # Found by default at another shape, the TFLite files are skipped with a note, not an error.
+    assert main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "32", "--runtimes", "eager", "--rounds", "1",
+                 "--warmup", "0"]) == 0  # fmt: skip
+    assert main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "32", "--rounds", "1", "--warmup", "0"]) == 0
+    assert "runs only at batch 1 x length 16" in capsys.readouterr().out
