@@ -28,6 +28,7 @@ from .tasks import GRAPH_INPUTS, ExportTask, check_export_folder, check_sequence
 
 __all__ = [
     "ExportReport",
+    "NamedGraphOutputs",
     "PARITY_ATOL",
     "copy_folder_files",
     "export_module_with_dynamo",
@@ -81,17 +82,22 @@ def load_for_export(model_dir, task: str, sequence_length: int) -> tuple[nn.Modu
     return model.eval(), export_task
 
 
-class _NamedOutputs(nn.Module):
-    """The head with the graph's inputs as positional arguments and its task's outputs as a tuple, so that the
-    exported graph's inputs and outputs carry the names given to the exporter (``logits``, not ``linear_53``)."""
+class NamedGraphOutputs(nn.Module):
+    """The head with the graph's inputs as arguments and only its task's outputs, so that the exported graph's
+    inputs and outputs carry the task's names (``logits``, not ``linear_53``): a tuple for torch.onnx, which takes
+    the names from ``output_names``; a dict (``as_dict``) for litert-torch, which names the signature's outputs
+    after its keys."""
 
-    def __init__(self, model: nn.Module, output_names: tuple[str, ...]):
+    def __init__(self, model: nn.Module, output_names: tuple[str, ...], as_dict: bool = False):
         super().__init__()
         self.model = model
         self.output_names = output_names
+        self.as_dict = as_dict
 
     def forward(self, input_ids, attention_mask, token_type_ids):
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        if self.as_dict:
+            return {name: outputs[name] for name in self.output_names}
         return tuple(outputs[name] for name in self.output_names)
 
 
@@ -125,7 +131,7 @@ def export_module_with_dynamo(model: nn.Module, output_names: tuple[str, ...], o
     dynamic_shapes = {name: {0: batch, 1: sequence} for name in GRAPH_INPUTS}
     with torch.no_grad(), batched_expert_form(model):
         program = torch.onnx.export(
-            _NamedOutputs(model, output_names).eval(),
+            NamedGraphOutputs(model, output_names).eval(),
             tuple(example[name] for name in GRAPH_INPUTS),
             dynamo=True,
             input_names=list(GRAPH_INPUTS),

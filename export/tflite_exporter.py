@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from .moe_export_form import batched_expert_form
-from .onnx_exporter import PARITY_ATOL, copy_folder_files, load_for_export, random_graph_inputs
+from .onnx_exporter import PARITY_ATOL, NamedGraphOutputs, copy_folder_files, load_for_export, random_graph_inputs
 from .tasks import GRAPH_INPUTS, ExportTask
 
 __all__ = [
@@ -82,26 +82,12 @@ def check_tflite_installed() -> None:
         )
 
 
-class _NamedDictOutputs(nn.Module):
-    """The head with the graph inputs as keyword arguments and a dict of the task's outputs: litert-torch names
-    the model's signature inputs and outputs after these keys."""
-
-    def __init__(self, model: nn.Module, output_names: tuple[str, ...]):
-        super().__init__()
-        self.model = model
-        self.output_names = output_names
-
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return {name: outputs[name] for name in self.output_names}
-
-
 def convert_to_tflite(model: nn.Module, output_names: tuple[str, ...], example: dict, path: Path) -> None:
     """Convert ``model`` (any transformers-style module taking the graph inputs) at ``example``'s shape to
     ``path``. Also used by the benchmarks for transformers' own BERT, so that every model converts the same way."""
     import litert_torch
 
-    wrapped = _NamedDictOutputs(model.eval(), output_names).eval()
+    wrapped = NamedGraphOutputs(model.eval(), output_names, as_dict=True).eval()
     with torch.no_grad(), batched_expert_form(model):
         edge_model = litert_torch.convert(wrapped, sample_kwargs={name: example[name] for name in GRAPH_INPUTS})
     edge_model.export(str(path))

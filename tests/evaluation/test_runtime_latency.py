@@ -18,6 +18,13 @@ def test_measure_orders_runners_by_their_cost_and_reports_p90_at_least_median():
     assert all(latency.p90_ms >= latency.median_ms for latency in measured.values())
 
 
+def test_each_timed_call_follows_a_call_of_the_same_runner():
+    """Another runtime's spinning threads must not land in a timed call: runners alternate in pairs."""
+    calls = []
+    measure_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=2, warmup=1)
+    assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2
+
+
 def test_measure_rejects_zero_rounds():
     with pytest.raises(ValueError, match="rounds must be >= 1"):
         measure_interleaved({"noop": lambda: None}, rounds=0)
