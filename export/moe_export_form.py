@@ -39,9 +39,9 @@ def _gathered_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
 # Up to this many experts, every token runs through every expert and keeps its own expert's result; above it, each
 # token gathers its own expert's matrices. Per token, the first costs E x the FFN's multiply-adds, compute-bound
 # (E x 4 d f flops); the second reads one expert's matrices, memory-bound (8 d f bytes at fp32) and not shared
-# with other tokens. At this CPU's order of 50 GFLOP/s against 10 GB/s the two break even near E = 10: measured on
-# the main job's MiniMoE 4L;192H (4 experts), batch 1 x 128 through onnxruntime, the gathered form ran at 1.8x
-# eager PyTorch's time, the all-experts form below eager's (see README, Shipping).
+# with other tokens. At this CPU's order of 50 GFLOP/s against 10 GB/s the two break even near E = 10. On the main
+# job's MiniMoE 4L;192H (4 experts), batch 1 x 128, the all-experts form runs through onnxruntime at about eager
+# PyTorch's latency (see README, Shipping).
 ALL_EXPERTS_MAX = 8
 
 
