@@ -7,9 +7,16 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    # pyproject runs one xdist worker per core: a second thread per worker (and per subprocess a test starts)
+    # would only oversubscribe the cores, and OpenMP's spinning threads make that much slower than one thread.
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+if os.environ.get("OMP_NUM_THREADS") == "1":
+    torch.set_num_threads(1)  # in case a plugin imported torch before the variable was set
 
 import compact_bert  # noqa: E402,F401  (registers the Auto classes)
 from compact_bert.configuration import (  # noqa: E402

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import sys
@@ -20,12 +21,20 @@ def environment() -> dict:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
+def free_port() -> int:
+    """A port for accelerate's rendezvous that no other test holds: the suite runs in parallel workers, and two
+    multi-process runs on one fixed port would meet each other's processes."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def cli_command(arguments: list[str], processes: int = 1) -> list[str]:
     if processes == 1:
         return [sys.executable, "-m", "compact_bert.cli.main", *arguments]
     return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
             "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", "29517", "-m", "compact_bert.cli.main", *arguments]  # fmt: skip
+            "--main_process_port", str(free_port()), "-m", "compact_bert.cli.main", *arguments]  # fmt: skip
 
 
 def run_cli(arguments: list[str], processes: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:

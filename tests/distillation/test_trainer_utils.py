@@ -19,7 +19,7 @@ from compact_bert.configuration import MiniMoEConfig
 from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig
 from compact_bert.distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from compact_bert.modeling import MiniMoEModel
-from tests.distillation.cli_helpers import REPO_ROOT, environment
+from tests.distillation.cli_helpers import REPO_ROOT, environment, free_port
 from tests.distillation.distributed_terms_script import same_device
 
 SCRIPT = Path(__file__).with_name("distributed_terms_script.py")
@@ -46,7 +46,7 @@ def test_teacher_is_prepared_by_the_accelerator_in_evaluation_mode(tmp_path):
 def test_loss_terms_are_averaged_over_processes(tmp_path):
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", "29531", str(SCRIPT), str(tmp_path)]  # fmt: skip
+               "--main_process_port", str(free_port()), str(SCRIPT), str(tmp_path)]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment(), cwd=REPO_ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     recorded = json.loads((tmp_path / "terms.json").read_text())
