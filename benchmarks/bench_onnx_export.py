@@ -44,6 +44,7 @@ def main() -> None:
         gigabytes = sum(parameter.numel() for parameter in model.parameters()) * 4 / 1e9
         if gigabytes > args.max_gb:
             rows.append({"preset": name, "skipped": f"{gigabytes:.1f} GB of fp32 weights > --max_gb {args.max_gb}"})
+            print(json.dumps(rows[-1]), flush=True)
             continue
         with tempfile.TemporaryDirectory() as folder:
             model.save_pretrained(Path(folder) / "model")
