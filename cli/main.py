@@ -72,11 +72,16 @@ def _close_process_group(wait_for_others: bool) -> None:
     """End a multi-process run explicitly. A rank that finishes while the main process still writes the summary
     and card would otherwise exit with gloo's threads alive and abort in C++ teardown ("terminate called without
     an active exception"), failing the launcher. The barrier lets every rank leave together; after an error the
-    other ranks may never reach it, so only the group is destroyed."""
+    other ranks may never reach it, so only the group is destroyed. The finished run's trainer, with its DDP
+    wrapper whose reducer holds the group, is garbage in reference cycles by now: collecting it first frees the
+    group's last users while the interpreter is alive, not during its shutdown, where that aborts too."""
+    import gc
+
     import torch.distributed as distributed
 
     if not (distributed.is_available() and distributed.is_initialized()):
         return
+    gc.collect()
     if wait_for_others:
         distributed.barrier()
     distributed.destroy_process_group()

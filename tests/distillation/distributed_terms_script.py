@@ -7,6 +7,7 @@ wrapped for gradient synchronisation, frozen, and bitwise unchanged by training.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 
@@ -60,8 +61,15 @@ def main(output_dir: str) -> None:
         result = {"log_history": trainer.state.log_history, "metrics": metrics}
         with open(f"{output_dir}/terms.json", "w") as file:
             json.dump(result, file)
-    trainer.accelerator.wait_for_everyone()
-    trainer.accelerator.end_training()  # destroys the process group: no gloo teardown race at interpreter exit
+    accelerator = trainer.accelerator
+    accelerator.wait_for_everyone()
+    # The DDP wrapper's reducer holds the gloo process group: if it is still alive when the interpreter shuts
+    # down, the group's worker threads are destroyed there and the process aborts ("terminate called without an
+    # active exception"). Release every wrapper while the interpreter runs, then destroy the group.
+    accelerator.free_memory()
+    del trainer, student, teacher
+    gc.collect()
+    accelerator.end_training()
 
 
 if __name__ == "__main__":
