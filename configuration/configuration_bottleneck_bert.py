@@ -54,6 +54,11 @@ class BottleneckBertConfig(PretrainedConfig):
         use_bottleneck: without it the layer is a plain post-LN BERT layer of width ``hidden_size``.
         trigram_input: the kernel-3 convolution embedding factorization of §3.4.
         classifier_activation: tanh pooler (as BERT) or the raw first-token features.
+        pack_inference_weights: in eval mode without gradients on CPU, run the linear maps on weights packed
+            once for oneDNN, with bias, ReLU / GELU and residual add fused into the GEMM and projections of one
+            input joined (``modeling.fused_linear``; same outputs; the copies take about as much memory as the
+            weights: ``packed_weight_bytes(model)``). ``False`` keeps the plain ``nn.Linear`` path;
+            ``modeling.packed_weights.weight_packing(False)`` does the same for the calls inside a ``with`` block.
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class BottleneckBertConfig(PretrainedConfig):
         classifier_activation: bool = True,
         classifier_dropout: float | None = None,
         tie_word_embeddings: bool = True,
+        pack_inference_weights: bool = True,
         **kwargs,
     ):
         reject_misspelt_fields(type(self), kwargs)
@@ -108,6 +114,7 @@ class BottleneckBertConfig(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.classifier_activation = classifier_activation
         self.classifier_dropout = classifier_dropout
+        self.pack_inference_weights = pack_inference_weights
         self._validate()
 
     @property
@@ -138,7 +145,13 @@ class BottleneckBertConfig(PretrainedConfig):
         require_dropout_probability(owner, "classifier_dropout", self.classifier_dropout, allow_none=True)
         require_positive_float(owner, "initializer_range", self.initializer_range)
         require_positive_float(owner, "layer_norm_eps", self.layer_norm_eps)
-        for field in ("use_bottleneck", "trigram_input", "classifier_activation", "tie_word_embeddings"):
+        for field in (
+            "use_bottleneck",
+            "trigram_input",
+            "classifier_activation",
+            "tie_word_embeddings",
+            "pack_inference_weights",
+        ):
             require_bool(owner, field, getattr(self, field))
         require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
         field = "intra_bottleneck_size" if self.use_bottleneck else "hidden_size"

@@ -49,11 +49,12 @@ class SparseBertConfigBase(PretrainedConfig):
         hash_seed: seed of the random token-id → expert table of hash routing.
         use_auxiliary_attention: append an auxiliary MHA block after the last layer, used only to align
             self-attention relations during distillation (paper 002 §3.2, after MiniLMv2).
-        pack_inference_weights: in eval mode without gradients on CPU, multiply each expert with a copy of
-            its weights packed once for oneDNN instead of re-packing them on every call (same outputs; the
-            copies take about as much memory as the expert weights: ``packed_weight_bytes(model)``).
-            ``False`` keeps the plain ``F.linear`` path; ``modeling.packed_weights.weight_packing(False)``
-            does the same for the calls inside a ``with`` block.
+        pack_inference_weights: in eval mode without gradients on CPU, multiply each expert and each dense
+            linear map with a copy of its weights packed once for oneDNN instead of re-packing them on every
+            call, with GELU / ReLU and residual add fused into the dense GEMMs and query, key and value joined
+            (``modeling.fused_linear``; same outputs; the copies take about as much memory as the weights:
+            ``packed_weight_bytes(model)``). ``False`` keeps the plain ``F.linear`` path;
+            ``modeling.packed_weights.weight_packing(False)`` does the same for the calls inside a ``with`` block.
     """
 
     # What Trainer drops from a head's outputs when it collects predictions: the routing diagnostics sit

@@ -29,6 +29,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
+from .fused_linear import fused_linear, grouped_linear
 from .normalization import NoNorm, build_normalization
 from .outputs import (
     CompactBertClassifierOutput,
@@ -111,15 +112,29 @@ class BottleneckBertSelfAttention(nn.Module):
         self.query = nn.Linear(query_key_input, all_head_size)
         self.key = nn.Linear(query_key_input, all_head_size)
         self.value = nn.Linear(value_input, all_head_size)
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, query_input, key_input, value_input, additive_mask, output_attentions):
-        query = split_heads(self.query(query_input), self.num_attention_heads)
-        key = split_heads(self.key(key_input), self.num_attention_heads)
-        value = split_heads(self.value(value_input), self.num_attention_heads)
+        query, key, value = self._project(query_input, key_input, value_input)
+        query, key, value = (split_heads(states, self.num_attention_heads) for states in (query, key, value))
         dropout_p = self.dropout_prob if self.training else 0.0
         eager = uses_eager_attention(self.config, output_attentions)
         context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, eager)
         return merge_heads(context), probs
+
+    def _project(self, query_input, key_input, value_input):
+        """Q, K, V; the projections of one input tensor (query and key in MobileBERT, all three in IB-BERT and
+        MobileBERT-TINY) as one GEMM at inference (``fused_linear``)."""
+        enabled = self.pack_inference_weights
+        if query_input is not key_input:
+            return tuple(
+                fused_linear(linear, states, enabled=enabled)
+                for linear, states in ((self.query, query_input), (self.key, key_input), (self.value, value_input))
+            )
+        if key_input is value_input:
+            return grouped_linear((self.query, self.key, self.value), query_input, enabled=enabled)
+        query, key = grouped_linear((self.query, self.key), query_input, enabled=enabled)
+        return query, key, fused_linear(self.value, value_input, enabled=enabled)
 
 
 class BottleneckBertSelfOutput(nn.Module):
@@ -130,12 +145,14 @@ class BottleneckBertSelfOutput(nn.Module):
         self.LayerNorm = _norm(config, config.true_hidden_size)
         if not self.use_bottleneck:
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, hidden_states, residual):
-        output = self.dense(hidden_states)
-        if not self.use_bottleneck:
-            output = self.dropout(output)
-        return self.LayerNorm(output + residual)
+        dropout = getattr(self, "dropout", None)
+        output = fused_linear(
+            self.dense, hidden_states, dropout=dropout, residual=residual, enabled=self.pack_inference_weights
+        )
+        return self.LayerNorm(output)
 
 
 class BottleneckBertAttention(nn.Module):
@@ -154,9 +171,12 @@ class BottleneckBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.true_hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, hidden_states):
-        return self.intermediate_act_fn(self.dense(hidden_states))
+        return fused_linear(
+            self.dense, hidden_states, activation=self.intermediate_act_fn, enabled=self.pack_inference_weights
+        )
 
 
 class BottleneckBertOutputBottleneck(nn.Module):
@@ -167,9 +187,13 @@ class BottleneckBertOutputBottleneck(nn.Module):
         self.dense = nn.Linear(config.true_hidden_size, config.hidden_size)
         self.LayerNorm = _norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, hidden_states, residual):
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+        output = fused_linear(
+            self.dense, hidden_states, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
+        )
+        return self.LayerNorm(output)
 
 
 class BottleneckBertOutput(nn.Module):
@@ -182,12 +206,15 @@ class BottleneckBertOutput(nn.Module):
             self.bottleneck = BottleneckBertOutputBottleneck(config)
         else:
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, intermediate_states, ffn_residual, layer_residual):
-        output = self.dense(intermediate_states)
-        if not self.use_bottleneck:
-            return self.LayerNorm(self.dropout(output) + ffn_residual)
-        return self.bottleneck(self.LayerNorm(output + ffn_residual), layer_residual)
+        dropout = getattr(self, "dropout", None)
+        output = fused_linear(
+            self.dense, intermediate_states, dropout=dropout, residual=ffn_residual, enabled=self.pack_inference_weights
+        )
+        output = self.LayerNorm(output)
+        return self.bottleneck(output, layer_residual) if self.use_bottleneck else output
 
 
 class BottleneckBertBottleneckLayer(nn.Module):
@@ -195,9 +222,10 @@ class BottleneckBertBottleneckLayer(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intra_bottleneck_size)
         self.LayerNorm = _norm(config, config.intra_bottleneck_size)
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, hidden_states):
-        return self.LayerNorm(self.dense(hidden_states))
+        return self.LayerNorm(fused_linear(self.dense, hidden_states, enabled=self.pack_inference_weights))
 
 
 class AttentionInputs(NamedTuple):
@@ -218,12 +246,17 @@ class BottleneckBertBottleneck(nn.Module):
             self.attention = BottleneckBertBottleneckLayer(config)
 
     def forward(self, hidden_states) -> AttentionInputs:
+        if self.attention_input == "shared_bottleneck":
+            # Both bottlenecks read the same features: one GEMM at inference (``grouped_linear``).
+            bottlenecks = (self.input, self.attention)
+            enabled = self.input.pack_inference_weights
+            denses = [layer.dense for layer in bottlenecks]
+            projected = grouped_linear(denses, hidden_states, enabled=enabled, bypassed=bottlenecks)
+            layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
+            return AttentionInputs(shared, shared, hidden_states, layer_input)
         layer_input = self.input(hidden_states)
         if self.attention_input == "intra_bottleneck":
             return AttentionInputs(layer_input, layer_input, layer_input, layer_input)
-        if self.attention_input == "shared_bottleneck":
-            shared = self.attention(hidden_states)
-            return AttentionInputs(shared, shared, hidden_states, layer_input)
         return AttentionInputs(hidden_states, hidden_states, hidden_states, layer_input)
 
 
@@ -232,9 +265,12 @@ class BottleneckBertFFNOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
         self.LayerNorm = _norm(config, config.true_hidden_size)
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, hidden_states, residual):
-        return self.LayerNorm(self.dense(hidden_states) + residual)
+        return self.LayerNorm(
+            fused_linear(self.dense, hidden_states, residual=residual, enabled=self.pack_inference_weights)
+        )
 
 
 class BottleneckBertFFNLayer(nn.Module):

@@ -28,6 +28,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
+from .fused_linear import fused_linear, grouped_linear
 from .moe_layer import (
     ExpertDispatch,
     ExpertLinear,
@@ -124,10 +125,12 @@ class SparseBertSelfAttention(nn.Module):
             )
 
     def forward(self, hidden_states, additive_mask, dispatch, output_attentions):
-        query, key, value = (
-            split_heads(_project(layer, hidden_states, dispatch), self.num_attention_heads)
-            for layer in (self.query, self.key, self.value)
-        )
+        projections = (self.query, self.key, self.value)
+        if dispatch is None:  # dense projections of one input: one GEMM at inference (``grouped_linear``)
+            states = grouped_linear(projections, hidden_states, enabled=self.config.pack_inference_weights)
+        else:
+            states = (_project(layer, hidden_states, dispatch) for layer in projections)
+        query, key, value = (split_heads(projected, self.num_attention_heads) for projected in states)
         dropout_p = self.dropout_prob if self.training else 0.0
         eager = uses_eager_attention(self.config, output_attentions)
         context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, eager)
@@ -147,11 +150,16 @@ class SparseBertSelfOutput(nn.Module):
         )
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, context, residual, dispatch):
+        if dispatch is None:
+            output = fused_linear(
+                self.dense, context, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
+            )
+            return self.LayerNorm(output)
         output = _project(self.dense, context, dispatch)
-        if dispatch is not None:
-            output = output * dispatch.gate.view(*output.shape[:2], 1).to(output.dtype)
+        output = output * dispatch.gate.view(*output.shape[:2], 1).to(output.dtype)
         return self.LayerNorm(self.dropout(output) + residual)
 
 
@@ -183,9 +191,12 @@ class SparseBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, hidden_states):
-        return self.intermediate_act_fn(self.dense(hidden_states))
+        return fused_linear(
+            self.dense, hidden_states, activation=self.intermediate_act_fn, enabled=self.pack_inference_weights
+        )
 
 
 class SparseBertOutput(nn.Module):
@@ -197,11 +208,15 @@ class SparseBertOutput(nn.Module):
             self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, hidden_states, residual):
-        if hasattr(self, "dense"):
-            hidden_states = self.dense(hidden_states)
-        return self.LayerNorm(self.dropout(hidden_states) + residual)
+        if not hasattr(self, "dense"):  # the MoE block computed the FFN output
+            return self.LayerNorm(self.dropout(hidden_states) + residual)
+        output = fused_linear(
+            self.dense, hidden_states, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
+        )
+        return self.LayerNorm(output)
 
 
 class SparseBertLayerOutput(NamedTuple):

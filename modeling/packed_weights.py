@@ -5,7 +5,8 @@ every call. For one large matrix that cost is small next to the multiplication; 
 where each expert multiplies only its own few tokens, it dominates (issue 2 measured the 4-expert layer at
 2.2× one expert FFN for that reason). oneDNN can pack a weight once (``mkldnn._reorder_linear_weight``)
 and multiply with the packed copy (``mkldnn._linear_pointwise``, which also fuses the exact GELU and ReLU
-into the GEMM); this module keeps such packed copies and hands them to the MoE layer.
+into the GEMM); this module keeps such packed copies and hands them to the MoE layer and to the dense layers of every family
+(``fused_linear``, which also multiplies several projections of one input as one packed GEMM).
 
 When a packed copy is used, all at once:
 - the module is in eval mode and autograd records nothing (``torch.no_grad`` / ``torch.inference_mode``):
@@ -42,7 +43,9 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = [
     "FUSED_ACTIVATIONS",
+    "PackedLinearGroup",
     "packed_expert_weights",
+    "packed_linear_group",
     "packed_linear",
     "packed_weight_bytes",
     "packing_available",
@@ -57,18 +60,51 @@ FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "relu": ("relu", "")}
 SAMPLED_ELEMENTS_PER_MATRIX = 64
 
 
+class ParameterStamp:
+    """What a packed copy was built from, to tell whether its parameter changed since (module docstring): the
+    version counter, the storage address, and a sample of the values both as kept then and as a live view of the
+    parameter's storage (comparing the two is one small ``torch.equal`` per call)."""
+
+    __slots__ = ("version", "data_ptr", "sample", "live_sample")
+
+    def __init__(self, parameter: torch.Tensor):
+        self.version = parameter._version
+        self.data_ptr = parameter.data_ptr()
+        self.live_sample = _sample(parameter)
+        self.sample = self.live_sample.clone()
+
+    def matches(self, parameter: torch.Tensor) -> bool:
+        return (
+            self.version == parameter._version
+            and self.data_ptr == parameter.data_ptr()
+            and torch.equal(self.sample, self.live_sample)
+        )
+
+
 @dataclass
 class PackedWeights:
     """The packed copy of one ``[out, in]`` or ``[experts, out, in]`` parameter and what it was built from."""
 
     matrices: list[torch.Tensor]
-    version: int
-    data_ptr: int
-    sample: torch.Tensor
+    stamp: ParameterStamp
+    nbytes: int
+
+
+@dataclass
+class PackedLinearGroup:
+    """One packed ``[sum of outs, in]`` matrix for linear maps that read the same input, their biases joined
+    (the bias parameter itself for a group of one: no copy to keep current), and the output widths."""
+
+    matrix: torch.Tensor
+    bias: torch.Tensor | None
+    widths: tuple[int, ...]
+    stamps: tuple[ParameterStamp, ...]  # of each weight, and of each bias that was joined
     nbytes: int
 
 
 _PACKED_COPIES = WeakIdKeyDictionary()
+# Groups keyed by their first weight, then by the identities of all their parameters.
+_PACKED_GROUPS = WeakIdKeyDictionary()
 # Cleared by ``weight_packing(False)`` for the calls inside it; one flag per process (not per thread).
 _SWITCH = {"enabled": True}
 
@@ -109,43 +145,49 @@ def weight_packing(enabled: bool):
 
 
 def _sample(weight: torch.Tensor) -> torch.Tensor:
-    """A fixed spread of elements of every matrix of ``weight`` (``[..., out, in]``), copied."""
-    matrices = weight.detach().reshape(-1, weight.shape[-2] * weight.shape[-1])
-    step = max(1, matrices.shape[1] // SAMPLED_ELEMENTS_PER_MATRIX)
-    return matrices[:, ::step].clone()
+    """A view of a fixed spread of elements of every matrix of ``weight`` (``[..., out, in]``, or a bias)."""
+    width = weight.shape[-2] * weight.shape[-1] if weight.dim() > 1 else weight.shape[-1]
+    matrices = weight.detach().reshape(-1, width)
+    return matrices[:, :: max(1, width // SAMPLED_ELEMENTS_PER_MATRIX)]
 
 
-def _is_current(entry: PackedWeights, weight: torch.Tensor) -> bool:
+def _packing_applies(weight: torch.Tensor, module: nn.Module, enabled: bool) -> bool:
+    """Whether ``module`` may multiply with a packed copy of ``weight`` now (see the module docstring)."""
+    return enabled and _packing_applies_now() and _packable(weight, module)
+
+
+def _packing_applies_now() -> bool:
+    """The conditions that do not depend on the module (module docstring)."""
+    return not (
+        not _SWITCH["enabled"]
+        or torch.is_grad_enabled()
+        or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()
+        or torch.jit.is_tracing()
+        # Under CPU autocast (e.g. Accelerate's bf16 evaluation) F.linear computes in the autocast dtype; the packed
+        # fp32 op would not, so the plain path keeps autocast's semantics.
+        or torch.is_autocast_enabled("cpu")
+        or not torch.backends.mkldnn.enabled  # switched off by the user: torch.backends.mkldnn.flags(enabled=False)
+        or not packing_available()
+    )
+
+
+def _packable(weight: torch.Tensor, module: nn.Module) -> bool:
     return (
-        entry.version == weight._version
-        and entry.data_ptr == weight.data_ptr()
-        and torch.equal(entry.sample, _sample(weight))
+        not module.training
+        and isinstance(weight, nn.Parameter)
+        and weight.device.type == "cpu"
+        and weight.dtype == torch.float32
     )
 
 
 def packed_expert_weights(weight: torch.Tensor, module: nn.Module, enabled: bool) -> list[torch.Tensor] | None:
     """The packed copies of ``weight``'s matrices (one per expert for ``[E, out, in]``), or ``None`` when the
     caller must run the plain ``F.linear`` path (see the module docstring for when)."""
-    if (
-        not enabled
-        or not _SWITCH["enabled"]
-        or module.training
-        or torch.is_grad_enabled()
-        or torch.compiler.is_compiling()
-        or torch.compiler.is_exporting()
-        or torch.jit.is_tracing()
-        or not isinstance(weight, nn.Parameter)
-        or weight.device.type != "cpu"
-        or weight.dtype != torch.float32
-        # Under CPU autocast (e.g. Accelerate's bf16 evaluation) F.linear computes in the autocast dtype; the packed
-        # fp32 op would not, so the plain path keeps autocast's semantics.
-        or torch.is_autocast_enabled("cpu")
-        or not torch.backends.mkldnn.enabled  # switched off by the user: torch.backends.mkldnn.flags(enabled=False)
-        or not packing_available()
-    ):
+    if not _packing_applies(weight, module, enabled):
         return None
     entry = _PACKED_COPIES.get(weight)
-    if entry is None or not _is_current(entry, weight):
+    if entry is None or not entry.stamp.matches(weight):
         entry = _pack(weight)
         _PACKED_COPIES[weight] = entry
     return entry.matrices
@@ -156,10 +198,50 @@ def _pack(weight: torch.Tensor) -> PackedWeights:
     matrices = [torch.ops.mkldnn._reorder_linear_weight(matrix.contiguous(), None) for matrix in stacked]
     return PackedWeights(
         matrices=matrices,
-        version=weight._version,
-        data_ptr=weight.data_ptr(),
-        sample=_sample(weight),
+        stamp=ParameterStamp(weight),
         nbytes=sum(matrix.numel() * matrix.element_size() for matrix in matrices),
+    )
+
+
+def packed_linear_group(linears: tuple[nn.Linear, ...], enabled: bool) -> PackedLinearGroup | None:
+    """One packed matrix for ``linears`` (``nn.Linear`` maps of the same input width), their outputs side by side
+    in the given order; ``None`` when the caller must call the modules (see the module docstring for when).
+    Called for every dense layer of a forward pass: the checks are kept to a few microseconds."""
+    if not (enabled and _packing_applies_now() and all(_packable(linear.weight, linear) for linear in linears)):
+        return None
+    # A group of one reads its bias parameter live; a larger group's joined bias is a copy to keep current.
+    if len(linears) == 1:
+        parameters = (linears[0].weight,)
+    else:
+        parameters = tuple(p for linear in linears for p in (linear.weight, linear.bias) if p is not None)
+    key = tuple(map(id, parameters))
+    groups = _PACKED_GROUPS.get(parameters[0])
+    group = None if groups is None else groups.get(key)
+    if group is None or not all(stamp.matches(p) for stamp, p in zip(group.stamps, parameters)):
+        group = _pack_group(linears, parameters)
+        _PACKED_GROUPS.setdefault(parameters[0], {})[key] = group
+    return group
+
+
+def _pack_group(linears: tuple[nn.Linear, ...], parameters: tuple[torch.Tensor, ...]) -> PackedLinearGroup:
+    weights = [linear.weight.detach() for linear in linears]
+    matrix = torch.ops.mkldnn._reorder_linear_weight(torch.cat(weights).contiguous(), None)
+    if len(linears) == 1:
+        bias = linears[0].bias
+    elif all(linear.bias is None for linear in linears):
+        bias = None
+    else:
+        bias = torch.cat([
+            linear.bias.detach() if linear.bias is not None else weight.new_zeros(weight.shape[0])
+            for linear, weight in zip(linears, weights)
+        ])  # fmt: skip
+    joined_bytes = bias.numel() * bias.element_size() if bias is not None and len(linears) > 1 else 0
+    return PackedLinearGroup(
+        matrix=matrix,
+        bias=bias,
+        widths=tuple(weight.shape[0] for weight in weights),
+        stamps=tuple(ParameterStamp(p) for p in parameters),
+        nbytes=sum(weight.numel() * weight.element_size() for weight in weights) + joined_bytes,
     )
 
 
@@ -173,10 +255,13 @@ def packed_linear(
 
 def packed_weight_bytes(model: nn.Module) -> int:
     """Bytes held by the packed copies of ``model``'s parameters (their logical size; oneDNN may pad)."""
-    return sum(entry.nbytes for parameter in model.parameters() if (entry := _PACKED_COPIES.get(parameter)))
+    expert_copies = sum(entry.nbytes for p in model.parameters() if (entry := _PACKED_COPIES.get(p)))
+    groups = sum(group.nbytes for p in model.parameters() for group in _PACKED_GROUPS.get(p, {}).values())
+    return expert_copies + groups
 
 
 def release_packed_weights(model: nn.Module) -> None:
     """Drop the packed copies of ``model``'s parameters (rebuilt on the next packed call)."""
     for parameter in model.parameters():
         _PACKED_COPIES.pop(parameter, None)
+        _PACKED_GROUPS.pop(parameter, None)

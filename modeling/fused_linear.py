@@ -1,0 +1,110 @@
+"""Dense linear layers at inference: packed weights, the epilogue fused into the GEMM, and projections of one
+input multiplied as one GEMM.
+
+Why: MobileBERT runs 360 small linear maps per forward pass (24 layers of 128-wide bottlenecks and four stacked
+FFNs). Each ``nn.Linear`` call re-packs its weight for the GEMM kernel and copies its bias into the output, and
+the ReLU and residual add that follow are passes of their own; at batch 1 × 128 those costs are a large part of
+the layer. At inference these helpers multiply with weights packed once (``packed_weights``), apply bias,
+ReLU / exact GELU and the residual add in oneDNN's GEMM epilogue, and multiply projections that read the same
+tensor (MobileBERT's two input bottlenecks; query, key and value where they share an input) as one GEMM over
+the joined weights. Outputs equal the modules' own to float32 rounding (the same products, summed in another
+order at most; tested at 1e-5).
+
+They call the modules as usual (and apply dropout, activation and residual separately) whenever:
+- ``packed_weights`` says the plain path must run: training mode, gradients recorded, compiling, tracing or
+  exporting, not float32 or not on CPU, CPU autocast, packing switched off (config field
+  ``pack_inference_weights=False``, ``weight_packing(False)``, oneDNN disabled) or unavailable;
+- a linear map is not a plain ``nn.Linear`` (PEFT's LoRA wrapper, a quantized layer), or a module whose call
+  would be skipped has forward hooks or a replaced ``forward`` (distillation's ``SubmoduleRecorder`` reads
+  query / key / value through hooks; Accelerate's device hooks replace ``forward``), or global module hooks
+  exist: every hook sees its call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn.modules import module as torch_module
+from transformers.activations import GELUActivation
+
+from .packed_weights import PackedLinearGroup, packed_linear, packed_linear_group
+
+__all__ = ["fused_linear", "grouped_linear"]
+
+_GLOBAL_HOOK_TABLES = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
+
+
+def _fused_activation(activation: nn.Module | None) -> str | None:
+    """oneDNN's epilogue name for ``activation`` where it computes the same function, else ``None``."""
+    if isinstance(activation, nn.ReLU):
+        return "relu"
+    if isinstance(activation, GELUActivation) and activation.act is nn.functional.gelu:
+        return "gelu"
+    return None
+
+
+def _called_as_usual(modules: Sequence[nn.Module]) -> bool:
+    """Whether skipping these modules' ``__call__`` would skip something a user or library attached to them."""
+    if any(getattr(torch_module, table, None) for table in _GLOBAL_HOOK_TABLES):
+        return True
+    return any(module._forward_hooks or module._forward_pre_hooks or "forward" in module.__dict__ for module in modules)
+
+
+def _packed_group(
+    linears: Sequence[nn.Module], bypassed: Sequence[nn.Module], enabled: bool
+) -> PackedLinearGroup | None:
+    if not enabled or any(type(linear) is not nn.Linear for linear in linears):
+        return None
+    if _called_as_usual((*linears, *bypassed)):
+        return None
+    return packed_linear_group(tuple(linears), enabled)
+
+
+def fused_linear(
+    linear: nn.Module,
+    inputs: torch.Tensor,
+    *,
+    activation: nn.Module | None = None,
+    dropout: nn.Module | None = None,
+    residual: torch.Tensor | None = None,
+    enabled: bool = True,
+    bypassed: Sequence[nn.Module] = (),
+) -> torch.Tensor:
+    """``dropout(activation(linear(inputs))) + residual`` (each part optional), as one packed GEMM at inference.
+
+    ``bypassed``: modules whose own ``forward`` the caller skips by calling this (their hooks are checked too).
+    """
+    fused_name = _fused_activation(activation)
+    group = None
+    if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
+        group = _packed_group((linear,), bypassed, enabled)
+    if group is None:
+        outputs = linear(inputs)
+        if activation is not None:
+            outputs = activation(outputs)
+        if dropout is not None:
+            outputs = dropout(outputs)
+        return outputs if residual is None else outputs + residual
+    rows = inputs.reshape(-1, inputs.shape[-1])
+    if residual is not None and fused_name is None:
+        others = residual.reshape(rows.shape[0], -1).contiguous()
+        outputs = torch.ops.mkldnn._linear_pointwise.binary(rows.contiguous(), others, group.matrix, group.bias, "add")
+    else:
+        outputs = packed_linear(rows, group.matrix, group.bias, fused_name)
+        if residual is not None:  # the activation comes before the addition: not one epilogue
+            outputs = outputs + residual.reshape(rows.shape[0], -1)
+    return outputs.view(*inputs.shape[:-1], outputs.shape[-1])
+
+
+def grouped_linear(
+    linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True, bypassed: Sequence[nn.Module] = ()
+) -> tuple[torch.Tensor, ...]:
+    """``tuple(linear(inputs) for linear in linears)``, as one packed GEMM over the joined weights at inference
+    (each output a view of the joined result)."""
+    group = _packed_group(linears, bypassed, enabled)
+    if group is None:
+        return tuple(linear(inputs) for linear in linears)
+    joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)
+    return tuple(part.view(*inputs.shape[:-1], part.shape[-1]) for part in joined.split(group.widths, dim=-1))
