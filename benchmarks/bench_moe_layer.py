@@ -14,7 +14,9 @@ Inference (eval mode, ``torch.inference_mode``; the layer packs its expert weigh
    same tokens; target <= 1.3x, with the no-routing GEMM floor.
 
 Training (issue 10 item 5; train mode, gradients, no packing): forward + backward of the MoE layer vs the
-dense FFN at 128 and 4,096 tokens (d=384, 4 experts; d=768, 64 experts), printed for the record.
+dense FFN at 128 and 4,096 tokens (d=384, 4 experts; d=768, 64 experts), printed for the record, and the
+grouped-GEMM form (``torch._grouped_mm``, what the layer uses on CUDA; forced where it is not the automatic
+choice) against the per-expert loop.
 
 Run: ``python benchmarks/bench_moe_layer.py`` (``--quick``: few rounds; ``--tiny``: small layers too; both
 are smoke runs that check the script works, their numbers mean nothing).
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import compare_latencies, format_ratio  # noqa: E402
 
 from compact_bert.configuration import MiniMoEConfig  # noqa: E402
+from compact_bert.modeling.grouped_gemm import grouped_expert_gemm, grouped_gemm_applies  # noqa: E402
 from compact_bert.modeling.moe_layer import MoEFeedForward  # noqa: E402
 from compact_bert.modeling.packed_weights import (  # noqa: E402
     packed_expert_weights,
@@ -206,17 +209,27 @@ def training_cases(rounds: int, sizes: dict) -> None:
         for tokens_count in (128, 4096):
             tokens = torch.randn(tokens_count // 128, 128, hidden, requires_grad=True)
             mask = torch.ones(tokens_count // 128, 128)
+            upstream = torch.randn(tokens_count // 128, 128, hidden)  # a dense gradient, as a model hands it
+
+            def step(layer=layer, tokens=tokens, mask=mask, upstream=upstream):
+                layer(tokens, mask, None)[0].backward(upstream)
+
+            def grouped_step():
+                with grouped_expert_gemm(True):
+                    step()
+
+            candidates = {"moe": step, "dense": lambda: _one_expert(layer, tokens).backward(upstream)}
+            if hasattr(torch, "_grouped_mm"):
+                candidates["moe_grouped"] = grouped_step
             times = compare_latencies(
-                {
-                    "moe": lambda layer=layer, tokens=tokens, mask=mask: layer(tokens, mask, None)[0].sum().backward(),
-                    "dense": lambda layer=layer, tokens=tokens: _one_expert(layer, tokens).sum().backward(),
-                },
-                rounds=max(3, rounds // (4 if tokens_count > 128 else 1)),
-                warmup=1,
-                inference=False,
+                candidates, rounds=max(3, rounds // (4 if tokens_count > 128 else 1)), warmup=1, inference=False
             )
             label = f"training fwd+bwd, {experts} experts d={hidden}, {tokens_count} tokens vs dense FFN"
             print(format_ratio(label, times["moe"], times["dense"], "report"))
+            if "moe_grouped" in times:
+                where = "the automatic choice" if grouped_gemm_applies(layer.experts.fc1_weight) else "forced"
+                print(format_ratio(f"  torch._grouped_mm ({where}) vs per-expert loop", times["moe_grouped"],
+                                   times["moe"], "report"))  # fmt: skip
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from transformers.activations import GELUActivation
 
 from .packed_weights import PackedLinearGroup, packed_linear, packed_linear_group
 
-__all__ = ["fused_linear", "grouped_linear"]
+__all__ = ["fused_linear", "joined_linear"]
 
 _GLOBAL_HOOK_TABLES = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
 
@@ -98,7 +98,7 @@ def fused_linear(
     return outputs.view(*inputs.shape[:-1], outputs.shape[-1])
 
 
-def grouped_linear(
+def joined_linear(
     linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True, bypassed: Sequence[nn.Module] = ()
 ) -> tuple[torch.Tensor, ...]:
     """``tuple(linear(inputs) for linear in linears)``, as one packed GEMM over the joined weights at inference

@@ -29,7 +29,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
-from .fused_linear import fused_linear, grouped_linear
+from .fused_linear import fused_linear, joined_linear
 from .normalization import NoNorm, build_normalization
 from .outputs import (
     CompactBertClassifierOutput,
@@ -132,8 +132,8 @@ class BottleneckBertSelfAttention(nn.Module):
                 for linear, states in ((self.query, query_input), (self.key, key_input), (self.value, value_input))
             )
         if key_input is value_input:
-            return grouped_linear((self.query, self.key, self.value), query_input, enabled=enabled)
-        query, key = grouped_linear((self.query, self.key), query_input, enabled=enabled)
+            return joined_linear((self.query, self.key, self.value), query_input, enabled=enabled)
+        query, key = joined_linear((self.query, self.key), query_input, enabled=enabled)
         return query, key, fused_linear(self.value, value_input, enabled=enabled)
 
 
@@ -247,11 +247,11 @@ class BottleneckBertBottleneck(nn.Module):
 
     def forward(self, hidden_states) -> AttentionInputs:
         if self.attention_input == "shared_bottleneck":
-            # Both bottlenecks read the same features: one GEMM at inference (``grouped_linear``).
+            # Both bottlenecks read the same features: one GEMM at inference (``joined_linear``).
             bottlenecks = (self.input, self.attention)
             enabled = self.input.pack_inference_weights
             denses = [layer.dense for layer in bottlenecks]
-            projected = grouped_linear(denses, hidden_states, enabled=enabled, bypassed=bottlenecks)
+            projected = joined_linear(denses, hidden_states, enabled=enabled, bypassed=bottlenecks)
             layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
             return AttentionInputs(shared, shared, hidden_states, layer_input)
         layer_input = self.input(hidden_states)

@@ -28,7 +28,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
-from .fused_linear import fused_linear, grouped_linear
+from .fused_linear import fused_linear, joined_linear
 from .moe_layer import (
     ExpertDispatch,
     ExpertLinear,
@@ -126,8 +126,8 @@ class SparseBertSelfAttention(nn.Module):
 
     def forward(self, hidden_states, additive_mask, dispatch, output_attentions):
         projections = (self.query, self.key, self.value)
-        if dispatch is None:  # dense projections of one input: one GEMM at inference (``grouped_linear``)
-            states = grouped_linear(projections, hidden_states, enabled=self.config.pack_inference_weights)
+        if dispatch is None:  # dense projections of one input: one GEMM at inference (``joined_linear``)
+            states = joined_linear(projections, hidden_states, enabled=self.config.pack_inference_weights)
         else:
             states = (_project(layer, hidden_states, dispatch) for layer in projections)
         query, key, value = (split_heads(projected, self.num_attention_heads) for projected in states)

@@ -6,11 +6,12 @@ tokens by expert so that each expert runs once over a contiguous slice. Padding 
 they take no capacity, do not count in the balance loss and get a zero MoE output.
 
 Dispatch runs each expert once over its own tokens, a loop over *experts* (never tokens): in eager mode
-one stable argsort of the expert ids plus a bincount give every expert's token positions; under
-``torch.export`` / ``torch.compile`` a fixed ``for e in range(num_experts)`` loop selects them with
-``nonzero`` instead, so the traced program stays correct for any routing. Each expert's output is added in
-place into one output buffer. (``torch._grouped_mm`` measured no faster on CPU here, and its CPU backward
-rejects expanded gradients in torch 2.13.)
+one stable argsort of the expert ids plus a bincount sort the kept tokens by expert, one gather brings them
+into that order, each expert multiplies its contiguous slice and one scatter writes the results back; under
+``torch.export`` / ``torch.compile`` a fixed ``for e in range(num_experts)`` loop selects each expert's tokens
+with ``nonzero`` instead, so the traced program stays correct for any routing. On CUDA every expert's
+product runs in one ``torch._grouped_mm`` call instead (``grouped_gemm``); on CPU it measured no faster, and
+at inference the experts multiply with weights packed once for oneDNN (``packed_weights``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.activations import ACT2FN
 
+from .grouped_gemm import grouped_gemm_applies, grouped_linear_rows
 from .packed_weights import FUSED_ACTIVATIONS, packed_expert_weights, packed_linear
 
 __all__ = [
@@ -216,7 +218,7 @@ def _exporting() -> bool:
 
 
 class ExpertDispatch:
-    """Every expert's token positions for a ``RoutingDecision``, found once for every expert matrix that
+    """The kept tokens grouped by expert for a ``RoutingDecision``, found once for every expert matrix that
     follows (MoE attention applies four)."""
 
     def __init__(self, decision: RoutingDecision, num_experts: int):
@@ -225,39 +227,59 @@ class ExpertDispatch:
         self.gate = decision.gate
         target = torch.where(decision.keep, decision.expert_index, num_experts)
         # Each token's expert, ``num_experts`` for a token no expert runs: the export hook. The batched form
-        # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of ``positions``.
+        # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of the grouping.
         self.target = target
         self.exporting = _exporting()
-        self._positions: list[torch.Tensor] | None = None
+        self._grouping: tuple[torch.Tensor, list[int]] | None = None
 
     @property
-    def positions(self) -> list[torch.Tensor]:
-        """Each expert's token positions, found on first use and shared by the expert matrices that follow. Lazy
-        because the batched export form never asks: traced eagerly, one ``nonzero`` per expert and block would
-        only slow the export down. (Not ``functools.cached_property``: on Python 3.11 it takes an ``RLock``,
-        which ``torch.compile`` cannot trace.)"""
-        if self._positions is None:
-            self._positions = self._find_positions()
-        return self._positions
-
-    def _find_positions(self) -> list[torch.Tensor]:
-        if self.exporting:
-            return [(self.target == expert).nonzero().squeeze(-1) for expert in range(self.num_experts)]
-        order = torch.argsort(self.target, stable=True)
-        counts = torch.bincount(self.target, minlength=self.num_experts + 1).tolist()
-        return list(order.split(counts))[: self.num_experts]
+    def grouping(self) -> tuple[torch.Tensor, list[int]]:
+        """The kept tokens' positions sorted by expert (stable: in token order within an expert) and each expert's
+        token count. Found on first use: the batched export form never asks, and traced eagerly it would only slow
+        the export down. (Not ``functools.cached_property``: on Python 3.11 it takes an ``RLock``, which
+        ``torch.compile`` cannot trace.)"""
+        if self._grouping is None:
+            order = torch.argsort(self.target, stable=True)
+            counts = torch.bincount(self.target, minlength=self.num_experts + 1).tolist()
+            self._grouping = order[: sum(counts[: self.num_experts])], counts[: self.num_experts]
+        return self._grouping
 
     def run(
         self, inputs: torch.Tensor, expert_fn: Callable[[torch.Tensor, int], torch.Tensor], out_features: int
     ) -> torch.Tensor:
         """``expert_fn(rows, expert)`` applied to each expert's rows of ``inputs`` ``[T, in]``; dropped and
-        padding tokens get zeros."""
+        padding tokens get zeros.
+
+        Eager: one gather puts the kept rows in expert order, each expert multiplies its contiguous slice, and one
+        scatter puts the results back (two index operations for any number of experts). Traced (compile, export):
+        a fixed loop over every expert selects its rows with ``nonzero``, which stays right for any routing."""
         outputs = inputs.new_zeros(self.num_tokens, out_features)
-        for expert, positions in enumerate(self.positions):
-            if not self.exporting and positions.numel() == 0:
-                continue
-            expert_outputs = expert_fn(inputs.index_select(0, positions), expert)
-            outputs.index_add_(0, positions, expert_outputs.to(outputs.dtype))
+        if self.exporting:
+            for expert in range(self.num_experts):
+                positions = (self.target == expert).nonzero().squeeze(-1)
+                expert_outputs = expert_fn(inputs.index_select(0, positions), expert)
+                outputs.index_add_(0, positions, expert_outputs.to(outputs.dtype))
+            return outputs
+        order, counts = self.grouping
+        slices = inputs.index_select(0, order).split(counts)
+        results = [expert_fn(rows, expert) for expert, rows in enumerate(slices) if rows.shape[0] > 0]
+        if results:
+            outputs.index_copy_(0, order, torch.cat(results).to(outputs.dtype))
+        return outputs
+
+    def run_grouped(
+        self,
+        inputs: torch.Tensor,
+        grouped_fn: Callable[[torch.Tensor, list[int], torch.Tensor], torch.Tensor],
+        out_features: int,
+    ) -> torch.Tensor:
+        """``grouped_fn(rows, counts, row_experts)`` applied once to the kept rows of ``inputs`` sorted by expert
+        (``counts`` rows per expert, ``row_experts`` each row's expert): the grouped-GEMM form of ``run``."""
+        outputs = inputs.new_zeros(self.num_tokens, out_features)
+        order, counts = self.grouping
+        if order.numel() > 0:
+            results = grouped_fn(inputs.index_select(0, order), counts, self.target.index_select(0, order))
+            outputs.index_copy_(0, order, results.to(outputs.dtype))
         return outputs
 
 
@@ -290,12 +312,17 @@ class ExpertLinear(nn.Module):
             return dispatch.run(
                 inputs, lambda rows, expert: packed_linear(rows, packed[expert], self.bias[expert]), self.out_features
             )
+        if grouped_gemm_applies(self.weight):
+            return dispatch.run_grouped(inputs, self._grouped_linear, self.out_features)
         # One unbind per call, not weight[expert] per expert: the backward of each indexing writes a zero gradient
         # the size of all experts (64 experts: 64 full-size writes per step); unbind's backward stacks once.
         weights, biases = self.weight.unbind(0), self.bias.unbind(0)
         return dispatch.run(
             inputs, lambda rows, expert: F.linear(rows, weights[expert], biases[expert]), self.out_features
         )
+
+    def _grouped_linear(self, rows: torch.Tensor, counts: list[int], row_experts: torch.Tensor) -> torch.Tensor:
+        return grouped_linear_rows(rows, self.weight, self.bias, counts, row_experts)
 
 
 class MoEExperts(nn.Module):
@@ -343,6 +370,8 @@ class MoEExperts(nn.Module):
             return dispatch.run(
                 inputs, lambda rows, expert: self._packed_ffn(rows, expert, packed_fc1, packed_fc2), self.hidden_size
             )
+        if grouped_gemm_applies(self.fc1_weight):
+            return dispatch.run_grouped(inputs, self._grouped_ffn, self.hidden_size)
 
         # One unbind per call, not fc1_weight[expert] per expert: see ExpertLinear.forward.
         fc1_weights, fc1_biases = self.fc1_weight.unbind(0), self.fc1_bias.unbind(0)
@@ -353,6 +382,10 @@ class MoEExperts(nn.Module):
             return F.linear(hidden, fc2_weights[expert], fc2_biases[expert])
 
         return dispatch.run(inputs, expert_ffn, self.hidden_size)
+
+    def _grouped_ffn(self, rows: torch.Tensor, counts: list[int], row_experts: torch.Tensor) -> torch.Tensor:
+        hidden = self.act(grouped_linear_rows(rows, self.fc1_weight, self.fc1_bias, counts, row_experts))
+        return grouped_linear_rows(hidden, self.fc2_weight, self.fc2_bias, counts, row_experts)
 
     def _packed_ffn(self, rows: torch.Tensor, expert: int, packed_fc1: list, packed_fc2: list) -> torch.Tensor:
         if self.fused_activation is not None:

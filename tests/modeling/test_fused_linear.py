@@ -16,7 +16,7 @@ from transformers import AutoModel, AutoModelForSequenceClassification
 from compact_bert.finetuning.peft_support import build_peft_config
 from compact_bert.modeling import fused_linear as fused_linear_module
 from compact_bert.modeling import packed_weights
-from compact_bert.modeling.fused_linear import fused_linear, grouped_linear
+from compact_bert.modeling.fused_linear import fused_linear, joined_linear
 from compact_bert.modeling.packed_weights import packed_weight_bytes, packing_available, weight_packing
 from compact_bert.modeling.signals import SubmoduleRecorder, signal_module_name
 from tests.conftest import random_batch, tiny_configs
@@ -78,7 +78,7 @@ def test_the_joined_and_fused_calls_equal_the_modules_they_replace():
     with torch.no_grad():
         for layer in (query, key, value):
             layer.eval()
-        joined = grouped_linear((query, key, value), inputs)
+        joined = joined_linear((query, key, value), inputs)
         for part, layer in zip(joined, (query, key, value)):
             torch.testing.assert_close(part, layer(inputs), rtol=1e-6, atol=1e-6)
         for activation in (nn.ReLU(), fused_linear_module.GELUActivation(), nn.Tanh(), None):
@@ -188,9 +188,11 @@ def test_peft_lora_layers_run_unpacked_then_merge_and_repack(config_id):
 def test_layers_are_packed_once_across_calls_until_they_change(monkeypatch):
     packs = []
     original_pack = packed_weights._pack_group
-    monkeypatch.setattr(
-        packed_weights, "_pack_group", lambda linears, parameters: packs.append(len(linears)) or original_pack(linears, parameters)
-    )
+    def counting_pack(linears, parameters):
+        packs.append(len(linears))
+        return original_pack(linears, parameters)
+
+    monkeypatch.setattr(packed_weights, "_pack_group", counting_pack)
     model = _classifier("mobilebert")
     for _ in range(3):
         _logits(model)

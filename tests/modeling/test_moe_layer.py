@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
-from transformers import SwitchTransformersConfig
+from transformers import AutoModelForSequenceClassification, SwitchTransformersConfig
 from transformers.models.switch_transformers.modeling_switch_transformers import (
     SwitchTransformersTop1Router,
     load_balancing_loss_func,
 )
 
 from compact_bert.configuration import MiniMoEConfig
+from compact_bert.modeling import grouped_gemm
+from compact_bert.modeling.grouped_gemm import grouped_expert_gemm
 from compact_bert.modeling.moe_layer import HashRouter, MoEFeedForward, load_balancing_loss
+from compact_bert.modeling.packed_weights import weight_packing
+from tests.conftest import random_batch, tiny_configs
 
 
 def _layer(**fields) -> MoEFeedForward:
@@ -180,3 +185,46 @@ def test_hash_routing_of_a_token_ignores_context():
     _, decision = layer(torch.randn(1, 4, 16), torch.ones(1, 4), ids)
     assert decision.expert_index[0] == decision.expert_index[2]
     assert decision.aux_loss.item() == 0.0
+
+
+@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no torch._grouped_mm")
+@pytest.mark.parametrize("config_id", ["minimoe", "minimoe_moe_attention", "moe_bert"])
+def test_the_grouped_gemm_path_equals_the_per_expert_loop_forward_and_backward(config_id):
+    """The CUDA path (one ``torch._grouped_mm`` per expert matrix), forced on CPU: the same outputs, gradients and
+    routing as the per-expert loop, in training with the capacity limit dropping tokens and padding present."""
+    config = copy.deepcopy(tiny_configs()[config_id])
+    config.capacity_factor = 1.0
+    model = AutoModelForSequenceClassification.from_config(config).train()
+    batch, labels = random_batch(), torch.tensor([0, 1, 0])
+    results = {}
+    for mode in (True, False):
+        model.zero_grad()
+        torch.manual_seed(5)
+        with grouped_expert_gemm(mode), weight_packing(False):
+            outputs = model(**batch, labels=labels)
+        outputs.loss.backward()
+        gradients = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        results[mode] = (outputs.loss.detach(), outputs.dropped_token_fraction, gradients)
+    grouped_loss, grouped_dropped, grouped_grads = results[True]
+    loop_loss, loop_dropped, loop_grads = results[False]
+    assert grouped_dropped.max() > 0  # the capacity limit dropped tokens: their rows are left out of the groups
+    torch.testing.assert_close(grouped_dropped, loop_dropped, rtol=0, atol=0)
+    torch.testing.assert_close(grouped_loss, loop_loss, rtol=1e-5, atol=1e-6)
+    assert grouped_grads.keys() == loop_grads.keys() and any("experts" in name for name in grouped_grads)
+    for name in loop_grads:
+        torch.testing.assert_close(grouped_grads[name], loop_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_the_grouped_gemm_is_chosen_on_cuda_only_unless_forced(monkeypatch):
+    calls = []
+    monkeypatch.setattr(grouped_gemm, "_grouped", lambda *args: calls.append(args) or torch.zeros(0))
+    model = AutoModelForSequenceClassification.from_config(tiny_configs()["minimoe"]).train()
+    model(**random_batch(), labels=torch.tensor([0, 1, 0]))  # CPU weights, automatic mode: the per-expert loop
+    assert calls == []
+    assert not grouped_gemm.grouped_gemm_applies(model.base_model.encoder.layer[0].moe.experts.fc1_weight)
+    with grouped_expert_gemm(False):
+        assert not grouped_gemm.grouped_gemm_applies(torch.zeros(2, 3, 4))
+    with grouped_expert_gemm(True):
+        assert grouped_gemm.grouped_gemm_applies(torch.zeros(2, 3, 4)) == hasattr(torch, "_grouped_mm")
+    with pytest.raises(ValueError, match="None, True or False"), grouped_expert_gemm("cuda"):
+        pass

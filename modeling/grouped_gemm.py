@@ -1,0 +1,84 @@
+"""Every expert's GEMM in one grouped-GEMM call (``torch._grouped_mm``), for the MoE layer on CUDA.
+
+Why: the MoE layer multiplies each expert's tokens separately, one small GEMM per expert and matrix; on a GPU the
+launches and the under-filled small GEMMs dominate. ``torch._grouped_mm`` multiplies the rows of every expert,
+sorted by expert into one ``[tokens, in]`` tensor, with its own ``[in, out]`` matrix in one kernel, forward and
+backward. On CPU (torch 2.13) it measured no faster than the per-expert loop and its backward rejects the
+expanded gradients autograd can hand it, so the automatic choice takes it on CUDA only.
+
+When it runs: ``grouped_expert_gemm(None)`` (the default) uses it for CUDA weights where the op exists and
+passed a one-time probe against the per-expert loop for that device and dtype; ``grouped_expert_gemm(True)``
+uses it wherever the op exists (how the tests exercise this path on CPU); ``False`` never. Never while tracing,
+compiling or exporting (the traced programs keep their per-expert form).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+
+__all__ = ["grouped_expert_gemm", "grouped_gemm_applies", "grouped_linear_rows"]
+
+_MODE = {"enabled": None}
+
+
+@contextlib.contextmanager
+def grouped_expert_gemm(enabled: bool | None):
+    """Use the grouped GEMM for the MoE calls made inside the block: ``None`` automatic (CUDA), ``True`` wherever
+    ``torch._grouped_mm`` exists, ``False`` never."""
+    if enabled not in (None, True, False):
+        raise ValueError(f"grouped_expert_gemm: `enabled` must be None, True or False, got {enabled!r}.")
+    previous = _MODE["enabled"]
+    _MODE["enabled"] = enabled
+    try:
+        yield
+    finally:
+        _MODE["enabled"] = previous
+
+
+def grouped_gemm_applies(weight: torch.Tensor) -> bool:
+    """Whether the experts of ``weight`` (``[E, out, in]``) run as one grouped GEMM now (module docstring)."""
+    mode = _MODE["enabled"]
+    if mode is False or not hasattr(torch, "_grouped_mm"):
+        return False
+    if torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing():
+        return False
+    if mode is True:
+        return True
+    return weight.device.type == "cuda" and _probe(weight.device, weight.dtype)
+
+
+@functools.cache
+def _probe(device: torch.device, dtype: torch.dtype) -> bool:
+    """One small grouped product against the per-expert loop (an unsupported dtype or GPU raises or differs)."""
+    try:
+        generator = torch.Generator().manual_seed(0)
+        rows = torch.randn(48, 32, generator=generator).to(device, dtype)
+        weight = torch.randn(3, 16, 32, generator=generator).to(device, dtype)
+        counts = [16, 0, 32]
+        grouped = _grouped(rows, weight, _offsets(counts, device))
+        expected = torch.cat([part @ matrix.T for part, matrix in zip(rows.split(counts), weight)])
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+    tolerance = 1e-4 if dtype == torch.float32 else 5e-2
+    return bool(torch.allclose(grouped.float(), expected.float(), rtol=tolerance, atol=tolerance))
+
+
+def _offsets(counts: list[int], device: torch.device) -> torch.Tensor:
+    """``torch._grouped_mm``'s ``offs``: where each expert's rows end, as int32."""
+    return torch.tensor(counts, dtype=torch.int32).cumsum(0, dtype=torch.int32).to(device)
+
+
+def _grouped(rows: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    return torch._grouped_mm(rows, weight.transpose(-2, -1), offs=offsets)
+
+
+def grouped_linear_rows(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, counts: list[int], row_experts: torch.Tensor
+) -> torch.Tensor:
+    """``rows`` sorted by expert (``counts`` rows each) times each expert's ``[out, in]`` matrix, plus its bias:
+    ``F.linear(rows_e, weight[e], bias[e])`` for every expert ``e``, in one call."""
+    products = _grouped(rows, weight, _offsets(counts, rows.device))
+    return products + bias.index_select(0, row_experts)
