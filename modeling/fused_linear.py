@@ -29,11 +29,16 @@ from torch import nn
 from torch.nn.modules import module as torch_module
 from transformers.activations import GELUActivation
 
-from .packed_weights import PackedLinearGroup, packed_linear, packed_linear_group
+from .packed_weights import PackedLinearGroup, packed_linear, packed_linear_add, packed_linear_group
 
 __all__ = ["fused_linear", "joined_linear"]
 
-_GLOBAL_HOOK_TABLES = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
+# torch's tables of global module hooks (dicts it mutates in place; a torch without one has nothing to check there).
+_GLOBAL_HOOK_TABLES = tuple(
+    getattr(torch_module, name)
+    for name in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
+    if hasattr(torch_module, name)
+)
 
 
 def _fused_activation(activation: nn.Module | None) -> str | None:
@@ -45,21 +50,25 @@ def _fused_activation(activation: nn.Module | None) -> str | None:
     return None
 
 
-def _called_as_usual(modules: Sequence[nn.Module]) -> bool:
-    """Whether skipping these modules' ``__call__`` would skip something a user or library attached to them."""
-    if any(getattr(torch_module, table, None) for table in _GLOBAL_HOOK_TABLES):
-        return True
-    return any(module._forward_hooks or module._forward_pre_hooks or "forward" in module.__dict__ for module in modules)
+def _called_as_usual(module: nn.Module) -> bool:
+    """Whether skipping ``module``'s ``__call__`` would skip something a user or library attached to it."""
+    return bool(module._forward_hooks or module._forward_pre_hooks or "forward" in module.__dict__)
 
 
 def _packed_group(
-    linears: Sequence[nn.Module], bypassed: Sequence[nn.Module], enabled: bool
+    linears: tuple[nn.Module, ...], bypassed: Sequence[nn.Module], enabled: bool
 ) -> PackedLinearGroup | None:
-    if not enabled or any(type(linear) is not nn.Linear for linear in linears):
+    """The packed group for ``linears`` if the fused path may replace their calls (and ``bypassed``'s) now.
+    Runs for every dense layer of a forward pass: plain loops, no temporary tuples."""
+    if not enabled or any(_GLOBAL_HOOK_TABLES):
         return None
-    if _called_as_usual((*linears, *bypassed)):
-        return None
-    return packed_linear_group(tuple(linears), enabled)
+    for linear in linears:
+        if type(linear) is not nn.Linear or _called_as_usual(linear):
+            return None
+    for module in bypassed:
+        if _called_as_usual(module):
+            return None
+    return packed_linear_group(linears, enabled)
 
 
 def fused_linear(
@@ -76,7 +85,7 @@ def fused_linear(
 
     ``bypassed``: modules whose own ``forward`` the caller skips by calling this (their hooks are checked too).
     """
-    fused_name = _fused_activation(activation)
+    fused_name = None if activation is None else _fused_activation(activation)
     group = None
     if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
         group = _packed_group((linear,), bypassed, enabled)
@@ -90,7 +99,7 @@ def fused_linear(
     rows = inputs.reshape(-1, inputs.shape[-1])
     if residual is not None and fused_name is None:
         others = residual.reshape(rows.shape[0], -1).contiguous()
-        outputs = torch.ops.mkldnn._linear_pointwise.binary(rows.contiguous(), others, group.matrix, group.bias, "add")
+        outputs = packed_linear_add(rows, others, group.matrix, group.bias)
     else:
         outputs = packed_linear(rows, group.matrix, group.bias, fused_name)
         if residual is not None:  # the activation comes before the addition: not one epilogue
@@ -103,7 +112,7 @@ def joined_linear(
 ) -> tuple[torch.Tensor, ...]:
     """``tuple(linear(inputs) for linear in linears)``, as one packed GEMM over the joined weights at inference
     (each output a view of the joined result)."""
-    group = _packed_group(linears, bypassed, enabled)
+    group = _packed_group(tuple(linears), bypassed, enabled)
     if group is None:
         return tuple(linear(inputs) for linear in linears)
     joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)

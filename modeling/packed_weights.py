@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -47,6 +49,7 @@ __all__ = [
     "packed_expert_weights",
     "packed_linear_group",
     "packed_linear",
+    "packed_linear_add",
     "packed_weight_bytes",
     "packing_available",
     "release_packed_weights",
@@ -103,8 +106,9 @@ class PackedLinearGroup:
 
 
 _PACKED_COPIES = WeakIdKeyDictionary()
-# Groups keyed by their first weight, then by the identities of all their parameters.
-_PACKED_GROUPS = WeakIdKeyDictionary()
+# Groups keyed by their first module (a C-level weak reference: the lookup is fast), then by the identities of
+# all their modules.
+_PACKED_GROUPS = weakref.WeakKeyDictionary()
 # Cleared by ``weight_packing(False)`` for the calls inside it; one flag per process (not per thread).
 _SWITCH = {"enabled": True}
 
@@ -206,21 +210,32 @@ def _pack(weight: torch.Tensor) -> PackedWeights:
 def packed_linear_group(linears: tuple[nn.Linear, ...], enabled: bool) -> PackedLinearGroup | None:
     """One packed matrix for ``linears`` (``nn.Linear`` maps of the same input width), their outputs side by side
     in the given order; ``None`` when the caller must call the modules (see the module docstring for when).
-    Called for every dense layer of a forward pass: the checks are kept to a few microseconds."""
-    if not (enabled and _packing_applies_now() and all(_packable(linear.weight, linear) for linear in linears)):
+    Called for every dense layer of a forward pass (MobileBERT: 312 times): a current group is found and checked in
+    a few microseconds."""
+    if not (enabled and _packing_applies_now()):
         return None
-    # A group of one reads its bias parameter live; a larger group's joined bias is a copy to keep current.
-    if len(linears) == 1:
-        parameters = (linears[0].weight,)
-    else:
-        parameters = tuple(p for linear in linears for p in (linear.weight, linear.bias) if p is not None)
-    key = tuple(map(id, parameters))
-    groups = _PACKED_GROUPS.get(parameters[0])
+    groups = _PACKED_GROUPS.get(linears[0])
+    key = tuple(map(id, linears))
     group = None if groups is None else groups.get(key)
-    if group is None or not all(stamp.matches(p) for stamp, p in zip(group.stamps, parameters)):
-        group = _pack_group(linears, parameters)
-        _PACKED_GROUPS.setdefault(parameters[0], {})[key] = group
+    parameters = _tracked_parameters(linears)
+    if group is not None and not any(linear.training for linear in linears):
+        if all(stamp.matches(parameter) for stamp, parameter in zip(group.stamps, parameters)):
+            return group
+    if not all(_packable(linear.weight, linear) for linear in linears):
+        return None
+    group = _pack_group(linears, parameters)
+    _PACKED_GROUPS.setdefault(linears[0], {})[key] = group
     return group
+
+
+def _tracked_parameters(linears: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, ...]:
+    """What a group's copies are built from: the weights, and the biases a larger group joins (a group of one reads
+    its bias parameter live). Read from ``_parameters``: ``nn.Module.__getattr__`` costs more than the rest."""
+    if len(linears) == 1:
+        return (linears[0]._parameters["weight"],)
+    return tuple(
+        p for linear in linears for p in (linear._parameters["weight"], linear._parameters["bias"]) if p is not None
+    )
 
 
 def _pack_group(linears: tuple[nn.Linear, ...], parameters: tuple[torch.Tensor, ...]) -> PackedLinearGroup:
@@ -250,13 +265,28 @@ def packed_linear(
 ) -> torch.Tensor:
     """``activation(F.linear(rows, W, bias))`` with ``W`` packed; ``activation`` one of ``FUSED_ACTIVATIONS``."""
     post_op, algorithm = FUSED_ACTIVATIONS[activation] if activation is not None else ("none", "")
-    return torch.ops.mkldnn._linear_pointwise(rows.contiguous(), packed_weight, bias, post_op, [], algorithm)
+    return _onednn_ops().unary(rows.contiguous(), packed_weight, bias, post_op, [], algorithm)
+
+
+def packed_linear_add(
+    rows: torch.Tensor, others: torch.Tensor, packed_weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """``F.linear(rows, W, bias) + others`` with ``W`` packed, the addition in the GEMM's epilogue."""
+    return _onednn_ops().binary(rows.contiguous(), others.contiguous(), packed_weight, bias, "add")
+
+
+@functools.cache
+def _onednn_ops() -> SimpleNamespace:
+    """The oneDNN linear overloads, looked up once (``torch.ops`` attribute chains cost a microsecond per call)."""
+    return SimpleNamespace(
+        unary=torch.ops.mkldnn._linear_pointwise.default, binary=torch.ops.mkldnn._linear_pointwise.binary
+    )
 
 
 def packed_weight_bytes(model: nn.Module) -> int:
     """Bytes held by the packed copies of ``model``'s parameters (their logical size; oneDNN may pad)."""
     expert_copies = sum(entry.nbytes for p in model.parameters() if (entry := _PACKED_COPIES.get(p)))
-    groups = sum(group.nbytes for p in model.parameters() for group in _PACKED_GROUPS.get(p, {}).values())
+    groups = sum(group.nbytes for module in model.modules() for group in _PACKED_GROUPS.get(module, {}).values())
     return expert_copies + groups
 
 
@@ -264,4 +294,5 @@ def release_packed_weights(model: nn.Module) -> None:
     """Drop the packed copies of ``model``'s parameters (rebuilt on the next packed call)."""
     for parameter in model.parameters():
         _PACKED_COPIES.pop(parameter, None)
-        _PACKED_GROUPS.pop(parameter, None)
+    for module in model.modules():
+        _PACKED_GROUPS.pop(module, None)

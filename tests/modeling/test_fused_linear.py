@@ -6,6 +6,7 @@ of the weights."""
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -223,6 +224,7 @@ def test_without_working_private_ops_the_plain_modules_run(monkeypatch):
 
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", refuse)  # any call would fail the forward
+    monkeypatch.setattr(packed_weights, "_onednn_ops", lambda: SimpleNamespace(unary=refuse, binary=refuse))
     monkeypatch.setattr(packed_weights, "packing_available", packed_weights.packing_available.__wrapped__)
     for config_id in ("mobilebert", "minilm_dense"):
         model = _classifier(config_id)

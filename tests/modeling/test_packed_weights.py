@@ -5,6 +5,7 @@ whenever the private ops are missing or packing is switched off."""
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -154,6 +155,7 @@ def test_without_working_private_ops_the_plain_path_runs(monkeypatch, how):
     if how == "no_onednn":
         monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", refuse)  # any call would fail the forward
+    monkeypatch.setattr(packed_weights, "_onednn_ops", lambda: SimpleNamespace(unary=refuse, binary=refuse))
     monkeypatch.setattr(packed_weights, "packing_available", packed_weights.packing_available.__wrapped__)
     model = _classifier("minimoe_moe_attention")
     with torch.no_grad(), weight_packing(False):
