@@ -9,9 +9,9 @@ Dispatch runs each expert once over its own tokens, a loop over *experts* (never
 one stable argsort of the expert ids plus a bincount sort the kept tokens by expert, one gather brings them
 into that order, each expert multiplies its contiguous slice and one scatter writes the results back; under
 ``torch.export`` / ``torch.compile`` a fixed ``for e in range(num_experts)`` loop selects each expert's tokens
-with ``nonzero`` instead, so the traced program stays correct for any routing. On CUDA every expert's
-product runs in one ``torch._grouped_mm`` call instead (``grouped_gemm``); on CPU it measured no faster, and
-at inference the experts multiply with weights packed once for oneDNN (``packed_weights``).
+with ``nonzero`` instead, so the traced program stays correct for any routing. On CUDA, and on CPU in training,
+every expert's product runs in one ``torch._grouped_mm`` call instead (``grouped_gemm``); at inference on CPU the
+experts multiply with weights packed once for oneDNN (``packed_weights``).
 """
 
 from __future__ import annotations
@@ -70,9 +70,14 @@ class RoutingDecision:
 
 
 def load_balancing_loss(
-    router_probs: torch.Tensor, expert_index: torch.Tensor, valid: torch.Tensor, loss_type: str
+    router_probs: torch.Tensor,
+    expert_index: torch.Tensor,
+    valid: torch.Tensor,
+    loss_type: str,
+    fractions: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Balance loss over the real tokens (``valid``) of one MoE block.
+    """Balance loss over the real tokens (``valid``) of one MoE block (``fractions``: the f_j below, where the
+    caller has them already: ``route_tokens`` shares its expert load).
 
     ``switch``: ``m · Σ_j f_j · P_j`` (paper 002 §3.2, α applied by the caller), f_j the fraction of tokens
     whose top-1 expert is j, P_j the mean router probability of j; equals 1 for uniform routing, its minimum.
@@ -84,7 +89,8 @@ def load_balancing_loss(
     num_tokens = weights.sum().clamp(min=1.0)
     mean_probs = (weights @ router_probs) / num_tokens
     if loss_type == "switch":
-        fractions = _token_fractions(expert_index, weights, num_experts, num_tokens)
+        if fractions is None:
+            fractions = _token_fractions(expert_index, weights, num_experts, num_tokens)
         return num_experts * (fractions * mean_probs).sum()
     if loss_type == "kl_uniform":
         divergence = -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
@@ -133,14 +139,18 @@ def route_tokens(
 ) -> RoutingDecision:
     """Apply the capacity limit to a top-1 choice and compute the balance loss and load statistics."""
     valid = valid.to(torch.bool)
-    keep = valid if capacity_factor is None else _capacity_keep(expert_index, valid, num_experts, capacity_factor)
     weights = valid.to(torch.float32)
     num_real = weights.sum().clamp(min=1.0)
     expert_load = _token_fractions(expert_index, weights, num_experts, num_real)
     if router_probs is None:
         aux_loss = torch.zeros((), device=expert_index.device)
     else:
-        aux_loss = load_balancing_loss(router_probs, expert_index, valid, aux_loss_type)
+        aux_loss = load_balancing_loss(router_probs, expert_index, valid, aux_loss_type, fractions=expert_load)
+    if capacity_factor is None:  # nothing is dropped
+        keep, dropped_fraction = valid, torch.zeros((), device=expert_index.device)
+    else:
+        keep = _capacity_keep(expert_index, valid, num_experts, capacity_factor)
+        dropped_fraction = (valid & ~keep).sum() / num_real
     return RoutingDecision(
         expert_index=expert_index,
         gate=gate,
@@ -148,7 +158,7 @@ def route_tokens(
         router_logits=router_logits,
         aux_loss=aux_loss,
         expert_load=expert_load.detach(),
-        dropped_fraction=((valid & ~keep).sum() / num_real).detach(),
+        dropped_fraction=dropped_fraction.detach(),
     )
 
 
@@ -309,8 +319,9 @@ class ExpertLinear(nn.Module):
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
         packed = packed_expert_weights(self.weight, self, self.pack_inference_weights)
         if packed is not None:
+            biases = self.bias.unbind(0)
             return dispatch.run(
-                inputs, lambda rows, expert: packed_linear(rows, packed[expert], self.bias[expert]), self.out_features
+                inputs, lambda rows, expert: packed_linear(rows, packed[expert], biases[expert]), self.out_features
             )
         if grouped_gemm_applies(self.weight):
             return dispatch.run_grouped(inputs, self._grouped_linear, self.out_features)
@@ -367,9 +378,8 @@ class MoEExperts(nn.Module):
         if packed_fc1 is not None:  # a LoRA-computed fc1 runs the plain path: no fc2 copy for nothing
             packed_fc2 = packed_expert_weights(self.fc2_weight, self, self.pack_inference_weights)
         if packed_fc1 is not None and packed_fc2 is not None:
-            return dispatch.run(
-                inputs, lambda rows, expert: self._packed_ffn(rows, expert, packed_fc1, packed_fc2), self.hidden_size
-            )
+            packed = list(zip(packed_fc1, self.fc1_bias.unbind(0), packed_fc2, self.fc2_bias.unbind(0)))
+            return dispatch.run(inputs, lambda rows, expert: self._packed_ffn(rows, *packed[expert]), self.hidden_size)
         if grouped_gemm_applies(self.fc1_weight):
             return dispatch.run_grouped(inputs, self._grouped_ffn, self.hidden_size)
 
@@ -387,12 +397,13 @@ class MoEExperts(nn.Module):
         hidden = self.act(grouped_linear_rows(rows, self.fc1_weight, self.fc1_bias, counts, row_experts))
         return grouped_linear_rows(hidden, self.fc2_weight, self.fc2_bias, counts, row_experts)
 
-    def _packed_ffn(self, rows: torch.Tensor, expert: int, packed_fc1: list, packed_fc2: list) -> torch.Tensor:
+    def _packed_ffn(self, rows: torch.Tensor, fc1, fc1_bias, fc2, fc2_bias) -> torch.Tensor:
+        """One expert's FFN on its packed matrices (and its bias vectors)."""
         if self.fused_activation is not None:
-            hidden = packed_linear(rows, packed_fc1[expert], self.fc1_bias[expert], self.fused_activation)
+            hidden = packed_linear(rows, fc1, fc1_bias, self.fused_activation)
         else:
-            hidden = self.act(packed_linear(rows, packed_fc1[expert], self.fc1_bias[expert]))
-        return packed_linear(hidden, packed_fc2[expert], self.fc2_bias[expert])
+            hidden = self.act(packed_linear(rows, fc1, fc1_bias))
+        return packed_linear(hidden, fc2, fc2_bias)
 
 
 def route(

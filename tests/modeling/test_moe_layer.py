@@ -215,16 +215,41 @@ def test_the_grouped_gemm_path_equals_the_per_expert_loop_forward_and_backward(c
         torch.testing.assert_close(grouped_grads[name], loop_grads[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_the_grouped_gemm_is_chosen_on_cuda_only_unless_forced(monkeypatch):
+def test_the_grouped_gemm_is_chosen_for_training_and_cuda_and_can_be_switched(monkeypatch):
     calls = []
-    monkeypatch.setattr(grouped_gemm, "_grouped", lambda *args: calls.append(args) or torch.zeros(0))
+    original = grouped_gemm._grouped
+    monkeypatch.setattr(grouped_gemm, "_grouped", lambda *args: calls.append(args) or original(*args))
     model = AutoModelForSequenceClassification.from_config(tiny_configs()["minimoe"]).train()
-    model(**random_batch(), labels=torch.tensor([0, 1, 0]))  # CPU weights, automatic mode: the per-expert loop
-    assert calls == []
-    assert not grouped_gemm.grouped_gemm_applies(model.base_model.encoder.layer[0].moe.experts.fc1_weight)
+    weight = model.base_model.encoder.layer[0].moe.experts.fc1_weight
+    available = hasattr(torch, "_grouped_mm") and grouped_gemm._probe(weight.device, weight.dtype)
+    model(**random_batch(), labels=torch.tensor([0, 1, 0]))  # CPU training, automatic mode
+    assert bool(calls) == available
+    assert grouped_gemm.grouped_gemm_applies(weight) == available
+    with torch.no_grad():  # CPU inference: packed weights, or the per-expert loop
+        assert not grouped_gemm.grouped_gemm_applies(weight)
     with grouped_expert_gemm(False):
-        assert not grouped_gemm.grouped_gemm_applies(torch.zeros(2, 3, 4))
-    with grouped_expert_gemm(True):
-        assert grouped_gemm.grouped_gemm_applies(torch.zeros(2, 3, 4)) == hasattr(torch, "_grouped_mm")
+        assert not grouped_gemm.grouped_gemm_applies(weight)
+    with grouped_expert_gemm(True), torch.no_grad():
+        assert grouped_gemm.grouped_gemm_applies(weight) == hasattr(torch, "_grouped_mm")
+        assert not grouped_gemm.grouped_gemm_applies(torch.zeros(2, 6, 8))  # 24-byte rows: the op would refuse
     with pytest.raises(ValueError, match="None, True or False"), grouped_expert_gemm("cuda"):
         pass
+
+
+@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no torch._grouped_mm")
+def test_the_grouped_product_takes_an_expanded_gradient():
+    """``.sum().backward()`` hands the product a stride-0 gradient, which torch 2.13's CPU backward of
+    ``torch._grouped_mm`` rejects ("Invalid strides/sizes"); the layer makes it contiguous first."""
+    generator = torch.Generator().manual_seed(0)
+    rows = torch.randn(10, 8, generator=generator, requires_grad=True)
+    weight = torch.randn(3, 12, 8, generator=generator, requires_grad=True)
+    bias = torch.randn(3, 12, generator=generator, requires_grad=True)
+    counts, row_experts = [4, 0, 6], torch.tensor([0] * 4 + [2] * 6)
+    grouped_gemm.grouped_linear_rows(rows, weight, bias, counts, row_experts).sum().backward()
+    grouped = [tensor.grad.clone() for tensor in (rows, weight, bias)]
+    for tensor in (rows, weight, bias):
+        tensor.grad = None
+    loop = torch.cat([F.linear(part, weight[e], bias[e]) for e, part in zip((0, 2), rows.split([4, 6]))])
+    loop.sum().backward()
+    for result, expected in zip(grouped, (rows.grad, weight.grad, bias.grad)):
+        torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-6)
