@@ -1,5 +1,8 @@
 """Latency of every preset's base model: batch 1, 128 tokens, eager PyTorch on this CPU, eval mode, random
-weights, median of interleaved rounds. Prints the Markdown rows used by the README's model zoo table.
+weights, median of interleaved rounds. Prints the Markdown rows used by the README's model zoo table: the
+default inference path (weights packed for oneDNN, fused dense layers: ``modeling/fused_linear.py``) and, timed
+in the same rounds, the plain path (``weight_packing(False)``: every linear map an ``nn.Linear`` call), with
+their ratio.
 
 moe-bert-base (3.68B parameters, 14.7 GB of fp32 weights) is skipped: it does not fit comfortably in this
 machine's 24 GB next to the others. Run: ``python benchmarks/bench_preset_latency.py``
@@ -19,26 +22,34 @@ from timing import compare_latencies  # noqa: E402
 
 import compact_bert  # noqa: E402,F401
 from compact_bert.configuration import PRESETS, preset_config  # noqa: E402
+from compact_bert.modeling.packed_weights import weight_packing  # noqa: E402
 
 SKIPPED = {"moe-bert-base": "3.68B parameters (14.7 GB fp32) do not fit comfortably in 24 GB RAM"}
 
 
-def _median_latency(name: str, input_ids: torch.Tensor) -> float:
-    """Seconds per forward pass; the model is freed when this returns."""
+def _median_latencies(name: str, input_ids: torch.Tensor) -> dict[str, float]:
+    """Seconds per forward pass on the default and on the plain path; the model is freed when this returns."""
     model = AutoModel.from_config(preset_config(name)).eval()
-    return compare_latencies({name: lambda: model(input_ids=input_ids)}, rounds=15, warmup=2)[name]
+
+    def plain():
+        with weight_packing(False):
+            return model(input_ids=input_ids)
+
+    return compare_latencies({"default": lambda: model(input_ids=input_ids), "plain": plain}, rounds=15, warmup=2)
 
 
 def main() -> None:
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch 1 x 128 tokens")
     input_ids = torch.randint(1000, 30000, (1, 128))
-    print("| preset | latency (ms) |\n|---|---|")
+    print("| preset | latency (ms) | plain path (ms) | default / plain |\n|---|---|---|---|")
     for name in PRESETS:
         if name in SKIPPED:
-            print(f"| {name} | - ({SKIPPED[name]}) |")
+            print(f"| {name} | - ({SKIPPED[name]}) | | |")
             continue
-        print(f"| {name} | {_median_latency(name, input_ids) * 1e3:.1f} |", flush=True)
+        times = _median_latencies(name, input_ids)
+        default, plain = times["default"] * 1e3, times["plain"] * 1e3
+        print(f"| {name} | {default:.1f} | {plain:.1f} | {default / plain:.2f}x |", flush=True)
         gc.collect()
 
 

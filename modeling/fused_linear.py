@@ -10,7 +10,8 @@ tensor (MobileBERT's two input bottlenecks; query, key and value where they shar
 the joined weights. Outputs equal the modules' own to float32 rounding (the same products, summed in another
 order at most; tested at 1e-5).
 
-They call the modules as usual (and apply dropout, activation and residual separately) whenever:
+They call the modules as usual (and apply dropout, activation and residual separately) whenever the product has
+fewer than ``MIN_FUSED_MULTIPLY_ADDS`` multiply-adds (where the checks cost more than the fusion saves), or:
 - ``packed_weights`` says the plain path must run: training mode, gradients recorded, compiling, tracing or
   exporting, not float32 or not on CPU, CPU autocast, packing switched off (config field
   ``pack_inference_weights=False``, ``weight_packing(False)``, oneDNN disabled) or unavailable;
@@ -31,7 +32,12 @@ from transformers.activations import GELUActivation
 
 from .packed_weights import PackedLinearGroup, packed_linear, packed_linear_add, packed_linear_group
 
-__all__ = ["fused_linear", "joined_linear"]
+__all__ = ["MIN_FUSED_MULTIPLY_ADDS", "fused_linear", "joined_linear"]
+
+# Below this many multiply-adds per call the fused path's few microseconds of checks cost as much as it saves or
+# more (``benchmarks/bench_fused_linear.py`` on the 2-core AMD EPYC: 1.01-1.31x the plain modules' time at 4.2-8.4M,
+# MobileBERT's batch-1 products; 1.00x at 16.8M; 0.65-0.97x from 33.6M up).
+MIN_FUSED_MULTIPLY_ADDS = 1 << 25
 
 # torch's tables of global module hooks (dicts it mutates in place; a torch without one has nothing to check there).
 _GLOBAL_HOOK_TABLES = tuple(
@@ -56,15 +62,20 @@ def _called_as_usual(module: nn.Module) -> bool:
 
 
 def _packed_group(
-    linears: tuple[nn.Module, ...], bypassed: Sequence[nn.Module], enabled: bool
+    linears: tuple[nn.Module, ...], inputs: torch.Tensor, bypassed: Sequence[nn.Module], enabled: bool
 ) -> PackedLinearGroup | None:
-    """The packed group for ``linears`` if the fused path may replace their calls (and ``bypassed``'s) now.
-    Runs for every dense layer of a forward pass: plain loops, no temporary tuples."""
+    """The packed group for ``linears`` if the fused path may replace their calls (and ``bypassed``'s) now and the
+    product is large enough to pay for it. Runs for every dense layer of a forward pass: plain loops, no temporary
+    tuples."""
     if not enabled or any(_GLOBAL_HOOK_TABLES):
         return None
+    out_features = 0
     for linear in linears:
         if type(linear) is not nn.Linear or _called_as_usual(linear):
             return None
+        out_features += linear.out_features
+    if inputs.numel() * out_features < MIN_FUSED_MULTIPLY_ADDS:
+        return None
     for module in bypassed:
         if _called_as_usual(module):
             return None
@@ -88,7 +99,7 @@ def fused_linear(
     fused_name = None if activation is None else _fused_activation(activation)
     group = None
     if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
-        group = _packed_group((linear,), bypassed, enabled)
+        group = _packed_group((linear,), inputs, bypassed, enabled)
     if group is None:
         outputs = linear(inputs)
         if activation is not None:
@@ -112,7 +123,7 @@ def joined_linear(
 ) -> tuple[torch.Tensor, ...]:
     """``tuple(linear(inputs) for linear in linears)``, as one packed GEMM over the joined weights at inference
     (each output a view of the joined result)."""
-    group = _packed_group(tuple(linears), bypassed, enabled)
+    group = _packed_group(tuple(linears), inputs, bypassed, enabled)
     if group is None:
         return tuple(linear(inputs) for linear in linears)
     joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)

@@ -30,6 +30,13 @@ BOTTLENECK_IDS = ["ib_bert", "mobilebert", "mobilebert_tiny", "mobilebert_wo_opt
 LABELS = torch.tensor([0, 1, 0])
 
 
+@pytest.fixture(autouse=True)
+def _fuse_tiny_layers(monkeypatch):
+    """The tiny test models' products are far below the size from which fusing pays: fuse them anyway, to test it
+    (``test_small_products_call_the_modules`` checks the threshold itself)."""
+    monkeypatch.setattr(fused_linear_module, "MIN_FUSED_MULTIPLY_ADDS", 0)
+
+
 def _classifier(config_id: str, **fields):
     config = copy.deepcopy(tiny_configs()[config_id])
     for name, value in fields.items():
@@ -237,3 +244,21 @@ def test_the_bottleneck_config_validates_the_switch():
 
     with pytest.raises(ValueError, match="pack_inference_weights.*True or False.*'yes'"):
         CompactMobileBertConfig(pack_inference_weights="yes")
+
+
+@needs_onednn
+def test_small_products_call_the_modules_and_large_ones_fuse(monkeypatch):
+    monkeypatch.setattr(fused_linear_module, "MIN_FUSED_MULTIPLY_ADDS", 1 << 25)
+    linear = nn.Linear(128, 512).eval()
+    calls = []
+    linear.register_forward_hook(lambda module, args, output: calls.append(args[0].shape[0]))
+    small, large = torch.randn(128, 128), torch.randn(512, 128)  # 8.4M and 33.6M multiply-adds (2**25)
+    with torch.no_grad():
+        hooked = fused_linear(linear, small, activation=nn.ReLU())
+        assert calls == [128]  # the module was called (and its hook fired)
+    linear._forward_hooks.clear()
+    with torch.no_grad():
+        assert packed_weight_bytes(linear) == 0
+        torch.testing.assert_close(fused_linear(linear, large, activation=nn.ReLU()), torch.relu(linear(large)))
+        torch.testing.assert_close(hooked, torch.relu(linear(small)), rtol=0, atol=0)
+    assert packed_weight_bytes(linear) > 0
