@@ -20,11 +20,10 @@ from torch import nn
 from transformers.activations import GELUActivation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies  # noqa: E402
+from timing import compare_latencies, on_plain_path  # noqa: E402
 
 from compact_bert.modeling import fused_linear as fused_linear_module  # noqa: E402
 from compact_bert.modeling.fused_linear import fused_linear, joined_linear  # noqa: E402
-from compact_bert.modeling.packed_weights import weight_packing  # noqa: E402
 
 # (label, input width, output widths joined, activation, residual)
 CASES = [
@@ -59,12 +58,7 @@ def main() -> None:
             inputs = torch.randn(rows, width)
             residual = torch.randn(rows, outputs[0]) if has_residual else None
             call = _call(linears, activation, residual, inputs)
-
-            def plain(call=call):
-                with weight_packing(False):
-                    return call()
-
-            times = compare_latencies({"fused": call, "plain": plain}, rounds=rounds, warmup=3)
+            times = compare_latencies({"fused": call, "plain": on_plain_path(call)}, rounds=rounds, warmup=3)
             multiply_adds = rows * width * sum(outputs)
             print(f"{label}, {rows} rows ({multiply_adds / 1e6:.1f}M multiply-adds): fused {times['fused'] * 1e6:.0f} "
                   f"us, plain {times['plain'] * 1e6:.0f} us -> {times['fused'] / times['plain']:.2f}x")  # fmt: skip

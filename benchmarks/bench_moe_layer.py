@@ -32,7 +32,7 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies, format_ratio  # noqa: E402
+from timing import compare_latencies, format_ratio, on_plain_path  # noqa: E402
 
 from compact_bert.configuration import MiniMoEConfig  # noqa: E402
 from compact_bert.modeling.grouped_gemm import grouped_expert_gemm, grouped_gemm_applies  # noqa: E402
@@ -42,7 +42,6 @@ from compact_bert.modeling.packed_weights import (  # noqa: E402
     packed_linear,
     packed_weight_bytes,
     packing_available,
-    weight_packing,
 )
 
 
@@ -53,14 +52,6 @@ def _layer(experts: int, hidden: int, ffn: int) -> MoEFeedForward:
         for parameter in layer.parameters():
             parameter.normal_(std=0.02)
     return layer
-
-
-def _plain(call):
-    def run():
-        with weight_packing(False):
-            return call()
-
-    return run
 
 
 def _one_expert(layer: MoEFeedForward, tokens: torch.Tensor) -> torch.Tensor:
@@ -152,7 +143,7 @@ def small_layer_case(rounds: int, sizes: dict) -> None:
             "moe": lambda: layer(tokens, mask, None),
             "one_expert": lambda: packed_ffn(tokens),
             "experts_only": lambda: experts_only(tokens),
-            "moe_plain": _plain(lambda: layer(tokens, mask, None)),
+            "moe_plain": on_plain_path(lambda: layer(tokens, mask, None)),
             "one_expert_plain": lambda: _one_expert(layer, tokens),
         },
         rounds=rounds,
@@ -176,7 +167,7 @@ def large_layer_cases(rounds: int, sizes: dict) -> None:
         {
             "moe": lambda: layer(tokens, mask, None),
             "floor": _read_weights(layer, used),
-            "moe_plain": _plain(lambda: layer(tokens, mask, None)),
+            "moe_plain": on_plain_path(lambda: layer(tokens, mask, None)),
             "mixtral_loop": lambda: _mixtral_style(layer, tokens),
         },
         rounds=rounds,

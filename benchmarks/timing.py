@@ -8,8 +8,9 @@ from typing import Callable
 import torch
 
 from compact_bert.evaluation.runtime_latency import measure_interleaved
+from compact_bert.modeling.packed_weights import weight_packing
 
-__all__ = ["compare_latencies", "format_ratio"]
+__all__ = ["compare_latencies", "format_ratio", "on_plain_path"]
 
 
 def compare_latencies(
@@ -24,3 +25,14 @@ def compare_latencies(
 
 def format_ratio(label: str, numerator: float, denominator: float, target: str) -> str:
     return f"{label}: {numerator * 1e3:.2f} ms / {denominator * 1e3:.2f} ms = {numerator / denominator:.2f}x (target {target})"
+
+
+def on_plain_path(call: Callable[[], object]) -> Callable[[], object]:
+    """``call`` with packed weights and fused layers switched off (``weight_packing(False)``): every linear map
+    an ``nn.Linear`` / ``F.linear`` call."""
+
+    def run():
+        with weight_packing(False):
+            return call()
+
+    return run

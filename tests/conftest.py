@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import os
 from pathlib import Path
 
@@ -69,6 +71,16 @@ def tiny_configs() -> dict:
         "moe_bert": MoEBertConfig(**sparse, num_experts=8),
         "vanilla_bert": MoEBertConfig(**sparse, num_experts=1),
     }
+
+
+def tiny_classifier(config_id: str, **fields):
+    """A sequence classifier in eval mode on a copy of ``tiny_configs()[config_id]`` with ``fields`` set."""
+    from transformers import AutoModelForSequenceClassification
+
+    config = copy.deepcopy(tiny_configs()[config_id])
+    for name, value in fields.items():
+        setattr(config, name, value)
+    return AutoModelForSequenceClassification.from_config(config).eval()
 
 
 @pytest.fixture(autouse=True)

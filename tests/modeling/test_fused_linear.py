@@ -5,14 +5,13 @@ of the weights."""
 
 from __future__ import annotations
 
-import copy
 from types import SimpleNamespace
 
 import pytest
 import torch
 from peft import get_peft_model
 from torch import nn
-from transformers import AutoModel, AutoModelForSequenceClassification
+from transformers import AutoModel
 
 from compact_bert.finetuning.peft_support import build_peft_config
 from compact_bert.modeling import fused_linear as fused_linear_module
@@ -20,7 +19,7 @@ from compact_bert.modeling import packed_weights
 from compact_bert.modeling.fused_linear import fused_linear, joined_linear
 from compact_bert.modeling.packed_weights import packed_weight_bytes, packing_available, weight_packing
 from compact_bert.modeling.signals import SubmoduleRecorder, signal_module_name
-from tests.conftest import random_batch, tiny_configs
+from tests.conftest import random_batch, tiny_classifier, tiny_configs
 
 needs_onednn = pytest.mark.skipif(
     not packing_available(), reason="this torch build has no working oneDNN linear ops: only the fallback can run"
@@ -38,10 +37,7 @@ def _fuse_tiny_layers(monkeypatch):
 
 
 def _classifier(config_id: str, **fields):
-    config = copy.deepcopy(tiny_configs()[config_id])
-    for name, value in fields.items():
-        setattr(config, name, value)
-    model = AutoModelForSequenceClassification.from_config(config).eval()
+    model = tiny_classifier(config_id, **fields)
     # Weights and NoNorm scales well away from the init, so that a stale copy changes the logits visibly.
     with torch.no_grad():
         for name, parameter in model.named_parameters():

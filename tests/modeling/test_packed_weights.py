@@ -21,7 +21,7 @@ from compact_bert.modeling.packed_weights import (
     release_packed_weights,
     weight_packing,
 )
-from tests.conftest import random_batch, tiny_configs
+from tests.conftest import random_batch, tiny_classifier
 
 MOE_IDS = ["minimoe", "minimoe_moe_attention", "moe_bert"]
 LABELS = torch.tensor([0, 1, 0])
@@ -31,10 +31,7 @@ needs_onednn = pytest.mark.skipif(
 
 
 def _classifier(config_id: str, **fields):
-    config = copy.deepcopy(tiny_configs()[config_id])
-    for name, value in fields.items():
-        setattr(config, name, value)
-    model = AutoModelForSequenceClassification.from_config(config).eval()
+    model = tiny_classifier(config_id, **fields)
     # Larger expert weights than the init's 0.02, so that a stale packed copy changes the logits visibly.
     with torch.no_grad():
         for name, parameter in model.named_parameters():
