@@ -32,7 +32,7 @@ from transformers.activations import GELUActivation
 
 from .packed_weights import PackedLinearGroup, packed_linear, packed_linear_add, packed_linear_group
 
-__all__ = ["MIN_FUSED_MULTIPLY_ADDS", "fused_linear", "joined_linear"]
+__all__ = ["MIN_FUSED_MULTIPLY_ADDS", "fused_linear", "joined_linear", "joined_linear_at_inference"]
 
 # Below this many multiply-adds per call the fused path's few microseconds of checks cost as much as it saves or
 # more (``benchmarks/bench_fused_linear.py`` on the 2-core AMD EPYC: 1.01-1.31x the plain modules' time at 4.2-8.4M,
@@ -119,12 +119,21 @@ def fused_linear(
 
 
 def joined_linear(
-    linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True, bypassed: Sequence[nn.Module] = ()
+    linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True
 ) -> tuple[torch.Tensor, ...]:
     """``tuple(linear(inputs) for linear in linears)``, as one packed GEMM over the joined weights at inference
     (each output a view of the joined result)."""
+    joined = joined_linear_at_inference(linears, inputs, enabled=enabled)
+    return tuple(linear(inputs) for linear in linears) if joined is None else joined
+
+
+def joined_linear_at_inference(
+    linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True, bypassed: Sequence[nn.Module] = ()
+) -> tuple[torch.Tensor, ...] | None:
+    """``joined_linear``'s one packed GEMM, or ``None`` where the caller must call its modules as usual (for a
+    caller that skips more than the linear maps: ``bypassed``, whose hooks are checked too)."""
     group = _packed_group(tuple(linears), inputs, bypassed, enabled)
     if group is None:
-        return tuple(linear(inputs) for linear in linears)
+        return None
     joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)
     return tuple(part.view(*inputs.shape[:-1], part.shape[-1]) for part in joined.split(group.widths, dim=-1))

@@ -29,7 +29,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
-from .fused_linear import fused_linear, joined_linear
+from .fused_linear import fused_linear, joined_linear, joined_linear_at_inference
 from .normalization import NoNorm, build_normalization
 from .outputs import (
     CompactBertClassifierOutput,
@@ -247,12 +247,18 @@ class BottleneckBertBottleneck(nn.Module):
 
     def forward(self, hidden_states) -> AttentionInputs:
         if self.attention_input == "shared_bottleneck":
-            # Both bottlenecks read the same features: one GEMM at inference (``joined_linear``).
+            # Both bottlenecks read the same features: one GEMM at inference (``joined_linear_at_inference``).
             bottlenecks = (self.input, self.attention)
-            enabled = self.input.pack_inference_weights
-            denses = [layer.dense for layer in bottlenecks]
-            projected = joined_linear(denses, hidden_states, enabled=enabled, bypassed=bottlenecks)
-            layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
+            projected = joined_linear_at_inference(
+                [layer.dense for layer in bottlenecks],
+                hidden_states,
+                enabled=self.input.pack_inference_weights,
+                bypassed=bottlenecks,
+            )
+            if projected is None:
+                layer_input, shared = self.input(hidden_states), self.attention(hidden_states)
+            else:
+                layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
             return AttentionInputs(shared, shared, hidden_states, layer_input)
         layer_input = self.input(hidden_states)
         if self.attention_input == "intra_bottleneck":

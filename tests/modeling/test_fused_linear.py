@@ -258,3 +258,17 @@ def test_small_products_call_the_modules_and_large_ones_fuse(monkeypatch):
         torch.testing.assert_close(fused_linear(linear, large, activation=nn.ReLU()), torch.relu(linear(large)))
         torch.testing.assert_close(hooked, torch.relu(linear(small)), rtol=0, atol=0)
     assert packed_weight_bytes(linear) > 0
+
+
+def test_hooks_on_the_bottleneck_layers_fire_in_training_and_skip_fusion_at_inference():
+    model = _classifier("mobilebert")
+    bottleneck = model.base_model.encoder.layer[0].bottleneck
+    calls = []
+    for layer in (bottleneck.input, bottleneck.attention):
+        layer.register_forward_hook(lambda module, args, output: calls.append(module))
+    model.train()
+    model(**random_batch(), labels=LABELS)
+    assert calls == [bottleneck.input, bottleneck.attention]
+    calls.clear()
+    torch.testing.assert_close(_logits(model), _logits(model, packing=False), rtol=1e-5, atol=1e-5)
+    assert calls == [bottleneck.input, bottleneck.attention] * 2  # called, not fused, with packing on and off
