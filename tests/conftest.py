@@ -83,6 +83,14 @@ def tiny_classifier(config_id: str, **fields):
     return AutoModelForSequenceClassification.from_config(config).eval()
 
 
+def sgd_step(model, labels: torch.Tensor, lr: float = 0.5) -> None:
+    """One SGD step of ``model`` in train mode on ``random_batch()``: weights that change in place, as training's."""
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model(**random_batch(), labels=labels).loss.backward()
+    optimizer.step()
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

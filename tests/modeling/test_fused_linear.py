@@ -19,7 +19,7 @@ from compact_bert.modeling import packed_weights
 from compact_bert.modeling.fused_linear import fused_linear, joined_linear
 from compact_bert.modeling.packed_weights import packed_weight_bytes, packing_available, weight_packing
 from compact_bert.modeling.signals import SubmoduleRecorder, signal_module_name
-from tests.conftest import random_batch, tiny_classifier, tiny_configs
+from tests.conftest import random_batch, sgd_step, tiny_classifier, tiny_configs
 
 needs_onednn = pytest.mark.skipif(
     not packing_available(), reason="this torch build has no working oneDNN linear ops: only the fallback can run"
@@ -151,10 +151,7 @@ def test_training_and_gradients_run_the_plain_modules_bit_for_bit(config_id):
 def test_an_optimizer_step_load_state_dict_and_a_data_edit_repack(config_id):
     model, other = _classifier(config_id), _classifier(config_id)
     before = _logits(model)
-    model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    model(**random_batch(), labels=LABELS).loss.backward()
-    optimizer.step()
+    sgd_step(model, LABELS)
     after = _logits(model)
     assert (after - before).abs().max() > 1e-3
     torch.testing.assert_close(after, _logits(model, packing=False), rtol=1e-5, atol=1e-5)

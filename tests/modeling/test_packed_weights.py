@@ -21,7 +21,7 @@ from compact_bert.modeling.packed_weights import (
     release_packed_weights,
     weight_packing,
 )
-from tests.conftest import random_batch, tiny_classifier
+from tests.conftest import random_batch, sgd_step, tiny_classifier
 
 MOE_IDS = ["minimoe", "minimoe_moe_attention", "moe_bert"]
 LABELS = torch.tensor([0, 1, 0])
@@ -99,10 +99,7 @@ def test_training_mode_and_gradients_never_use_packed_copies(grad_enabled):
 def test_an_optimizer_step_repacks():
     model = _classifier("minimoe_moe_attention")
     before = _logits(model)
-    model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    model(**random_batch(), labels=LABELS).loss.backward()
-    optimizer.step()
+    sgd_step(model, LABELS)
     after = _logits(model)
     assert (after - before).abs().max() > 1e-3
     torch.testing.assert_close(after, _logits(model, packing=False), rtol=0, atol=1e-5)
