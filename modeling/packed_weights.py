@@ -5,8 +5,8 @@ every call. For one large matrix that cost is small next to the multiplication; 
 where each expert multiplies only its own few tokens, it dominates (issue 2 measured the 4-expert layer at
 2.2× one expert FFN for that reason). oneDNN can pack a weight once (``mkldnn._reorder_linear_weight``)
 and multiply with the packed copy (``mkldnn._linear_pointwise``, which also fuses the exact GELU and ReLU
-into the GEMM); this module keeps such packed copies and hands them to the MoE layer and to the dense layers of every family
-(``fused_linear``, which also multiplies several projections of one input as one packed GEMM).
+into the GEMM); this module keeps such packed copies and hands them to the MoE layer and to the dense layers of
+every family (``fused_linear``, which also multiplies several projections of one input as one packed GEMM).
 
 When a packed copy is used, all at once:
 - the module is in eval mode and autograd records nothing (``torch.no_grad`` / ``torch.inference_mode``):
@@ -210,8 +210,8 @@ def _pack(weight: torch.Tensor) -> PackedWeights:
 def packed_linear_group(linears: tuple[nn.Linear, ...], enabled: bool) -> PackedLinearGroup | None:
     """One packed matrix for ``linears`` (``nn.Linear`` maps of the same input width), their outputs side by side
     in the given order; ``None`` when the caller must call the modules (see the module docstring for when).
-    Called for every dense layer of a forward pass (MobileBERT: 312 times): a current group is found and checked in
-    a few microseconds."""
+    Called for every dense layer large enough to fuse, on every forward pass: a current group is found and checked
+    in a few microseconds."""
     if not (enabled and _packing_applies_now()):
         return None
     groups = _PACKED_GROUPS.get(linears[0])

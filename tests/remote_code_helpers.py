@@ -9,7 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-CHILD = textwrap.dedent(
+# The first lines of every child script: compact-bert cannot be imported after them.
+BLOCK_COMPACT_BERT = textwrap.dedent(
     """
     import importlib.abc, json, sys
 
@@ -19,6 +20,11 @@ CHILD = textwrap.dedent(
                 raise ModuleNotFoundError(f"{name} is blocked in this test")
 
     sys.meta_path.insert(0, BlockCompactBert())
+    """
+)
+
+CHILD = BLOCK_COMPACT_BERT + textwrap.dedent(
+    """
     import torch, transformers
 
     cases = json.load(open(sys.argv[1]))

@@ -5,6 +5,11 @@ of the weights."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 from types import SimpleNamespace
 
 import pytest
@@ -20,6 +25,7 @@ from compact_bert.modeling.fused_linear import fused_linear, joined_linear
 from compact_bert.modeling.packed_weights import packed_weight_bytes, packing_available, weight_packing
 from compact_bert.modeling.signals import SubmoduleRecorder, signal_module_name
 from tests.conftest import random_batch, sgd_step, tiny_classifier, tiny_configs
+from tests.remote_code_helpers import BLOCK_COMPACT_BERT
 
 needs_onednn = pytest.mark.skipif(
     not packing_available(), reason="this torch build has no working oneDNN linear ops: only the fallback can run"
@@ -269,3 +275,47 @@ def test_hooks_on_the_bottleneck_layers_fire_in_training_and_skip_fusion_at_infe
     calls.clear()
     torch.testing.assert_close(_logits(model), _logits(model, packing=False), rtol=1e-5, atol=1e-5)
     assert calls == [bottleneck.input, bottleneck.attention] * 2  # called, not fused, with packing on and off
+
+
+REMOTE_CHILD = BLOCK_COMPACT_BERT + textwrap.dedent(
+    """
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    folder, reference_path = sys.argv[1], sys.argv[2]
+    model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    bundle = sys.modules[type(model).__module__]
+    bundle.MIN_FUSED_MULTIPLY_ADDS = 0  # the tiny model's products: fuse them anyway
+    reference = torch.load(reference_path)
+    with torch.inference_mode():
+        logits = model(**reference["inputs"]).logits
+    torch.testing.assert_close(logits, reference["expected"], rtol=1e-5, atol=1e-5)
+    assert not any(name.startswith("compact_bert") for name in sys.modules)
+    experts = len(getattr(bundle, "_PACKED_COPIES", {}))  # a dense family's bundle ships no MoE code at all
+    print("groups", sum(len(groups) for groups in bundle._PACKED_GROUPS.values()), "experts", experts)
+    """
+)
+
+
+@needs_onednn
+@pytest.mark.parametrize(("config_id", "expected_experts"), [("mobilebert", 0), ("minimoe", 4)])
+def test_a_remote_code_folder_runs_the_fused_layers_without_compact_bert(tmp_path, config_id, expected_experts):
+    """A user's script that never imports compact-bert gets the packed and fused inference path from the two
+    bundled code files, with the plain path's outputs."""
+    model = _classifier(config_id)
+    model.save_pretrained(tmp_path / "folder")
+    batch = random_batch()
+    with torch.no_grad(), weight_packing(False):
+        torch.save({"inputs": batch, "expected": model(**batch).logits}, tmp_path / "reference.pt")
+    (tmp_path / "child.py").write_text(REMOTE_CHILD)
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    environment.pop("PYTHONPATH", None)
+    result = subprocess.run(
+        [sys.executable, "child.py", str(tmp_path / "folder"), str(tmp_path / "reference.pt")],
+        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    groups, experts = (int(word) for word in result.stdout.split()[1::2])
+    per_layer = 4 + 2 * (model.config.num_feedforward_networks - 1) + 3 if config_id == "mobilebert" else 2
+    assert groups == per_layer * model.config.num_hidden_layers  # every dense layer ran fused
+    assert experts == expected_experts  # fc1 and fc2 of each MoE block, packed
