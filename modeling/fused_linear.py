@@ -7,7 +7,7 @@ with weights packed once (``packed_weights``), apply bias, ReLU / exact GELU and
 epilogue, and multiply projections that read the same tensor (MobileBERT's two input bottlenecks; query, key and
 value where they share an input) as one GEMM over the joined weights. From 2^25 multiply-adds per call this takes
 0.65-0.97x the modules' time (``benchmarks/bench_fused_linear.py``; whole models: IB-BERT-large and BERT-base
-0.75-0.78x, MiniLM 384H 0.82-0.84x, ``benchmarks/bench_preset_latency.py``); below that size the per-call checks
+0.75-0.78x, MiniLM 384H 0.78-0.84x, ``benchmarks/bench_preset_latency.py``); below that size the per-call checks
 cost what the fusion saves, so MobileBERT at batch 1 keeps its plain modules. Outputs equal the modules' own to
 float32 rounding (the same products, summed in another order at most; tested at 1e-5).
 
