@@ -29,7 +29,8 @@ from transformers import (
 
 from ..configuration import PRESETS, preset_config
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
-from ..distillation.data import default_tokenizer
+from ..distillation.data import PACKAGED_TEACHER, default_tokenizer, packaged_teacher_dir
+from ..finetuning.augmentation import AUGMENTED_COLUMN, augment_split
 from ..finetuning.data import (
     FinetuneDataArguments,
     load_finetuning_data,
@@ -37,7 +38,24 @@ from ..finetuning.data import (
     tokenize_token_dataset,
 )
 from ..finetuning.finetune_config import FinetuneConfig
+from ..distillation.run_errors import RunSettingsError
+from ..distillation.teacher_init_runner import (
+    calibration_batches,
+    initialization_blocker,
+    initialize_student,
+    teacher_statistics,
+)
+from ..distillation.teacher_init import parse_layer_map
+from ..distillation.teacher_weights import TeacherShapeError
+from ..distillation.teachers import load_encoder
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
+from ..finetuning.task_distillation import (
+    TaskDistillationTrainer,
+    TeacherLogitsCollator,
+    attach_teacher_logits,
+    label_augmented_examples,
+    load_task_teacher,
+)
 from ..model_cards import write_model_card
 from .training_common import parse_arguments, parse_json_object, train_and_report, write_summary_and_card
 
@@ -101,6 +119,24 @@ class FinetuneModelArguments:
     peft_target_modules: str | None = field(
         default=None, metadata={"help": "Comma-separated module names to adapt; default: PEFT's for the model type."}
     )
+    teacher: str | None = field(
+        default=None,
+        metadata={"help": "A teacher fine-tuned on this task (a folder with a task head over the same labels and the "
+                  "student's vocabulary): distill its predictions into the model (task distillation; see "
+                  "--distillation_alpha, --distillation_temperature). Its logits are computed once and cached."},
+    )  # fmt: skip
+    init_from_teacher: str = field(
+        default="auto",
+        metadata={"help": "For a preset: initialize it from a pretrained teacher instead of random weights (layer "
+                  "map, importance-ranked width, upcycled or split experts; see distillation/teacher_init.py). "
+                  "'auto' (default): from --teacher when its shapes allow; a folder or 'all-MiniLM-L6-v2': from "
+                  "that model; 'none': random initialization."},
+    )  # fmt: skip
+    layer_map: str = field(
+        default="uniform",
+        metadata={"help": "With teacher initialization: 0-based teacher layer of each student layer, comma-separated "
+                  "(e.g. '1,3,5'), or 'uniform' (evenly spaced, ending at the teacher's last layer)."},
+    )  # fmt: skip
     merge: bool = field(
         default=False,
         metadata={"help": "With --peft: also save the adapter merged into the model in output_dir/merged, a plain "
@@ -153,6 +189,8 @@ def build_model(model_args: FinetuneModelArguments, task_type: str, label_names,
         if not hasattr(config, "router_aux_loss_coef"):
             raise SystemExit(f"--router_aux_loss_coef: {config.model_type} models have no MoE balance loss.")
         config.router_aux_loss_coef = training_args.router_aux_loss_coef
+    if hasattr(config, "capacity_factor"):
+        config.capacity_factor = training_args.resolved_capacity_factor(config.capacity_factor)
     if getattr(config, "eval_capacity_factor", None) is not None:
         logger.warning("eval_capacity_factor %s reset to None: evaluation never drops tokens.", config.eval_capacity_factor)
         config.eval_capacity_factor = None
@@ -196,9 +234,13 @@ def summarize_runs(runs: list[dict], metric_key: str, greater_is_better: bool = 
     return {"metric_for_best_model": metric_key, "per_setting": per_setting, "best": best, "runs": runs}
 
 
-def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer, data_collator) -> dict:
+def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer, data_collator, start=None) -> dict:
     transformers.set_seed(training_args.seed)  # before the model (and its new head) is built
     model = build_model(model_args, splits.task_type, splits.label_names, training_args)
+    initialization = None
+    if start is not None and start.teacher is not None:
+        initialization = initialize_student(model, start.teacher, model_args.layer_map, start.statistics,
+                                            start.calibration, training_args.seed, start.name)  # fmt: skip
     if model_args.peft:
         model = with_peft_adapter(model, model_args, splits.task_type)
     train, validation = tokenized
@@ -206,7 +248,8 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
     callbacks = []
     if has_eval and training_args.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=training_args.early_stopping_patience))
-    trainer = FinetuneTrainer(
+    trainer_class = TaskDistillationTrainer if model_args.teacher else FinetuneTrainer
+    trainer = trainer_class(
         model=model, args=training_args, train_dataset=train, eval_dataset=validation, data_collator=data_collator,
         processing_class=tokenizer, callbacks=callbacks,
         compute_metrics=build_compute_metrics(splits.task_type, splits.label_names, data_args.task_name
@@ -217,6 +260,8 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
         "task_type": splits.task_type, "task_name": data_args.task_name, "label_names": splits.label_names,
         "seed": training_args.seed, "learning_rate": training_args.learning_rate, "data": dataclasses.asdict(data_args),
         **({"adapter_size": model_args.peft_r} if model_args.peft == "lora" else {}),
+        **({"teacher_initialization": initialization} if initialization else {}),
+        **({"task_distillation": start.distillation} if start is not None and start.distillation else {}),
     })  # fmt: skip
     trainer.save_state()  # trainer_state.json: the logged loss terms of every step, next to the model
     if model_args.merge and trainer.is_world_process_zero():
@@ -267,9 +312,12 @@ def run(argv: list[str]) -> int:
 
 
 def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig]:
-    return parse_arguments(
+    model_args, data_args, training_args = parse_arguments(
         (FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig), argv, "compact-bert finetune", DESCRIPTION
     )  # fmt: skip
+    if model_args.model_name_or_path == PACKAGED_TEACHER:  # the packaged all-MiniLM-L6-v2, by its short name
+        model_args.model_name_or_path = str(packaged_teacher_dir())
+    return model_args, data_args, training_args
 
 
 def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArguments, training_args: FinetuneConfig,
@@ -287,14 +335,44 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
         max_length = min(max_length, config.max_position_embeddings)
     _check_fits(config, tokenizer, max_length)  # before any run: fail in seconds, not epochs
+    train_split = splits.train
+    if training_args.augment_copies:
+        if not model_args.teacher or splits.task_type == "ner":
+            raise SystemExit("--augment_copies: augmented examples are labelled by a teacher's predictions, for "
+                             "sentence (pair) tasks: give --teacher, and no augmentation for NER.")  # fmt: skip
+        train_split = augment_split(train_split, splits.text_columns, training_args.augment_copies,
+                                    tokenizer.mask_token, training_args.augmentation_seed)  # fmt: skip
     if splits.task_type == "ner":
         tokenized = [None if split is None else tokenize_token_dataset(split, tokenizer, max_length)
                      for split in (splits.train, splits.validation)]  # fmt: skip
         data_collator = DataCollatorForTokenClassification(tokenizer)
     else:
         tokenized = [None if split is None else tokenize_sequence_dataset(split, tokenizer, splits.text_columns, max_length)
-                     for split in (splits.train, splits.validation)]  # fmt: skip
+                     for split in (train_split, splits.validation)]  # fmt: skip
         data_collator = DataCollatorWithPadding(tokenizer)
+    start = _StudentStart()
+    if model_args.teacher:
+        try:
+            task_teacher = load_task_teacher(model_args.teacher, splits.task_type, splits.label_names, tokenizer)
+        except RunSettingsError as error:
+            raise SystemExit(str(error)) from None
+        tokenized[0], cache = attach_teacher_logits(task_teacher, tokenized[0], tokenizer, data_collator, max_length,
+                                                    splits.task_type, training_args.teacher_cache_dir)  # fmt: skip
+        if AUGMENTED_COLUMN in train_split.column_names:
+            tokenized[0] = label_augmented_examples(tokenized[0], train_split[AUGMENTED_COLUMN], splits.task_type)
+        start.distillation = {"teacher": model_args.teacher, "alpha": training_args.distillation_alpha,
+                              "temperature": training_args.distillation_temperature, "teacher_logits_cache": cache}  # fmt: skip
+        start.task_teacher = task_teacher
+    _choose_initialization(model_args, config, start)
+    if start.teacher is not None:
+        try:  # a bad --layer_map fails here, before any run
+            parse_layer_map(model_args.layer_map, start.teacher.config.num_hidden_layers, config.num_hidden_layers)
+        except TeacherShapeError as error:
+            raise SystemExit(f"--layer_map: {error}") from None
+        start.calibration = calibration_batches(tokenized[0], data_collator)
+        start.statistics = teacher_statistics(config, start.teacher, start.calibration)
+    if model_args.teacher:
+        data_collator = TeacherLogitsCollator(data_collator)
     metric = data_args.dev_metric()
     training_args = _adjusted_training_args(training_args, argv, metric, tokenized[1] is not None)
     sizes = model_args.adapter_size_grid or [model_args.peft_r]
@@ -309,7 +387,8 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
                           / (f"seed-{seed}" if len(seeds) > 1 else ""))  # fmt: skip
                 run_model_args = dataclasses.replace(model_args, peft_r=size)
                 run_args = dataclasses.replace(training_args, learning_rate=rate, seed=seed, output_dir=str(folder))
-                runs.append(_run_one(run_model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator))
+                runs.append(_run_one(run_model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator,
+                                     start))  # fmt: skip
     if len(runs) > 1 and training_args.should_save:
         key = f"eval_{metric}" if not metric.startswith("eval_") else metric
         summary = summarize_runs(runs, key if tokenized[1] is not None else "eval_loss", training_args.greater_is_better
@@ -317,6 +396,47 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
         (base / "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         print(json.dumps({name: summary[name] for name in ("metric_for_best_model", "best")}, indent=2))
     return runs
+
+
+@dataclasses.dataclass
+class _StudentStart:
+    """What every run of a grid shares: the teacher that initializes a preset (and its activation statistics), the
+    task teacher and the record of its cached logits."""
+
+    teacher: object = None
+    name: str | None = None
+    statistics: object = None
+    calibration: list | None = None
+    task_teacher: object = None
+    distillation: dict | None = None
+
+
+def _choose_initialization(model_args: FinetuneModelArguments, config, start: _StudentStart) -> None:
+    """Resolve ``--init_from_teacher`` for this model into ``start.teacher`` (``None``: random initialization)."""
+    choice = model_args.init_from_teacher
+    is_preset = model_args.model_name_or_path in PRESETS
+    if choice == "none":
+        return
+    if choice == "auto":
+        if not is_preset or start.task_teacher is None:
+            return
+        blocker = initialization_blocker(config, start.task_teacher)
+        if blocker is not None:
+            logger.warning("The preset starts from random weights, not from --teacher: %s", blocker)
+            return
+        start.teacher, start.name = start.task_teacher, model_args.teacher
+        return
+    if not is_preset:
+        raise SystemExit(f"--init_from_teacher {choice}: only a preset is initialized from a teacher; "
+                         f"{model_args.model_name_or_path} is a trained model folder already.")  # fmt: skip
+    try:
+        teacher = load_encoder(choice)
+    except (ValueError, OSError) as error:
+        raise SystemExit(f"--init_from_teacher: {error}") from None
+    blocker = initialization_blocker(config, teacher)
+    if blocker is not None:
+        raise SystemExit(f"--init_from_teacher {choice}: {blocker}")
+    start.teacher, start.name = teacher, choice
 
 
 def _model_config(model_args: FinetuneModelArguments):

@@ -37,6 +37,11 @@ class SparseBertConfigBase(PretrainedConfig):
 
     Args:
         num_experts: experts per FFN block (1 = the dense FFN of BERT).
+        moe_intermediate_size: inner width of each FFN expert; ``None`` (default) = ``intermediate_size``, every
+            expert a full-size FFN (paper 002's minimal experts, paper 003). Narrower experts are what MoEBERT's
+            importance-guided split of a dense FFN produces (``distillation.teacher_init``): each token then runs
+            ``moe_intermediate_size`` of the FFN's neurons, so a 4-expert block of width ``intermediate_size / 4``
+            costs a quarter of the dense FFN per token.
         num_attention_experts: experts per MHA block (1 = dense MHA); the ``x`` of paper 002's ``x,yE``.
         router_type: ``top1`` or ``hash``; see ``ROUTER_TYPES``.
         capacity_factor: during training each expert takes at most ``ceil(capacity_factor · tokens /
@@ -55,6 +60,9 @@ class SparseBertConfigBase(PretrainedConfig):
             (``modeling.fused_linear``; same outputs; the copies take about as much memory as the weights:
             ``packed_weight_bytes(model)``). ``False`` keeps the plain ``F.linear`` path;
             ``modeling.packed_weights.weight_packing(False)`` does the same for the calls inside a ``with`` block.
+        teacher_initialization: the record of how the weights were first copied from a pretrained teacher (layer
+            map, kept channels, heads and neurons, how the experts were made), written by
+            ``distillation.teacher_init``; ``None`` for a randomly initialized model. The model never reads it.
     """
 
     # What Trainer drops from a head's outputs when it collects predictions: the routing diagnostics sit
@@ -78,6 +86,7 @@ class SparseBertConfigBase(PretrainedConfig):
         pad_token_id: int = 0,
         classifier_dropout: float | None = None,
         num_experts: int = 4,
+        moe_intermediate_size: int | None = None,
         num_attention_experts: int = 1,
         router_type: str = "top1",
         capacity_factor: float | None = 1.25,
@@ -87,6 +96,7 @@ class SparseBertConfigBase(PretrainedConfig):
         hash_seed: int = 0,
         use_auxiliary_attention: bool = False,
         pack_inference_weights: bool = True,
+        teacher_initialization: dict | None = None,
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
@@ -108,6 +118,7 @@ class SparseBertConfigBase(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.classifier_dropout = classifier_dropout
         self.num_experts = num_experts
+        self.moe_intermediate_size = moe_intermediate_size
         self.num_attention_experts = num_attention_experts
         self.router_type = router_type
         self.capacity_factor = capacity_factor
@@ -117,7 +128,13 @@ class SparseBertConfigBase(PretrainedConfig):
         self.hash_seed = hash_seed
         self.use_auxiliary_attention = use_auxiliary_attention
         self.pack_inference_weights = pack_inference_weights
+        self.teacher_initialization = teacher_initialization
         self._validate()
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        """The inner width of one FFN expert (``moe_intermediate_size``, else ``intermediate_size``)."""
+        return self.intermediate_size if self.moe_intermediate_size is None else self.moe_intermediate_size
 
     @property
     def is_sparse(self) -> bool:
@@ -137,6 +154,8 @@ class SparseBertConfigBase(PretrainedConfig):
             "num_attention_experts",
         ):
             require_positive_int(owner, field, getattr(self, field))
+        if self.moe_intermediate_size is not None:
+            require_positive_int(owner, "moe_intermediate_size", self.moe_intermediate_size)
         require_divisible(owner, "hidden_size", self.hidden_size, "num_attention_heads", self.num_attention_heads)
         require_choice(owner, "hidden_act", self.hidden_act, ACT2FN.keys())
         require_choice(owner, "router_type", self.router_type, ROUTER_TYPES)
@@ -153,5 +172,7 @@ class SparseBertConfigBase(PretrainedConfig):
         require_bool(owner, "pack_inference_weights", self.pack_inference_weights)
         require_bool(owner, "tie_word_embeddings", self.tie_word_embeddings)
         require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
+        if self.teacher_initialization is not None and not isinstance(self.teacher_initialization, dict):
+            raise ValueError(f"{owner}: `teacher_initialization` must be a dict or None, got {self.teacher_initialization!r}.")
         if isinstance(self.hash_seed, bool) or not isinstance(self.hash_seed, int) or self.hash_seed < 0:
             raise ValueError(f"{owner}: `hash_seed` must be an integer >= 0, got {self.hash_seed!r}.")

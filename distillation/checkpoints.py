@@ -40,7 +40,7 @@ _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")
 # one of them cannot be loaded into this run's model (torch would fail with a size-mismatch message).
 IDENTITY_CONFIG_FIELDS = (
     "model_type", "vocab_size", "type_vocab_size", "max_position_embeddings", "hidden_size", "num_hidden_layers",
-    "num_attention_heads", "intermediate_size", "embedding_size", "intra_bottleneck_size", "use_bottleneck",
+    "num_attention_heads", "intermediate_size", "moe_intermediate_size", "embedding_size", "intra_bottleneck_size", "use_bottleneck",
     "num_feedforward_networks", "num_experts", "num_attention_experts", "num_labels",
 )  # fmt: skip
 _CHUNK = 1 << 20

@@ -19,6 +19,8 @@ __all__ = [
     "query_key_relation_loss",
     "sample_token_groups",
     "self_attention_relation_loss",
+    "soft_target_loss",
+    "token_soft_target_loss",
 ]
 
 
@@ -115,15 +117,64 @@ def pretraining_distillation_loss(
     return loss if next_sentence_loss is None else loss + next_sentence_loss
 
 
-def _relation_log_probs(states: torch.Tensor, num_relation_heads: int, key_mask: torch.Tensor | None) -> torch.Tensor:
-    """``log softmax(X_r X_rᵀ / √d_r)`` for ``[batch, seq, width]`` states re-split into relation heads."""
+# Relation rows (query positions of one relation head) per chunk of ``_RelationKL``: about 2^19 floats per
+# ``[rows, seq]`` tensor, so that the few tensors a chunk needs stay in the CPU's cache.
+_RELATION_CHUNK_ELEMENTS = 1 << 19
+
+
+def _relation_heads(states: torch.Tensor, num_relation_heads: int) -> torch.Tensor:
+    """``[batch, seq, width]`` states re-split into relation heads: ``[batch · heads, seq, width / heads]``."""
     batch, seq, width = states.shape
-    head_size = width // num_relation_heads
-    heads = states.float().view(batch, seq, num_relation_heads, head_size).transpose(1, 2)
-    scores = heads @ heads.transpose(-1, -2) / head_size**0.5
-    if key_mask is not None:
-        scores = scores.masked_fill(~key_mask.bool()[:, None, None, :], torch.finfo(scores.dtype).min)
-    return F.log_softmax(scores, dim=-1)
+    heads = states.float().view(batch, seq, num_relation_heads, width // num_relation_heads).transpose(1, 2)
+    return heads.reshape(batch * num_relation_heads, seq, width // num_relation_heads)
+
+
+def _log_relation(heads: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(X_r X_rᵀ / √d_r + key_bias)``: padded keys (bias: most negative float) get probability 0."""
+    scores = torch.baddbmm(key_bias, heads, heads.transpose(1, 2), alpha=heads.shape[-1] ** -0.5)
+    return torch.log_softmax(scores, dim=-1)
+
+
+class _RelationKL(torch.autograd.Function):
+    """Per relation row, ``KL(softmax(T) ‖ softmax(S))`` for the teacher's and the student's relation scores
+    ``T = X_t X_tᵀ/√d_t``, ``S = X_s X_sᵀ/√d_s`` (plus the padding bias), from the relation heads ``X``.
+
+    The ``[batch · heads, seq, seq]`` relation matrices are never held whole: forward and backward walk over chunks
+    of relation heads small enough to stay in the CPU's cache, and the backward pass recomputes a chunk's two
+    softmaxes from the heads (two small GEMMs) instead of saving them. The gradient of the KL with respect to ``S``
+    is ``softmax(S) − softmax(T)``, so ``∂/∂X_s = (G + Gᵀ) X_s / √d_s`` with ``G`` that difference times the upstream
+    gradient. The autograd chain through ``log_softmax``, ``xlogy`` and the products that this replaces made the
+    relation loss cost more than the student's and the teacher's forward passes together.
+    """
+
+    @staticmethod
+    def forward(ctx, student_heads, teacher_heads, key_bias):
+        ctx.save_for_backward(student_heads, teacher_heads, key_bias)
+        rows = student_heads.shape[0]
+        chunk = max(1, _RELATION_CHUNK_ELEMENTS // (student_heads.shape[1] ** 2))
+        divergence = student_heads.new_empty(rows, student_heads.shape[1])
+        for start in range(0, rows, chunk):
+            part = slice(start, start + chunk)
+            teacher_log = _log_relation(teacher_heads[part], key_bias[part])
+            student_log = _log_relation(student_heads[part], key_bias[part])
+            torch.sum(teacher_log.exp().mul_(teacher_log.sub_(student_log)), dim=-1, out=divergence[part])
+        return divergence
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        student_heads, teacher_heads, key_bias = ctx.saved_tensors
+        rows = student_heads.shape[0]
+        chunk = max(1, _RELATION_CHUNK_ELEMENTS // (student_heads.shape[1] ** 2))
+        grad = torch.empty_like(student_heads)
+        scale = student_heads.shape[-1] ** -0.5
+        for start in range(0, rows, chunk):
+            part = slice(start, start + chunk)
+            teacher_probs = _log_relation(teacher_heads[part], key_bias[part]).exp_()
+            difference = _log_relation(student_heads[part], key_bias[part]).exp_().sub_(teacher_probs)
+            difference.mul_(grad_output[part].unsqueeze(-1) * scale)
+            heads = student_heads[part]
+            grad[part] = torch.baddbmm(torch.bmm(difference, heads), difference.transpose(1, 2), heads)
+        return grad, None, None
 
 
 def self_attention_relation_loss(
@@ -139,8 +190,15 @@ def self_attention_relation_loss(
     each side with its own head size, so hidden sizes and head counts may differ — and the relation
     ``softmax(X_r X_rᵀ / √d_r)`` of the teacher is distilled into the student's with
     ``KL(teacher ‖ student)``, averaged over relation heads and real query tokens; padded tokens are never
-    attended to. The loss is the mean over the Q-Q, K-K and V-V relations.
+    attended to. The loss is the mean over the Q-Q, K-K and V-V relations. The teacher's side carries no
+    gradient; the KL and its gradient are computed chunk by chunk (``_RelationKL``).
     """
+    batch, seq = student_states["query"].shape[:2]
+    device = student_states["query"].device
+    key_bias = torch.zeros(batch, 1, seq, device=device)
+    if attention_mask is not None:
+        key_bias.masked_fill_(~attention_mask.bool()[:, None], torch.finfo(torch.float32).min)
+    key_bias = key_bias.repeat_interleave(num_relation_heads, dim=0)
     losses = []
     for name in ("query", "key", "value"):
         student, teacher = student_states[name], teacher_states[name]
@@ -150,9 +208,9 @@ def self_attention_relation_loss(
                     f"`num_relation_heads` ({num_relation_heads}) must divide the {side}'s {name} size "
                     f"({states.shape[-1]}); choose a common divisor of the teacher's and the student's all-head sizes."
                 )
-        student_log = _relation_log_probs(student, num_relation_heads, attention_mask)
-        teacher_probs = _relation_log_probs(teacher, num_relation_heads, attention_mask).exp()
-        per_query = _kl_divergence(teacher_probs, student_log).mean(1)
+        student_heads = _relation_heads(student, num_relation_heads)
+        teacher_heads = _relation_heads(teacher.detach(), num_relation_heads)
+        per_query = _RelationKL.apply(student_heads, teacher_heads, key_bias).view(batch, num_relation_heads, -1).mean(1)
         losses.append(masked_mean(per_query, attention_mask))
     return torch.stack(losses).mean()
 
@@ -218,3 +276,41 @@ def query_key_relation_loss(
         return squared.mean()
     pairs = (attention_mask[:, :, None] * attention_mask[:, None, :]).to(squared.dtype)[:, None]
     return (squared * pairs).sum() / (pairs.sum() * num_heads).clamp(min=1.0)
+
+
+def soft_target_loss(
+    student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """Task distillation from a fine-tuned teacher's predictions (Hinton et al., 2015, §2; DistilBERT, TinyBERT's
+    prediction layer): ``T² · KL(softmax(z^tr/T) ‖ softmax(z^st/T))`` averaged over the examples of the batch, or,
+    for regression (one output), ``(z^st − z^tr)²`` averaged — the MSE to the teacher's prediction. ``T²`` keeps the
+    gradient's scale independent of ``T``."""
+    if student_logits.shape != teacher_logits.shape:
+        raise ValueError(
+            f"Student logits {tuple(student_logits.shape)} and teacher logits {tuple(teacher_logits.shape)} differ; "
+            "task distillation needs the same label set on both sides."
+        )
+    student_logits, teacher_logits = student_logits.float(), teacher_logits.float()
+    if student_logits.shape[-1] == 1:
+        return (student_logits - teacher_logits).pow(2).mean()
+    student = F.log_softmax(student_logits / temperature, dim=-1)
+    teacher = F.softmax(teacher_logits / temperature, dim=-1)
+    return _kl_divergence(teacher, student).mean() * temperature**2
+
+
+def token_soft_target_loss(
+    student_logits: torch.Tensor,
+    teacher_logits: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """``soft_target_loss`` per token for token classification (``[batch, seq, labels]``), averaged over the real
+    (unpadded) tokens only: padding carries no teacher prediction."""
+    if student_logits.shape != teacher_logits.shape:
+        raise ValueError(
+            f"Student logits {tuple(student_logits.shape)} and teacher logits {tuple(teacher_logits.shape)} differ; "
+            "token distillation needs the same label set and the same tokenization on both sides."
+        )
+    student = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    teacher = F.softmax(teacher_logits.float() / temperature, dim=-1)
+    return masked_mean(_kl_divergence(teacher, student), attention_mask) * temperature**2

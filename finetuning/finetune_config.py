@@ -69,7 +69,58 @@ class FinetuneConfig(TrainingArguments):
                   "result. Papers: 1e-5 2e-5 3e-5 (002, GLUE), 1e-4 2e-4 3e-4 (002, CoNLL), 1e-5 2e-5 5e-5 (003)."},
     )  # fmt: skip
 
+    distillation_alpha: float = field(
+        default=0.5,
+        metadata={"help": "With --teacher: weight of the hard-label loss; the teacher's soft targets get 1 - alpha "
+                  "(0 = learn from the teacher alone, 1 = ignore it)."},
+    )  # fmt: skip
+    distillation_temperature: float = field(
+        default=2.0,
+        metadata={"help": "With --teacher: softmax temperature T of the soft targets (the loss is scaled by T^2, "
+                  "Hinton et al. 2015; DistilBERT uses 2). Regression distills the teacher's value with MSE."},
+    )  # fmt: skip
+    augment_copies: int = field(
+        default=0,
+        metadata={"help": "With --teacher: add this many perturbed copies of every training example (word masking "
+                  "and n-gram sampling, Tang et al. 2019), labelled by the teacher's predictions (sentence tasks)."},
+    )  # fmt: skip
+    augmentation_seed: int = field(
+        default=0, metadata={"help": "Seed of --augment_copies (independent of --seed, so seeds share a transfer set)."}
+    )
+    teacher_cache_dir: str | None = field(
+        default=None,
+        metadata={"help": "With --teacher: where the teacher's logits are cached, keyed by teacher, tokenizer, data "
+                  "and max length (default: $COMPACT_BERT_CACHE or ~/.cache/compact_bert/teacher_outputs)."},
+    )  # fmt: skip
+    capacity_factor: str = field(
+        default="none",
+        metadata={"help": "MoE models: expert capacity while fine-tuning. 'none' (default): no limit, no token is "
+                  "dropped even when the task's text routes differently from the distillation corpus; "
+                  "'checkpoint': the model's own (e.g. 1.25); or a number > 0."},
+    )  # fmt: skip
+
+    def resolved_capacity_factor(self, checkpoint_value: float | None) -> float | None:
+        """The capacity factor to fine-tune with, given the checkpoint's."""
+        if self.capacity_factor == "none":
+            return None
+        if self.capacity_factor == "checkpoint":
+            return checkpoint_value
+        return float(self.capacity_factor)
+
     def __post_init__(self):
+        if self.capacity_factor not in ("none", "checkpoint"):
+            try:
+                value = float(self.capacity_factor)
+            except ValueError:
+                value = float("nan")
+            if not value > 0:
+                raise ValueError(f"`capacity_factor` must be 'none', 'checkpoint' or a number > 0, got {self.capacity_factor!r}.")
+        if self.augment_copies < 0:
+            raise ValueError(f"`augment_copies` must be >= 0, got {self.augment_copies}.")
+        if not 0.0 <= self.distillation_alpha <= 1.0:
+            raise ValueError(f"`distillation_alpha` must be in [0, 1], got {self.distillation_alpha}.")
+        if not self.distillation_temperature > 0:
+            raise ValueError(f"`distillation_temperature` must be > 0, got {self.distillation_temperature}.")
         if self.early_stopping_patience is not None and self.early_stopping_patience <= 0:
             self.early_stopping_patience = None
         if self.router_aux_loss_coef is not None and self.router_aux_loss_coef < 0:

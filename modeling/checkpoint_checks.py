@@ -30,7 +30,7 @@ __all__ = ["CheckpointMismatchError", "check_loaded_checkpoint"]
 # Config fields a tensor dimension can be; the first whose value matches a differing dimension is named, after
 # the fields that the tensor's name points at (``_FIELDS_BY_TENSOR_NAME``).
 _SIZE_FIELDS = (
-    "vocab_size", "hidden_size", "intermediate_size", "num_experts", "num_attention_experts", "embedding_size",
+    "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_experts", "num_attention_experts", "embedding_size",
     "intra_bottleneck_size", "max_position_embeddings", "type_vocab_size", "num_labels", "num_attention_heads",
 )  # fmt: skip
 _FIELDS_BY_TENSOR_NAME = (

@@ -64,6 +64,8 @@ def _sparse_flops(config: SparseBertConfigBase, n: int) -> int:
     learned_router = config.router_type == "top1"
     layer = 4 * 2 * n * hidden * hidden  # Q, K, V, output: each token through one (expert) matrix
     layer += 2 * 2 * n * n * hidden  # scores and context
+    if config.num_experts > 1:
+        ffn = config.expert_intermediate_size
     layer += 2 * 2 * n * hidden * ffn  # FFN: each token through one expert
     if learned_router and config.num_attention_experts > 1:
         layer += 2 * n * hidden * config.num_attention_experts

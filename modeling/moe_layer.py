@@ -438,7 +438,7 @@ class MoEFeedForward(nn.Module):
         self.experts = MoEExperts(
             config.num_experts,
             config.hidden_size,
-            config.intermediate_size,
+            config.expert_intermediate_size,
             config.hidden_act,
             config.pack_inference_weights,
         )

@@ -111,3 +111,43 @@ def test_token_sampling_respects_the_mask_and_is_deterministic():
         sample_token_groups(mask, 32, 4)
     with pytest.raises(ValueError, match="multiple of `group_size`"):
         sample_token_groups(mask, 10, 4)
+
+
+def _autograd_relation_loss(student_states, teacher_states, heads, mask):
+    """The relation loss as compact-bert computed it before the fused ``_RelationKL`` (autograd through
+    ``log_softmax`` and ``xlogy``): the fused loss must give the same values and gradients."""
+    from torch.nn import functional as F
+
+    def log_relation(states):
+        batch, seq, width = states.shape
+        split = states.float().view(batch, seq, heads, width // heads).transpose(1, 2)
+        scores = split @ split.transpose(-1, -2) / (width // heads) ** 0.5
+        scores = scores.masked_fill(~mask.bool()[:, None, None, :], torch.finfo(scores.dtype).min)
+        return F.log_softmax(scores, dim=-1)
+
+    losses = []
+    for name in ("query", "key", "value"):
+        teacher = log_relation(teacher_states[name]).exp()
+        divergence = (torch.xlogy(teacher, teacher) - teacher * log_relation(student_states[name])).sum(-1).mean(1)
+        weights = mask.to(divergence.dtype)
+        losses.append((divergence * weights).sum() / weights.sum())
+    return torch.stack(losses).mean()
+
+
+@pytest.mark.parametrize("seq", [7, 40])
+def test_fused_relation_loss_matches_the_autograd_formulation(seq, monkeypatch):
+    import compact_bert.distillation.losses as losses
+
+    monkeypatch.setattr(losses, "_RELATION_CHUNK_ELEMENTS", 5 * seq * seq)  # chunks of 5 of 12 rows: the last one partial
+    generator = torch.Generator().manual_seed(seq)
+    student = {name: torch.randn(3, seq, 24, generator=generator, requires_grad=True) for name in ("query", "key", "value")}
+    teacher = {name: torch.randn(3, seq, 48, generator=generator) for name in ("query", "key", "value")}
+    mask = torch.ones(3, seq, dtype=torch.long)
+    mask[1, seq // 2 :] = 0
+    expected = _autograd_relation_loss(student, teacher, 4, mask)
+    expected_grads = torch.autograd.grad(expected, list(student.values()))
+    got = self_attention_relation_loss(student, teacher, 4, mask)
+    got_grads = torch.autograd.grad(got, list(student.values()))
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-7)
+    for got_grad, expected_grad in zip(got_grads, expected_grads):
+        torch.testing.assert_close(got_grad, expected_grad, rtol=1e-5, atol=1e-8)

@@ -1,0 +1,377 @@
+"""Initialize a MiniMoE / MoE-BERT student from a pretrained BERT-like teacher instead of random weights.
+
+Students that start from their teacher need a fraction of the distillation that random ones need: DistilBERT
+starts from every other teacher layer (Sanh et al., 2019, §3), Minitron prunes the width of a trained model by
+activation importance and then distills (Muralidharan et al., 2024), sparse upcycling copies a trained dense FFN
+into every expert (Komatsuzaki et al., 2023), MoEBERT splits it into experts by neuron importance (Zuo et al.,
+2022). ``initialize_from_teacher`` does all four, as far as the student's shape asks:
+
+- **depth** — student layer ``i`` copies teacher layer ``layer_map[i]`` (embeddings, attention, FFN, norms).
+  The default map is uniform and keeps the teacher's last layer: ``ceil((i + 1) · L_t / L_s) − 1`` (6 → 3 layers:
+  teacher layers 1, 3, 5, 0-based, i.e. DistilBERT's every other layer);
+- **width** — a narrower student keeps the most important residual channels (one subset, shared by the embeddings
+  and every layer, since they add into one residual stream), the most important heads of each layer (head size must
+  match) and the most important FFN neurons of each layer (``importance.py`` measures them);
+- **experts** — a dense FFN becomes the student's experts: copies (upcycling) when an expert is as wide as the
+  FFN, an importance split (MoEBERT §3.1: the top ``s`` neurons shared by every expert, the rest dealt out to the
+  experts in importance order) when experts are narrower; ``s = (E·w − d) / (E − 1)`` shares just enough for the
+  experts to cover all ``d`` neurons. A learned top-1 router starts balanced: its weights are random directions
+  whitened by the covariance of the student's own input to that block (measured on calibration text once the
+  weights are in place) and its bias removes their mean, so every expert takes
+  about ``1/E`` of the tokens; they are scaled so that the logits are tiny and every gate ``p_k`` starts at
+  ``1/E`` (to 1e-4 relative), and the experts' output weights are multiplied by ``E``: at step 0 an upcycled block
+  computes the dense FFN's output whatever the routing.
+
+The mapping is returned as a JSON-ready record, which the CLI prints and writes into the config
+(``teacher_initialization``) and the model card.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from ..configuration.sparse_bert_base import SparseBertConfigBase
+from .importance import TeacherActivationStatistics, measure_moe_inputs
+from .teacher_weights import EncoderWeights, LayerWeights, TeacherShapeError, read_encoder_weights
+
+__all__ = [
+    "ROUTER_LOGIT_SCALE",
+    "initialize_from_teacher",
+    "needs_activation_statistics",
+    "parse_layer_map",
+    "shared_neuron_count",
+    "uniform_layer_map",
+]
+
+# Standard deviation of a fresh router's logits over the calibration tokens: small enough that every gate p_k is
+# 1/E to about 1e-4 relative (so upcycled experts reproduce the dense FFN), large enough to be far above float32
+# rounding (the argmax is scale-free: tiny logits route exactly as large ones would).
+ROUTER_LOGIT_SCALE = 1e-4
+
+
+def uniform_layer_map(teacher_layers: int, student_layers: int) -> list[int]:
+    """0-based teacher layer of each student layer: evenly spaced, ending at the teacher's last layer."""
+    if student_layers > teacher_layers:
+        raise TeacherShapeError(
+            f"The student has num_hidden_layers={student_layers} but the teacher only {teacher_layers}; give a "
+            "--layer_map that repeats teacher layers explicitly, or a student of at most that depth."
+        )
+    return [math.ceil((index + 1) * teacher_layers / student_layers) - 1 for index in range(student_layers)]
+
+
+def parse_layer_map(text: str | Sequence[int] | None, teacher_layers: int, student_layers: int) -> list[int]:
+    """``None``/``"uniform"`` → ``uniform_layer_map``; else a comma-separated list (or sequence) of 0-based teacher
+    layers, one per student layer, each checked against both depths."""
+    if text is None or text == "uniform":
+        return uniform_layer_map(teacher_layers, student_layers)
+    if isinstance(text, str):
+        try:
+            layer_map = [int(item) for item in text.split(",")]
+        except ValueError:
+            raise TeacherShapeError(
+                f"layer_map {text!r} must be 'uniform' or comma-separated 0-based teacher layers, e.g. '1,3,5'."
+            ) from None
+    else:
+        layer_map = [int(item) for item in text]
+    if len(layer_map) != student_layers:
+        raise TeacherShapeError(
+            f"layer_map {layer_map} names {len(layer_map)} teacher layers but the student has "
+            f"num_hidden_layers={student_layers}: give one teacher layer per student layer."
+        )
+    bad = [layer for layer in layer_map if not 0 <= layer < teacher_layers]
+    if bad:
+        raise TeacherShapeError(
+            f"layer_map {layer_map}: teacher layers {bad} are out of range; the teacher has {teacher_layers} layers "
+            f"(valid: 0 to {teacher_layers - 1})."
+        )
+    return layer_map
+
+
+def shared_neuron_count(num_experts: int, expert_width: int, ffn_width: int) -> int:
+    """MoEBERT's shared neurons ``s``: just enough that ``s + E·(w − s)`` covers the ``d`` neurons, rounded up (so
+    that every expert is filled): where the sizes do not divide, the ``d − s − E·(w − s) ≤ E − 2`` least important
+    neurons are left out; where even disjoint experts cannot cover the FFN, ``s = 0`` and the least important
+    neurons beyond ``E·w`` are left out."""
+    if num_experts == 1:
+        return expert_width
+    return max(0, math.ceil((num_experts * expert_width - ffn_width) / (num_experts - 1)))
+
+
+def _top(scores: torch.Tensor, count: int) -> torch.Tensor:
+    """Indices of the ``count`` largest scores, in increasing index order (so kept units keep their order)."""
+    if count >= scores.shape[-1]:
+        return torch.arange(scores.shape[-1])
+    return torch.topk(scores, count, sorted=False).indices.sort().values
+
+
+def _student_shape(config: SparseBertConfigBase) -> tuple[int, int, int]:
+    return config.hidden_size, config.num_attention_heads, config.intermediate_size
+
+
+def needs_activation_statistics(student_config: SparseBertConfigBase, teacher_config) -> bool:
+    """Whether initializing this student needs ``measure_teacher_activations``: a narrower width, fewer heads or
+    neurons, or experts narrower than the FFN (split by neuron importance)."""
+    hidden, heads, intermediate = _student_shape(student_config)
+    narrower = (hidden < teacher_config.hidden_size or heads < teacher_config.num_attention_heads
+                or intermediate < teacher_config.intermediate_size)  # fmt: skip
+    split = student_config.num_experts > 1 and student_config.expert_intermediate_size < intermediate
+    return narrower or split
+
+
+def _check_shapes(config: SparseBertConfigBase, teacher: EncoderWeights) -> None:
+    hidden, heads, intermediate = _student_shape(config)
+    problems = []
+    if config.vocab_size != teacher.word_embeddings.shape[0]:
+        problems.append(f"vocab_size {config.vocab_size} differs from the teacher's {teacher.word_embeddings.shape[0]} "
+                        "(both must read the same token ids: use the teacher's tokenizer and vocab_size)")  # fmt: skip
+    if config.hidden_act != teacher.hidden_act:
+        problems.append(f"hidden_act {config.hidden_act!r} differs from the teacher's {teacher.hidden_act!r}")
+    if hidden > teacher.hidden_size:
+        problems.append(f"hidden_size {hidden} is larger than the teacher's {teacher.hidden_size} (valid: at most that)")
+    if hidden // heads != teacher.head_size:
+        problems.append(f"hidden_size / num_attention_heads = {hidden // heads} must equal the teacher's head size "
+                        f"{teacher.head_size} (valid: num_attention_heads = hidden_size / {teacher.head_size})")  # fmt: skip
+    if heads > teacher.num_attention_heads:
+        problems.append(f"num_attention_heads {heads} is more than the teacher's {teacher.num_attention_heads}")
+    if config.num_attention_experts != 1:
+        problems.append(f"num_attention_experts {config.num_attention_experts}: only dense attention (1) is "
+                        "initialized from a teacher")  # fmt: skip
+    teacher_experts = teacher.layers[0].num_experts
+    if teacher_experts > 1:
+        if (config.num_experts, config.expert_intermediate_size, intermediate) != (
+            teacher_experts, teacher.intermediate_size, teacher.intermediate_size
+        ):
+            problems.append(f"the teacher's FFNs are {teacher_experts} experts of width {teacher.intermediate_size}: "
+                            "the student must have the same num_experts and expert width")  # fmt: skip
+    elif intermediate > teacher.intermediate_size:
+        problems.append(f"intermediate_size {intermediate} is larger than the teacher's {teacher.intermediate_size}")
+    if config.num_experts > 1 and config.expert_intermediate_size > intermediate:
+        problems.append(f"moe_intermediate_size {config.expert_intermediate_size} is larger than intermediate_size "
+                        f"{intermediate} (an expert is at most the FFN it comes from)")  # fmt: skip
+    if config.max_position_embeddings > teacher.position_embeddings.shape[0]:
+        problems.append(f"max_position_embeddings {config.max_position_embeddings} is more than the teacher's "
+                        f"{teacher.position_embeddings.shape[0]}")  # fmt: skip
+    if problems:
+        raise TeacherShapeError("Cannot initialize the student from the teacher: " + "; ".join(problems) + ".")
+
+
+def _copy(parameter: torch.Tensor, value: torch.Tensor, name: str) -> None:
+    if parameter.shape != value.shape:  # a bug of this module, never the user's input
+        raise RuntimeError(f"{name}: mapped teacher tensor {tuple(value.shape)} != student {tuple(parameter.shape)}")
+    parameter.copy_(value.to(parameter.dtype))
+
+
+def _copy_linear(module: nn.Linear, weight_bias, rows: torch.Tensor, columns: torch.Tensor, name: str) -> None:
+    weight, bias = weight_bias
+    _copy(module.weight, weight[rows][:, columns], f"{name}.weight")
+    _copy(module.bias, bias[rows], f"{name}.bias")
+
+
+def _copy_norm(module: nn.LayerNorm, weight_bias, channels: torch.Tensor, name: str) -> None:
+    _copy(module.weight, weight_bias[0][channels], f"{name}.weight")
+    _copy(module.bias, weight_bias[1][channels], f"{name}.bias")
+
+
+def _head_rows(heads: torch.Tensor, head_size: int) -> torch.Tensor:
+    return (heads[:, None] * head_size + torch.arange(head_size)).reshape(-1)
+
+
+def _copy_attention(attention: nn.Module, source: LayerWeights, heads, channels, head_size: int, name: str) -> None:
+    rows = _head_rows(heads, head_size)
+    for projection in ("query", "key", "value"):
+        _copy_linear(getattr(attention.self, projection), getattr(source, projection), rows, channels,
+                     f"{name}.self.{projection}")  # fmt: skip
+    _copy_linear(attention.output.dense, source.attention_output, channels, rows, f"{name}.output.dense")
+    _copy_norm(attention.output.LayerNorm, source.attention_norm, channels, f"{name}.output.LayerNorm")
+
+
+def _expert_neurons(importance: torch.Tensor | None, ffn_width: int, num_experts: int, expert_width: int):
+    """Per expert, the FFN neurons it gets (indices into the student's dense FFN), and the shared count."""
+    if expert_width == ffn_width:
+        return [torch.arange(ffn_width)] * num_experts, ffn_width
+    shared = shared_neuron_count(num_experts, expert_width, ffn_width)
+    ranked = torch.argsort(importance, descending=True, stable=True)
+    top, rest = ranked[:shared], ranked[shared:]
+    own = expert_width - shared
+    slices = [rest[expert : num_experts * own : num_experts] for expert in range(num_experts)]
+    return [torch.cat([top, own_slice]).sort().values for own_slice in slices], shared
+
+
+def _calibrate_routers(student, encoder, calibration, seed: int, copied: bool) -> bool:
+    """Balance every learned router of ``student`` on its own MoE inputs, block after block (each block's inputs
+    measured with the routers before it already set); ``False`` when there is nothing to calibrate."""
+    layers = [layer for layer in encoder.encoder.layer if hasattr(layer, "moe") and hasattr(layer.moe.router, "gate")]
+    if copied or not layers:
+        return False
+    if calibration is None:
+        raise TeacherShapeError("The student's learned routers are balanced on calibration text: pass `calibration` "
+                                "(a few batches of model inputs).")  # fmt: skip
+    generator = torch.Generator().manual_seed(seed)
+    for layer in layers:
+        mean, covariance = measure_moe_inputs(student, layer.moe, calibration)
+        _balanced_router(layer.moe.router.gate, mean, covariance, generator)
+    return True
+
+
+def _balanced_router(gate: nn.Linear, mean: torch.Tensor, covariance: torch.Tensor, generator) -> None:
+    """Random whitened directions, centred on the FFN input's mean, scaled to logits of std ``ROUTER_LOGIT_SCALE``."""
+    eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
+    floor = eigenvalues.max().clamp(min=1e-12) * 1e-6
+    inverse_root = eigenvectors @ torch.diag(eigenvalues.clamp(min=floor).rsqrt()) @ eigenvectors.T
+    directions = torch.randn(gate.out_features, gate.in_features, generator=generator, dtype=torch.float64)
+    directions = directions / directions.norm(dim=-1, keepdim=True)  # unit logit variance after whitening
+    weight = ROUTER_LOGIT_SCALE * directions @ inverse_root
+    _copy(gate.weight, weight, "router.gate.weight")
+    _copy(gate.bias, -(weight @ mean), "router.gate.bias")
+
+
+def _copy_ffn(layer: nn.Module, source: LayerWeights, neurons, channels, student_config, statistics, teacher_index,
+              name: str) -> dict:  # fmt: skip
+    """The student's FFN (dense, or experts made from the dense FFN) from teacher FFN ``source``; a record of how."""
+    _copy_norm(layer.output.LayerNorm, source.ffn_norm, channels, f"{name}.output.LayerNorm")
+    if source.num_experts > 1:  # an MoE teacher of the same shape: experts and router as they are
+        experts = layer.moe.experts
+        _copy(experts.fc1_weight, source.ffn_in[0][:, :, channels], f"{name}.moe.experts.fc1_weight")
+        _copy(experts.fc1_bias, source.ffn_in[1], f"{name}.moe.experts.fc1_bias")
+        _copy(experts.fc2_weight, source.ffn_out[0][:, channels], f"{name}.moe.experts.fc2_weight")
+        _copy(experts.fc2_bias, source.ffn_out[1][:, channels], f"{name}.moe.experts.fc2_bias")
+        if source.router is not None and hasattr(layer.moe.router, "gate"):
+            _copy_linear(layer.moe.router.gate, source.router, torch.arange(source.router[0].shape[0]), channels,
+                         f"{name}.moe.router.gate")  # fmt: skip
+        return {"mode": "copied"}
+    fc1_weight, fc1_bias = source.ffn_in[0][neurons][:, channels], source.ffn_in[1][neurons]
+    fc2_weight, fc2_bias = source.ffn_out[0][channels][:, neurons], source.ffn_out[1][channels]
+    if student_config.num_experts == 1:
+        _copy_linear(layer.intermediate.dense, (fc1_weight, fc1_bias), torch.arange(len(neurons)),
+                     torch.arange(len(channels)), f"{name}.intermediate.dense")  # fmt: skip
+        _copy(layer.output.dense.weight, fc2_weight, f"{name}.output.dense.weight")
+        _copy(layer.output.dense.bias, fc2_bias, f"{name}.output.dense.bias")
+        return {"mode": "dense"}
+    num_experts, width = student_config.num_experts, student_config.expert_intermediate_size
+    importance = None if statistics is None or statistics.neuron_importance is None else \
+        statistics.neuron_importance[teacher_index][neurons]  # fmt: skip
+    per_expert, shared = _expert_neurons(importance, len(neurons), num_experts, width)
+    router = layer.moe.router
+    learned = hasattr(router, "gate")
+    # Every gate p_k starts at 1/E for a learned router (see the module docstring); hash routing's gate is 1.
+    scale = float(num_experts) if learned else 1.0
+    experts = layer.moe.experts
+    for expert, kept in enumerate(per_expert):
+        _copy(experts.fc1_weight[expert], fc1_weight[kept], f"{name}.moe.experts.fc1_weight[{expert}]")
+        _copy(experts.fc1_bias[expert], fc1_bias[kept], f"{name}.moe.experts.fc1_bias[{expert}]")
+        _copy(experts.fc2_weight[expert], scale * fc2_weight[:, kept], f"{name}.moe.experts.fc2_weight[{expert}]")
+        _copy(experts.fc2_bias[expert], scale * fc2_bias, f"{name}.moe.experts.fc2_bias[{expert}]")
+    if learned:  # calibrated on the student's own MoE inputs once every weight is in place (``_calibrate_routers``)
+        router.gate.weight.zero_()
+        router.gate.bias.zero_()
+    if width == len(neurons):
+        return {"mode": "upcycled", "experts": num_experts}
+    return {"mode": "split", "experts": num_experts, "expert_width": width, "shared_neurons": shared}
+
+
+def _copy_task_head(student: nn.Module, teacher: nn.Module, channels: torch.Tensor) -> str:
+    """A fine-tuned teacher's classifier, when the student has the same kind of head over the same labels: the
+    student then starts by predicting what the teacher predicts (``new`` when there is none to copy)."""
+    student_head, teacher_head = getattr(student, "classifier", None), getattr(teacher, "classifier", None)
+    same_kind = type(student).__name__.rsplit("For", 1)[-1] == type(teacher).__name__.rsplit("For", 1)[-1]
+    if not (isinstance(student_head, nn.Linear) and isinstance(teacher_head, nn.Linear) and same_kind):
+        return "new"
+    if student_head.out_features != teacher_head.out_features or student.config.id2label != teacher.config.id2label:
+        return "new"
+    _copy_linear(student_head, _linear_weights(teacher_head), torch.arange(teacher_head.out_features), channels,
+                 "classifier")  # fmt: skip
+    return "copied"
+
+
+def _linear_weights(module: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+    return module.weight.detach(), module.bias.detach()
+
+
+@torch.no_grad()
+def initialize_from_teacher(
+    student: nn.Module,
+    teacher: nn.Module,
+    layer_map: str | Sequence[int] | None = None,
+    statistics: TeacherActivationStatistics | None = None,
+    calibration: Sequence[dict] | None = None,
+    seed: int = 0,
+    teacher_name: str | None = None,
+) -> dict:
+    """Copy ``teacher``'s weights into ``student`` (a compact-bert MiniMoE / MoE-BERT model, base or with a head) as
+    the module docstring describes; return the record of the mapping.
+
+    ``statistics`` (``measure_teacher_activations`` on a few hundred blocks of the training text) is required when
+    ``needs_activation_statistics`` says so; ``calibration`` (batches of model inputs) whenever the student has
+    learned routers to balance. A task head is copied from a fine-tuned teacher with the same kind of
+    head over the same labels (``task_head`` in the record), else left as initialized.
+    """
+    config = student.config
+    if not isinstance(config, SparseBertConfigBase):
+        raise TeacherShapeError(
+            f"Only MiniMoE / MoE-BERT students (model_type minimoe, moe_bert) can be initialized from a teacher; got "
+            f"model_type {getattr(config, 'model_type', '?')!r}."
+        )
+    source = read_encoder_weights(teacher)
+    _check_shapes(config, source)
+    if statistics is None and needs_activation_statistics(config, teacher.config):
+        raise TeacherShapeError(
+            "This student is narrower than its teacher or has learned routers: initializing it needs the teacher's "
+            "activation statistics (measure_teacher_activations on a few hundred blocks of text)."
+        )
+    layers = parse_layer_map(layer_map, source.num_hidden_layers, config.num_hidden_layers)
+    hidden, heads, intermediate = _student_shape(config)
+    channels = (torch.arange(source.hidden_size) if hidden == source.hidden_size
+                else _top(statistics.channel_importance, hidden))  # fmt: skip
+    encoder = getattr(student, "base_model", student)
+    embeddings = encoder.embeddings
+    _copy(embeddings.word_embeddings.weight, source.word_embeddings[:, channels], "embeddings.word_embeddings")
+    _copy(embeddings.position_embeddings.weight, source.position_embeddings[: config.max_position_embeddings][:, channels],
+          "embeddings.position_embeddings")  # fmt: skip
+    token_types = source.token_type_embeddings[:, channels]
+    rows = torch.arange(config.type_vocab_size).clamp(max=token_types.shape[0] - 1)  # one-type teachers: row 0 for all
+    _copy(embeddings.token_type_embeddings.weight, token_types[rows], "embeddings.token_type_embeddings")
+    _copy_norm(embeddings.LayerNorm, source.embedding_norm, channels, "embeddings.LayerNorm")
+    record_layers = []
+    for index, teacher_index in enumerate(layers):
+        layer, weights = encoder.encoder.layer[index], source.layers[teacher_index]
+        kept_heads = (torch.arange(source.num_attention_heads) if heads == source.num_attention_heads
+                      else _top(statistics.head_importance[teacher_index], heads))  # fmt: skip
+        neurons = (torch.arange(source.intermediate_size) if intermediate == source.intermediate_size
+                   else _top(statistics.neuron_importance[teacher_index], intermediate))  # fmt: skip
+        name = f"encoder.layer.{index}"
+        _copy_attention(layer.attention, weights, kept_heads, channels, source.head_size, f"{name}.attention")
+        ffn = _copy_ffn(layer, weights, neurons, channels, config, statistics, teacher_index, name)
+        record_layers.append({
+            "teacher_layer": teacher_index,
+            "heads": "all" if heads == source.num_attention_heads else kept_heads.tolist(),
+            "ffn_neurons": "all" if intermediate == source.intermediate_size else f"top {intermediate} by importance",
+            **ffn,
+        })  # fmt: skip
+    auxiliary = getattr(encoder.encoder, "auxiliary_attention", None)
+    if auxiliary is not None:  # aligned with the teacher's last layer in relation distillation: start from it
+        last = source.num_hidden_layers - 1
+        kept_heads = (torch.arange(source.num_attention_heads) if heads == source.num_attention_heads
+                      else _top(statistics.head_importance[last], heads))  # fmt: skip
+        _copy_attention(auxiliary, source.layers[last], kept_heads, channels, source.head_size, "auxiliary_attention")
+    pooler = getattr(encoder, "pooler", None)
+    if pooler is not None and source.pooler is not None:
+        _copy_linear(pooler.dense, source.pooler, channels, channels, "pooler.dense")
+    calibrated = _calibrate_routers(student, encoder, calibration, seed, source.layers[0].num_experts > 1)
+    return {
+        "task_head": _copy_task_head(student, teacher, channels),
+        **({"routers": "balanced on the student's inputs (whitened random directions)"} if calibrated else {}),
+        "teacher": teacher_name or getattr(teacher.config, "_name_or_path", "") or source.model_type,
+        "teacher_model_type": source.model_type,
+        "layer_map": layers,
+        "hidden_channels": "all" if hidden == source.hidden_size else f"top {hidden} of {source.hidden_size} by importance",
+        **({} if hidden == source.hidden_size else {"channel_indices": channels.tolist()}),
+        "layers": record_layers,
+        "importance": None if statistics is None else {
+            "criterion": "activation-based (Minitron, Muralidharan et al. 2024, sec. 2.2)",
+            "tokens": statistics.num_tokens,
+        },
+    }  # fmt: skip

@@ -1,0 +1,97 @@
+"""What the commands call to start a student from its teacher: calibration data, the decision, the record.
+
+``initialization_blocker`` says why a student cannot start from a teacher (``None`` when it can), so that
+``--init_from_teacher auto`` initializes wherever the shapes allow and says why not elsewhere.
+``initialize_student`` measures the teacher's activations when the student needs them, copies the weights
+(``teacher_init.initialize_from_teacher``), prints the mapping and writes it into the student's config.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Iterable
+
+import torch
+
+from .importance import measure_teacher_activations
+from .teacher_init import initialize_from_teacher, needs_activation_statistics
+from .teacher_weights import TeacherShapeError, read_encoder_weights
+
+__all__ = [
+    "CALIBRATION_EXAMPLES",
+    "calibration_batches",
+    "initialization_blocker",
+    "initialize_student",
+    "summarize_record",
+    "teacher_statistics",
+]
+
+logger = logging.getLogger(__name__)
+
+# Examples (or corpus blocks) the importance and router statistics average over: a few hundred, as Minitron's
+# calibration set (1,024 samples for LLMs; our encoders are far smaller).
+CALIBRATION_EXAMPLES = 256
+_INPUT_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def calibration_batches(dataset, collator, limit: int = CALIBRATION_EXAMPLES, batch_size: int = 32) -> list[dict]:
+    """The first ``limit`` examples of a tokenized dataset, collated into batches of model inputs."""
+    count = min(limit, len(dataset))
+    batches = []
+    for start in range(0, count, batch_size):
+        features = []
+        for index in range(start, min(start + batch_size, count)):
+            example = dataset[index]
+            features.append({name: example[name] for name in _INPUT_COLUMNS if name in example})
+        batch = collator(features)
+        if "attention_mask" not in batch:
+            batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+        batches.append({name: batch[name] for name in _INPUT_COLUMNS if name in batch})
+    return batches
+
+
+def initialization_blocker(student_config, teacher) -> str | None:
+    """Why ``teacher`` cannot initialize a student of ``student_config``, or ``None`` when it can."""
+    from ..configuration.sparse_bert_base import SparseBertConfigBase
+    from .teacher_init import _check_shapes  # the checks, without copying anything
+
+    if not isinstance(student_config, SparseBertConfigBase):
+        return f"model_type {student_config.model_type!r} students are not initialized from a teacher"
+    try:
+        _check_shapes(student_config, read_encoder_weights(teacher))
+    except TeacherShapeError as error:
+        return str(error)
+    return None
+
+
+def teacher_statistics(student_config, teacher, calibration: Iterable[dict] | None):
+    """The teacher's activation statistics when a student of ``student_config`` needs them, else ``None``."""
+    if not needs_activation_statistics(student_config, teacher.config):
+        return None
+    if calibration is None:
+        raise TeacherShapeError("Initializing this student needs calibration text for the teacher's activations.")
+    return measure_teacher_activations(teacher, calibration)
+
+
+def initialize_student(student, teacher, layer_map: str | None, statistics, calibration, seed: int,
+                       teacher_name: str) -> dict:  # fmt: skip
+    """Initialize ``student`` from ``teacher`` (``statistics`` from ``teacher_statistics``, ``calibration`` batches
+    for the routers); print the record and store it as ``config.teacher_initialization``."""
+    record = initialize_from_teacher(student, teacher, layer_map=layer_map, statistics=statistics,
+                                     calibration=calibration, seed=seed, teacher_name=teacher_name)  # fmt: skip
+    student.config.teacher_initialization = record
+    print("Student initialized from its teacher: " + json.dumps(summarize_record(record)))
+    return record
+
+
+def summarize_record(record: dict) -> dict:
+    """The record in one line: layer map, width, experts and task head."""
+    modes = sorted({layer["mode"] for layer in record["layers"]})
+    first = record["layers"][0]
+    experts = {key: first[key] for key in ("experts", "expert_width", "shared_neurons") if key in first}
+    return {
+        "teacher": record["teacher"], "layer_map": record["layer_map"], "hidden_channels": record["hidden_channels"],
+        "heads": "all" if all(layer["heads"] == "all" for layer in record["layers"]) else "top by importance",
+        "ffn_neurons": first["ffn_neurons"], "ffn": "/".join(modes), **experts, "task_head": record.get("task_head"),
+    }  # fmt: skip

@@ -1,0 +1,63 @@
+"""Transfer-set augmentation for task distillation: more inputs for the teacher to label.
+
+A teacher fine-tuned on a few thousand sentences knows more than their labels say; it can say it only about inputs
+the student is shown. Tang et al. (2019, "Distilling Task-Specific Knowledge from BERT into Simple Neural
+Networks", §3.2) grow the transfer set with rule-based perturbations of the training sentences and label every
+new sentence with the teacher's prediction; TinyBERT (§3.1, data augmentation) does the same with a masked LM.
+We implement the two rules of Tang et al. that need no other model, per word:
+
+- **masking**: each word becomes the tokenizer's mask token with probability ``p_mask`` (0.1);
+- **n-gram sampling**: with probability ``p_ng`` (0.25) the sentence is cut to a random n-gram, ``n`` uniform in
+  1..5 (paper's range).
+
+(Their third rule, part-of-speech-guided word replacement, needs a tagger and is not implemented.) Sentence pairs
+are perturbed sentence by sentence. The augmentation depends only on its own seed, not on the run's, so every seed
+of a grid trains on the same transfer set and reuses the teacher's cached logits.
+"""
+
+from __future__ import annotations
+
+import random
+
+import datasets
+
+__all__ = ["AUGMENTED_COLUMN", "augment_sentences", "augment_split"]
+
+AUGMENTED_COLUMN = "augmented"
+MASK_PROBABILITY = 0.1
+NGRAM_PROBABILITY = 0.25
+MAX_NGRAM = 5
+
+
+def augment_sentences(text: str, mask_token: str, rng: random.Random) -> str:
+    """One perturbed copy of ``text`` (module docstring); never empty for a non-empty input."""
+    words = text.split()
+    if not words:
+        return text
+    words = [mask_token if rng.random() < MASK_PROBABILITY else word for word in words]
+    if rng.random() < NGRAM_PROBABILITY:
+        length = rng.randint(1, min(MAX_NGRAM, len(words)))
+        start = rng.randint(0, len(words) - length)
+        words = words[start : start + length]
+    return " ".join(words)
+
+
+def augment_split(split: datasets.Dataset, text_columns: tuple[str, ...], copies: int, mask_token: str,
+                  seed: int) -> datasets.Dataset:  # fmt: skip
+    """``split`` followed by ``copies`` perturbed copies of every example (original order, copy after copy), with a
+    boolean ``augmented`` column; the copies keep their source's label until the teacher relabels them."""
+    if copies < 1:
+        return split.add_column(AUGMENTED_COLUMN, [False] * len(split))
+    rng = random.Random(seed)
+    columns = {name: list(split[name]) for name in split.column_names}
+    added = {name: [] for name in split.column_names}
+    for _ in range(copies):
+        for index in range(len(split)):
+            for name in split.column_names:
+                value = columns[name][index]
+                added[name].append(augment_sentences(str(value), mask_token, rng) if name in text_columns and value
+                                   is not None else value)  # fmt: skip
+    merged = {name: columns[name] + added[name] for name in split.column_names}
+    merged[AUGMENTED_COLUMN] = [False] * len(split) + [True] * (copies * len(split))
+    return datasets.Dataset.from_dict(merged, features=datasets.Features({**split.features,
+                                                                          AUGMENTED_COLUMN: datasets.Value("bool")}))
