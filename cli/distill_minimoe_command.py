@@ -17,7 +17,7 @@ from pathlib import Path
 
 import transformers
 
-from ..configuration import MiniMoEConfig
+from ..configuration import PRESETS, MiniMoEConfig, preset_config
 from ..distillation.compat import FROM_PRETRAINED_KWARGS
 from ..distillation.data import (
     PACKAGED_TEACHER,
@@ -31,10 +31,19 @@ from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
+from ..distillation.teacher_init_runner import start_from_teacher
+from .main_job_comparison import COMPARISON_FLAGS, INHERITED_TRAINING_FLAGS, comparison_table, run_comparison, time_comparison
 from .main_job_shipping import print_shipping_summary, ship_when_possible
 from ..modeling.model_stats import count_parameters
 from . import finetune_command
-from .training_common import build_from_preset, parse_arguments, train_and_report, write_summary_and_card
+from .training_common import (
+    build_from_preset,
+    invoked_command_line,
+    parse_arguments,
+    parse_json_object,
+    train_and_report,
+    write_summary_and_card,
+)
 
 __all__ = ["MainJobFinetuneArguments", "MiniMoEStudentArguments", "finetune_arguments", "run"]
 
@@ -45,19 +54,6 @@ DESCRIPTION = (
     "(teacher -> TA -> student). Then the student is fine-tuned on the bundled SST-2 slice and its SST-2 dev "
     "accuracy reported (--finetune false to skip). Every TrainingArguments flag is accepted (for distillation)."
 )
-# The main job's fine-tuning: 3 epochs over the bundled slice (3,000 GLUE train sentences, 282 steps), batch 32,
-# 64 tokens (paper 002 Table 7 for SST-2), learning rate 3e-4 (the top of paper 003's adapter / paper 002's CoNLL
-# grid), evaluated once at the end — no checkpoint selection on the dev set. Epochs and rate were chosen on 1,000
-# other GLUE *train* sentences (>= 8 words, not in the slice), never on the dev set: from the distilled student,
-# 1 epoch at 1e-4 stayed at chance (0.51), 3 epochs at 1e-4 reached 0.70, 3 at 3e-4 0.76, 5 at 3e-4 0.75. The 3
-# epochs took 36 s of training on a 2-core machine shared with a full CI run (within the ~2 minute budget).
-MAIN_JOB_FINETUNE_FLAGS = (
-    "--task_name", "sst2", "--num_train_epochs", "3", "--learning_rate", "3e-4", "--per_device_train_batch_size", "32",
-    "--max_seq_length", "64", "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
-    "--logging_strategy", "steps", "--logging_steps", "25",
-)  # fmt: skip
-# Distillation flags the fine-tuning run inherits, so that one command line sets them for both.
-INHERITED_TRAINING_FLAGS = ("seed", "use_cpu", "disable_tqdm", "dataloader_num_workers")
 
 
 @dataclass
@@ -65,10 +61,26 @@ class MiniMoEStudentArguments:
     teacher: str = field(
         default=PACKAGED_TEACHER, metadata={"help": f"Teacher folder, or '{PACKAGED_TEACHER}' for the packaged one."}
     )
-    student_preset: str = field(default="minimoe-4l-192h", metadata={"help": "Student preset (see `compact-bert presets`)."})
+    student_preset: str = field(
+        default="minilm-3l-384h",
+        metadata={"help": "Student preset (see `compact-bert presets`). The default, the 3-layer MiniLM, is the fastest "
+                  "student that keeps 97% of the packaged teacher's SST-2 accuracy on this CPU (docs/students.md); "
+                  "its 4-expert MiniMoE twin (minimoe-3l-384h) reached the same accuracy at 1.3x its latency."},
+    )  # fmt: skip
     student_overrides: str = field(
         default="{}", metadata={"help": "JSON object of student config fields, e.g. '{\"num_experts\": 8, \"capacity_factor\": 2.0}'."}
     )
+    init_from_teacher: str = field(
+        default="auto",
+        metadata={"help": "'auto' (default): start the student from its teacher wherever the shapes allow (layer map, "
+                  "importance-ranked width, upcycled or split experts, balanced routers; distillation/teacher_init.py); "
+                  "'none': random initialization."},
+    )  # fmt: skip
+    layer_map: str = field(
+        default="uniform",
+        metadata={"help": "With --init_from_teacher: 0-based teacher layer of each student layer ('1,3,5'), or "
+                  "'uniform' (evenly spaced, ending at the teacher's last layer)."},
+    )  # fmt: skip
     teacher_assistant_preset: str | None = field(
         default=None, metadata={"help": "Distill this preset from the teacher first, then the student from it."}
     )
@@ -98,8 +110,21 @@ class MainJobFinetuneArguments:
         default=None, metadata={"help": "Dev data; default: the bundled GLUE SST-2 dev set (872 sentences, complete)."}
     )
     finetune_output_dir: str | None = field(
-        default=None, metadata={"help": "Where the fine-tuned student goes; default: <output_dir>-sst2."}
-    )
+        default=None,
+        metadata={"help": "Where the fine-tuned student goes; default: <output_dir>-sst2 (the teacher and the baseline "
+                  "go to <output_dir>-teacher-sst2 and <output_dir>-baseline-sst2)."},
+    )  # fmt: skip
+    augment_copies: int = field(
+        default=2,
+        metadata={"help": "Task distillation of the student: perturbed copies of every training sentence that the "
+                  "fine-tuned teacher labels (Tang et al. 2019); 0 distills on the training sentences alone."},
+    )  # fmt: skip
+    compare: bool = field(
+        default=True,
+        metadata={"help": "Also fine-tune the teacher (which then teaches the student its task) and the layer-dropped "
+                  "baseline the same way, and time all three side by side. 'false': fine-tune the student on the "
+                  "labels alone."},
+    )  # fmt: skip
     export_onnx: bool = field(
         default=True,
         metadata={"help": "After fine-tuning: export the classifier to ONNX + dynamic int8 (into <folder>/onnx), "
@@ -108,8 +133,8 @@ class MainJobFinetuneArguments:
     )  # fmt: skip
     finetune_args: str = field(
         default="",
-        metadata={"help": "Further `compact-bert finetune` flags, which override the main job's (3 epochs, batch 32, "
-                  "64 tokens, learning rate 3e-4), e.g. '--num_train_epochs 3 --seeds 0 1' or '--peft lora'."},
+        metadata={"help": "Further `compact-bert finetune` flags for every model of the task stage, which override the "
+                  "main job's (3 epochs, batch 32, 64 tokens, learning rate 1e-4), e.g. '--num_train_epochs 4'."},
     )  # fmt: skip
 
 
@@ -123,12 +148,14 @@ def _distill(teacher, student, training_args, datasets, collator, tokenizer, ext
     total, active = count_parameters(student)
     return train_and_report(trainer, tokenizer, training_args, {
         **extra, "student_total_params": total, "student_active_params_per_token": active,
-        "load_with": f"transformers.AutoModel.from_pretrained({str(Path(training_args.output_dir).resolve())!r})",
+        "load_with": f"transformers.AutoModel.from_pretrained({str(Path(training_args.output_dir).resolve())!r}, "
+                     "trust_remote_code=True)",
     })  # fmt: skip
 
 
 def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args) -> list[str]:
-    """The ``compact-bert finetune`` command line of the main job's fine-tuning step."""
+    """The ``compact-bert finetune`` command line of the student's fine-tuning on the labels alone
+    (``--compare false``)."""
     files = bundled_sst2_files()
     output_dir = finetune_args.finetune_output_dir or f"{str(training_args.output_dir).rstrip('/')}-sst2"
     inherited = [item for name in INHERITED_TRAINING_FLAGS for item in (f"--{name}", str(getattr(training_args, name)))]
@@ -137,7 +164,7 @@ def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments
         "--model_name_or_path", student_dir, "--output_dir", output_dir,
         "--train_file", finetune_args.finetune_train_file or str(files["train"]),
         "--validation_file", finetune_args.finetune_validation_file or str(files["validation"]),
-        *MAIN_JOB_FINETUNE_FLAGS, *inherited, "--report_to", *report_to, *shlex.split(finetune_args.finetune_args),
+        *COMPARISON_FLAGS, *inherited, "--report_to", *report_to, *shlex.split(finetune_args.finetune_args),
     ]  # fmt: skip
 
 
@@ -145,6 +172,8 @@ def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArgumen
     """The fine-tuning step's command line and parsed arguments; bad --finetune_args fail here, and ``run`` calls
     this before distilling, so that they fail in seconds rather than after the distillation."""
     argv = finetune_arguments(student_dir, finetune_args, training_args)
+    if finetune_args.compare:
+        argv = [*argv, "--augment_copies", str(finetune_args.augment_copies)]
     try:
         return argv, finetune_command.parse_finetune_arguments(argv)
     except ValueError as error:
@@ -152,7 +181,7 @@ def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArgumen
 
 
 def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args) -> dict:
-    """Run ``compact-bert finetune`` on the student; the summary fields the main job adds to its own."""
+    """Fine-tune the student on the labels alone (``--compare false``); the summary fields the main job adds."""
     start = time.perf_counter()
     argv, (model_args, data_args, finetune_config) = _parse_finetune_step(student_dir, finetune_args, training_args)
     runs = finetune_command.finetune(model_args, data_args, finetune_config, argv)
@@ -165,13 +194,47 @@ def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments,
         "finetune_seconds": seconds,
         "finetune_output_dir": str(Path(finetune_config.output_dir).resolve()),
         "finetune_load_with": "transformers.AutoModelForSequenceClassification.from_pretrained("
-                              f"{str(Path(finetune_config.output_dir).resolve())!r})",
+                              f"{str(Path(finetune_config.output_dir).resolve())!r}, trust_remote_code=True)",
         "finetune_runs": len(runs),
         "finetune_train_file": data_args.train_file,
         "finetune_validation_file": data_args.validation_file,
         "finetune_max_eval_samples": data_args.max_eval_samples,
         "finetune_max_seq_length": data_args.resolved_max_seq_length(),
     }
+
+
+def _main_job(student_args, finetune_args, training_args) -> dict:
+    """The main job with the comparison (the default): the teacher fine-tuned on the task teaches a student that
+    starts from its layers; no general distillation (a student initialized from the fine-tuned teacher kept more of
+    its accuracy than one initialized from the pretrained teacher and distilled on the corpus first:
+    docs/students.md). Returns the job's summary."""
+    if student_args.student_preset not in PRESETS:
+        raise SystemExit(f"Unknown --student_preset {student_args.student_preset!r}; valid presets: {', '.join(sorted(PRESETS))}.")
+    try:
+        config = preset_config(student_args.student_preset,
+                               **parse_json_object(student_args.student_overrides, "student_overrides"))  # fmt: skip
+    except ValueError as error:
+        raise SystemExit(f"--student_overrides: {error}") from None
+    if not isinstance(config, MiniMoEConfig):
+        raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MiniMoE/MiniLM preset.")
+    output_dir = str(training_args.output_dir).rstrip("/")
+    student_flags = ["--model_overrides", student_args.student_overrides, "--init_from_teacher",
+                     "auto" if student_args.init_from_teacher == "auto" else "none", "--layer_map", student_args.layer_map,
+                     "--augment_copies", str(finetune_args.augment_copies)]  # fmt: skip
+    summary = {
+        "output_dir": str(Path(output_dir).resolve()), "role": "main job", "teacher": student_args.teacher,
+        "student_preset": student_args.student_preset, "command_line": invoked_command_line(),
+    }  # fmt: skip
+    summary.update(run_comparison(
+        student_args.student_preset, student_args.teacher, output_dir, training_args,
+        finetune_args.finetune_train_file, finetune_args.finetune_validation_file, student_flags,
+        shlex.split(finetune_args.finetune_args), student_output_dir=finetune_args.finetune_output_dir,
+    ))  # fmt: skip
+    student = transformers.AutoModel.from_pretrained(summary["finetune_output_dir"])
+    total, active = count_parameters(student)
+    summary.update({"student_total_params": total, "student_active_params_per_token": active,
+                    "teacher_initialization": student.config.teacher_initialization})  # fmt: skip
+    return summary
 
 
 def run(argv: list[str]) -> int:
@@ -181,6 +244,10 @@ def run(argv: list[str]) -> int:
     )  # fmt: skip
     if finetune_args.finetune:
         _parse_finetune_step(training_args.output_dir, finetune_args, training_args)
+    if finetune_args.finetune and finetune_args.compare:
+        summary = _main_job(student_args, finetune_args, training_args)
+        _ship_and_report(summary, finetune_args, training_args)
+        return 0
     try:
         teacher = load_encoder(student_args.teacher)
     except (ValueError, OSError) as error:
@@ -201,6 +268,8 @@ def run(argv: list[str]) -> int:
             assistant = build_from_preset(student_args.teacher_assistant_preset, student_args.teacher_assistant_overrides,
                                           "teacher_assistant_overrides", transformers.AutoModel)  # fmt: skip
             check_model_compatibility(assistant.config, tokenizer, corpus.block_size)
+            start_from_teacher(assistant, teacher, student_args.teacher, student_args.init_from_teacher, "uniform",
+                               datasets[0], tokenizer, training_args.seed)  # fmt: skip
             assistant_args = dataclasses.replace(
                 training_args, output_dir=str(assistant_dir),
                 max_steps=student_args.teacher_assistant_max_steps or training_args.max_steps,
@@ -208,18 +277,31 @@ def run(argv: list[str]) -> int:
             _distill(teacher, assistant, assistant_args, datasets, collator, tokenizer,
                      {"role": "teacher_assistant", "teacher": student_args.teacher, "data": dataclasses.asdict(corpus)})
         teacher = transformers.AutoModel.from_pretrained(assistant_dir, **FROM_PRETRAINED_KWARGS)
+    initialization = start_from_teacher(student, teacher, student_args.teacher, student_args.init_from_teacher,
+                                        student_args.layer_map, datasets[0], tokenizer, training_args.seed)  # fmt: skip
     summary = _distill(teacher, student, training_args, datasets, collator, tokenizer, {
         "role": "student", "teacher": student_args.teacher,
         "teacher_assistant": student_args.teacher_assistant_preset, "data": dataclasses.asdict(corpus),
+        **({"teacher_initialization": initialization} if initialization else {}),
     })  # fmt: skip
     if finetune_args.finetune:
         summary.update(_finetune_student(summary["output_dir"], finetune_args, training_args))
-        # A grid of fine-tuning seeds leaves one folder per seed: there is no single classifier to ship.
-        shipped = training_args.should_save and finetune_args.export_onnx and summary["finetune_runs"] == 1
-        shipped = shipped and ship_when_possible(summary)
-        if training_args.should_save:
-            write_summary_and_card(summary["output_dir"], summary)
-            print(json.dumps(summary, indent=2))
-        if shipped:
-            print_shipping_summary(summary)
+        _ship_and_report(summary, finetune_args, training_args)
     return 0
+
+
+def _ship_and_report(summary: dict, finetune_args: MainJobFinetuneArguments, training_args) -> None:
+    """Export, evaluate and time the fine-tuned student (and, with the comparison, time it against the teacher and
+    the baseline); write the summary and card; print the closing tables."""
+    # A grid of fine-tuning seeds leaves one folder per seed: there is no single classifier to ship.
+    shipped = training_args.should_save and finetune_args.export_onnx and summary["finetune_runs"] == 1
+    shipped = shipped and ship_when_possible(summary)
+    if shipped and "comparison" in summary:
+        summary["comparison"]["latency_ms"] = time_comparison(summary)
+    if training_args.should_save:
+        Path(summary["output_dir"]).mkdir(parents=True, exist_ok=True)
+        write_summary_and_card(summary["output_dir"], summary)
+    if shipped:
+        print_shipping_summary(summary)
+    if "comparison" in summary:
+        print("\n" + comparison_table(summary))

@@ -11,6 +11,7 @@ from ..configuration import MoEBertConfig
 from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
 from ..distillation.tcd_config import TransferCapabilityDistillationConfig
 from ..distillation.tcd_trainer import TransferCapabilityDistillationTrainer
+from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import masked_token_accuracy, prepare_block_datasets, preprocess_logits_for_accuracy
 from .training_common import build_from_preset, parse_arguments, train_and_report
@@ -30,6 +31,12 @@ class TransferCapabilityStudentArguments:
     teacher: str = field(default=None, metadata={"help": "Folder of the vanilla (dense) BERT teacher."})
     student_preset: str = field(default="moe-bert-small", metadata={"help": "MoE-BERT student preset."})
     student_overrides: str = field(default="{}", metadata={"help": "JSON object of student config fields."})
+    init_from_teacher: str = field(
+        default="auto",
+        metadata={"help": "'auto' (default): start the student from its teacher wherever the shapes allow (layers of "
+                  "--layer_map or evenly spaced, importance-ranked width, upcycled or split experts; "
+                  "distillation/teacher_init.py); 'none': random initialization."},
+    )  # fmt: skip
 
     def __post_init__(self):
         if not self.teacher:
@@ -51,6 +58,8 @@ def run(argv: list[str]) -> int:
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MoE-BERT preset.")
     tokenizer = default_tokenizer()
     train, held_out = prepare_block_datasets(corpus, tokenizer, student.config, with_pairs=False)
+    initialization = start_from_teacher(student, teacher, student_args.teacher, student_args.init_from_teacher,
+                                        training_args.parsed_layer_map, train, tokenizer, training_args.seed)  # fmt: skip
     try:
         trainer = TransferCapabilityDistillationTrainer(
             model=student, teacher=teacher, args=training_args, train_dataset=train, eval_dataset=held_out,
@@ -59,5 +68,8 @@ def run(argv: list[str]) -> int:
         )  # fmt: skip
     except ValueError as error:
         raise SystemExit(f"distill tcd: {error}") from None
-    train_and_report(trainer, tokenizer, training_args, {"teacher": student_args.teacher, "data": dataclasses.asdict(corpus)})
+    train_and_report(trainer, tokenizer, training_args, {
+        "teacher": student_args.teacher, "data": dataclasses.asdict(corpus),
+        **({"teacher_initialization": initialization} if initialization else {}),
+    })  # fmt: skip
     return 0

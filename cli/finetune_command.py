@@ -24,7 +24,6 @@ from transformers import (
     AutoTokenizer,
     DataCollatorForTokenClassification,
     DataCollatorWithPadding,
-    EarlyStoppingCallback,
 )
 
 from ..configuration import PRESETS, preset_config
@@ -38,7 +37,6 @@ from ..finetuning.data import (
     tokenize_token_dataset,
 )
 from ..finetuning.finetune_config import FinetuneConfig
-from ..distillation.run_errors import RunSettingsError
 from ..distillation.teacher_init_runner import (
     calibration_batches,
     initialization_blocker,
@@ -49,6 +47,7 @@ from ..distillation.teacher_init import parse_layer_map
 from ..distillation.teacher_weights import TeacherShapeError
 from ..distillation.teachers import load_encoder
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
+from ..finetuning.run_honesty import ReportingEarlyStopping, reported_checkpoint, single_class_warning
 from ..finetuning.task_distillation import (
     TaskDistillationTrainer,
     TeacherLogitsCollator,
@@ -246,8 +245,10 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
     train, validation = tokenized
     has_eval = validation is not None
     callbacks = []
+    early_stopping = None
     if has_eval and training_args.early_stopping_patience:
-        callbacks.append(EarlyStoppingCallback(early_stopping_patience=training_args.early_stopping_patience))
+        early_stopping = ReportingEarlyStopping(early_stopping_patience=training_args.early_stopping_patience)
+        callbacks.append(early_stopping)
     trainer_class = TaskDistillationTrainer if model_args.teacher else FinetuneTrainer
     trainer = trainer_class(
         model=model, args=training_args, train_dataset=train, eval_dataset=validation, data_collator=data_collator,
@@ -262,7 +263,16 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
         **({"adapter_size": model_args.peft_r} if model_args.peft == "lora" else {}),
         **({"teacher_initialization": initialization} if initialization else {}),
         **({"task_distillation": start.distillation} if start is not None and start.distillation else {}),
+        **({"reported_checkpoint": reported_checkpoint(training_args)} if has_eval else {}),
     })  # fmt: skip
+    if early_stopping is not None and early_stopping.stop is not None:
+        summary["stopped_early"] = early_stopping.stop
+    warning = single_class_warning(summary)
+    if warning:
+        print(f"WARNING: {warning}")
+        summary["single_class_predictions"] = True
+    if (early_stopping is not None and early_stopping.stop) or warning:
+        write_summary_and_card(training_args.output_dir, summary)
     trainer.save_state()  # trainer_state.json: the logged loss terms of every step, next to the model
     if model_args.merge and trainer.is_world_process_zero():
         summary["merged_model_dir"] = save_merged(trainer.model, tokenizer, Path(training_args.output_dir) / "merged")
@@ -352,10 +362,7 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
         data_collator = DataCollatorWithPadding(tokenizer)
     start = _StudentStart()
     if model_args.teacher:
-        try:
-            task_teacher = load_task_teacher(model_args.teacher, splits.task_type, splits.label_names, tokenizer)
-        except RunSettingsError as error:
-            raise SystemExit(str(error)) from None
+        task_teacher = load_task_teacher(model_args.teacher, splits.task_type, splits.label_names, tokenizer)
         tokenized[0], cache = attach_teacher_logits(task_teacher, tokenized[0], tokenizer, data_collator, max_length,
                                                     splits.task_type, training_args.teacher_cache_dir)  # fmt: skip
         if AUGMENTED_COLUMN in train_split.column_names:

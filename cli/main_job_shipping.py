@@ -84,9 +84,14 @@ def summary_table(summary: dict) -> str:
         ("ONNX files: fp32 / int8",
          f"{summary['onnx_fp32_bytes'] / mb:.1f} MB / {summary['onnx_int8_bytes'] / mb:.1f} MB "
          f"(parity with PyTorch {summary['onnx_parity_max_abs_diff']:.1e})"),
-        ("distilled student", summary["output_dir"]),
-        ("fine-tuned classifier (+ onnx/, latency.json, README.md card)", summary["finetune_output_dir"]),
     ]  # fmt: skip
+    if "comparison" in summary:
+        folders = summary["comparison"]["folders"]
+        rows += [("teacher fine-tuned on the task", folders["teacher"]), ("layer-dropped baseline", folders["baseline"]),
+                 ("run summary", summary["output_dir"])]  # fmt: skip
+    else:
+        rows.append(("distilled student", summary["output_dir"]))
+    rows.append(("student classifier (+ onnx/, latency.json, README.md card)", summary["finetune_output_dir"]))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
 

@@ -66,6 +66,8 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
     - transformers 5: ``--warmup_ratio R`` → ``--warmup_steps R``
       (5 reads a value below 1 as a ratio); ``--overwrite_output_dir`` is dropped (neither line's Trainer
       ever refused an existing output folder);
+    - ``--group_by_length true`` (4.57) and ``--train_sampling_strategy group_by_length`` (5) are each other's
+      spelling: batches of similar lengths, less padding;
     - transformers 4.57: ``--warmup_steps R`` with 0 < R < 1 → ``--warmup_ratio R`` (4.57 wants an integer);
       ``--warmup_ratio R`` without whole ``--warmup_steps`` also sets ``--warmup_steps 0``, since 4.57 ignores
       the ratio when warmup_steps (e.g. a config's default) is positive.
@@ -79,6 +81,15 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
         name = token.split("=", 1)[0]
         value, span = _flag_value(argv, index)
         replacement: str | None = name
+        if TRANSFORMERS_5 and name == "--group_by_length":
+            grouped = value is None or value.lower() in ("true", "1", "yes")
+            translated += ["--train_sampling_strategy", "group_by_length" if grouped else "random"]
+            index += span
+            continue
+        if not TRANSFORMERS_5 and name == "--train_sampling_strategy":
+            translated += ["--group_by_length", str(value == "group_by_length").lower()]
+            index += span
+            continue
         if name == "--evaluation_strategy":
             replacement = "--eval_strategy"
         elif name == "--no_cuda":

@@ -18,13 +18,19 @@ class MiniMoEDistillationConfig(TrainingArguments):
 
     output_dir: str | None = field(default="outputs/minimoe-student", metadata={"help": "Where the student is saved."})
     max_steps: int = field(
-        default=200, metadata={"help": "Optimizer steps (the paper trains far longer); -1 trains --num_train_epochs instead."}
-    )
+        default=50,
+        metadata={"help": "Optimizer steps of general distillation (the paper trains far longer; a student that starts "
+                  "from its teacher needs few); -1 trains --num_train_epochs instead."},
+    )  # fmt: skip
     per_device_train_batch_size: int = field(default=16, metadata={"help": "Blocks per device and step."})
-    learning_rate: float = field(default=1e-3, metadata={"help": "Peak learning rate (students start from scratch)."})
-    warmup_steps: WarmupSteps = field(default=20, metadata={"help": "Linear warm-up steps."})
+    learning_rate: float = field(
+        default=1e-4,
+        metadata={"help": "Peak learning rate: 1e-4 for a student that starts from its teacher (the default); a student "
+                  "from random weights (--init_from_teacher none) learns faster at 1e-3."},
+    )  # fmt: skip
+    warmup_steps: WarmupSteps = field(default=5, metadata={"help": "Linear warm-up steps."})
     logging_steps: float = field(default=20, metadata={"help": "Log every N steps."})
-    save_steps: float = field(default=50, metadata={"help": "Checkpoint every N steps (resume with --resume_from_checkpoint last)."})
+    save_steps: float = field(default=25, metadata={"help": "Checkpoint every N steps (resume with --resume_from_checkpoint last)."})
     save_total_limit: int | None = field(default=2, metadata={"help": "Keep at most this many checkpoints."})
     teacher_layer: int = field(
         default=-1,

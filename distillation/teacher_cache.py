@@ -26,6 +26,8 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
+from .run_errors import RunSettingsError
+
 __all__ = [
     "CACHE_FORMAT",
     "TeacherCacheError",
@@ -44,7 +46,7 @@ _MANIFEST_FILE = "manifest.json"
 _CHUNK = 1 << 20
 
 
-class TeacherCacheError(ValueError):
+class TeacherCacheError(RunSettingsError):
     """A cache entry exists but cannot be trusted; the message names its folder and how to rebuild it."""
 
 

@@ -40,6 +40,7 @@ from .teacher_weights import EncoderWeights, LayerWeights, TeacherShapeError, re
 
 __all__ = [
     "ROUTER_LOGIT_SCALE",
+    "check_teacher_shapes",
     "initialize_from_teacher",
     "needs_activation_statistics",
     "parse_layer_map",
@@ -122,7 +123,8 @@ def needs_activation_statistics(student_config: SparseBertConfigBase, teacher_co
     return narrower or split
 
 
-def _check_shapes(config: SparseBertConfigBase, teacher: EncoderWeights) -> None:
+def check_teacher_shapes(config: SparseBertConfigBase, teacher: EncoderWeights) -> None:
+    """Raise ``TeacherShapeError`` naming every field of ``config`` that ``teacher`` cannot initialize."""
     hidden, heads, intermediate = _student_shape(config)
     problems = []
     if config.vocab_size != teacher.word_embeddings.shape[0]:
@@ -316,11 +318,11 @@ def initialize_from_teacher(
             f"model_type {getattr(config, 'model_type', '?')!r}."
         )
     source = read_encoder_weights(teacher)
-    _check_shapes(config, source)
+    check_teacher_shapes(config, source)
     if statistics is None and needs_activation_statistics(config, teacher.config):
         raise TeacherShapeError(
-            "This student is narrower than its teacher or has learned routers: initializing it needs the teacher's "
-            "activation statistics (measure_teacher_activations on a few hundred blocks of text)."
+            "This student is narrower than its teacher or splits its FFN into narrower experts: initializing it needs "
+            "the teacher's activation statistics (measure_teacher_activations on a few hundred blocks of text)."
         )
     layers = parse_layer_map(layer_map, source.num_hidden_layers, config.num_hidden_layers)
     hidden, heads, intermediate = _student_shape(config)

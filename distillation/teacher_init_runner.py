@@ -15,7 +15,7 @@ from typing import Iterable
 import torch
 
 from .importance import measure_teacher_activations
-from .teacher_init import initialize_from_teacher, needs_activation_statistics
+from .teacher_init import check_teacher_shapes, initialize_from_teacher, needs_activation_statistics, parse_layer_map
 from .teacher_weights import TeacherShapeError, read_encoder_weights
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "calibration_batches",
     "initialization_blocker",
     "initialize_student",
+    "start_from_teacher",
     "summarize_record",
     "teacher_statistics",
 ]
@@ -36,15 +37,16 @@ _INPUT_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
 
 
 def calibration_batches(dataset, collator, limit: int = CALIBRATION_EXAMPLES, batch_size: int = 32) -> list[dict]:
-    """The first ``limit`` examples of a tokenized dataset, collated into batches of model inputs."""
-    count = min(limit, len(dataset))
+    """The first ``limit`` examples of a tokenized dataset (a streaming one too), collated into batches of model
+    inputs."""
+    features = []
+    for example in dataset:
+        if len(features) == limit:
+            break
+        features.append({name: example[name] for name in _INPUT_COLUMNS if name in example})
     batches = []
-    for start in range(0, count, batch_size):
-        features = []
-        for index in range(start, min(start + batch_size, count)):
-            example = dataset[index]
-            features.append({name: example[name] for name in _INPUT_COLUMNS if name in example})
-        batch = collator(features)
+    for start in range(0, len(features), batch_size):
+        batch = collator(features[start : start + batch_size])
         if "attention_mask" not in batch:
             batch["attention_mask"] = torch.ones_like(batch["input_ids"])
         batches.append({name: batch[name] for name in _INPUT_COLUMNS if name in batch})
@@ -54,12 +56,11 @@ def calibration_batches(dataset, collator, limit: int = CALIBRATION_EXAMPLES, ba
 def initialization_blocker(student_config, teacher) -> str | None:
     """Why ``teacher`` cannot initialize a student of ``student_config``, or ``None`` when it can."""
     from ..configuration.sparse_bert_base import SparseBertConfigBase
-    from .teacher_init import _check_shapes  # the checks, without copying anything
 
     if not isinstance(student_config, SparseBertConfigBase):
         return f"model_type {student_config.model_type!r} students are not initialized from a teacher"
     try:
-        _check_shapes(student_config, read_encoder_weights(teacher))
+        check_teacher_shapes(student_config, read_encoder_weights(teacher))
     except TeacherShapeError as error:
         return str(error)
     return None
@@ -95,3 +96,29 @@ def summarize_record(record: dict) -> dict:
         "heads": "all" if all(layer["heads"] == "all" for layer in record["layers"]) else "top by importance",
         "ffn_neurons": first["ffn_neurons"], "ffn": "/".join(modes), **experts, "task_head": record.get("task_head"),
     }  # fmt: skip
+
+
+def start_from_teacher(student, teacher, teacher_name: str, choice: str, layer_map, blocks, tokenizer,
+                       seed: int) -> dict | None:  # fmt: skip
+    """``--init_from_teacher`` of the distillation commands: ``auto`` initializes ``student`` from ``teacher``
+    wherever the shapes allow (saying why not elsewhere), ``none`` keeps the random initialization. Calibration text:
+    the first blocks of the training corpus."""
+    from transformers import DataCollatorWithPadding
+
+    from .run_errors import RunSettingsError
+
+    if choice not in ("auto", "none"):
+        raise RunSettingsError(f"--init_from_teacher must be 'auto' or 'none' here, got {choice!r}.")
+    if choice == "none":
+        return None
+    blocker = initialization_blocker(student.config, teacher)
+    if blocker is not None:
+        print(f"The student starts from random weights, not from its teacher: {blocker}")
+        return None
+    try:
+        parse_layer_map(layer_map, teacher.config.num_hidden_layers, student.config.num_hidden_layers)
+    except TeacherShapeError as error:
+        raise RunSettingsError(f"--layer_map: {error}") from None
+    calibration = calibration_batches(blocks, DataCollatorWithPadding(tokenizer))
+    statistics = teacher_statistics(student.config, teacher, calibration)
+    return initialize_student(student, teacher, layer_map, statistics, calibration, seed, teacher_name)

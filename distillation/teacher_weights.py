@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .run_errors import RunSettingsError
+
 __all__ = ["EncoderWeights", "LayerWeights", "TeacherShapeError", "read_encoder_weights"]
 
 # Encoders whose position ids start after the padding index (``create_position_ids_from_input_ids``): their
@@ -23,7 +25,7 @@ _PADDING_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "xlm-roberta
 _NOT_BERT_LIKE = ("mobilebert", "compact_mobilebert", "ib_bert")
 
 
-class TeacherShapeError(ValueError):
+class TeacherShapeError(RunSettingsError):
     """The teacher cannot initialize this student; the message names the config field and what would be valid."""
 
 

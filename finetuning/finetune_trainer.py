@@ -91,6 +91,10 @@ def build_compute_metrics(task_type: str, label_names: list[str] | None, glue_ta
         logits = _first(eval_prediction.predictions)
         labels = _first(eval_prediction.label_ids)
         predictions = logits.squeeze(-1) if task_type == "regression" else np.argmax(logits, axis=-1)
-        return metric.compute(predictions=predictions, references=labels)
+        scores = metric.compute(predictions=predictions, references=labels)
+        if task_type != "regression" and len(predictions):
+            # The share of the most frequent predicted class: 1.0 flags a classifier that answers one class.
+            scores["majority_prediction_share"] = float(np.bincount(predictions).max() / len(predictions))
+        return scores
 
     return compute_sequence

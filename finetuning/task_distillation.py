@@ -80,7 +80,11 @@ def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None
     if teacher_tokenizer_files:
         from transformers import AutoTokenizer
 
-        teacher_tokenizer = AutoTokenizer.from_pretrained(path)
+        try:
+            teacher_tokenizer = AutoTokenizer.from_pretrained(path)
+        except (OSError, ValueError) as error:
+            raise RunSettingsError(f"--teacher {folder}: its tokenizer files cannot be read ({error}); the teacher's "
+                                   "folder must hold the tokenizer it was trained with.") from None  # fmt: skip
         if tokenizer_fingerprint(teacher_tokenizer) != tokenizer_fingerprint(tokenizer):
             raise RunSettingsError(
                 f"--teacher {folder}: its tokenizer ({len(teacher_tokenizer)} tokens) is not the student's "

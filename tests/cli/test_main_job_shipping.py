@@ -25,3 +25,18 @@ def test_summary_table_reports_every_measured_field():
     for text in ("11.3M / 7.8M", "0.7213 / 0.7213 / 0.7179", "98.9%", "batch 1 x 128", "12.0 / 5.5 / 3.3",
                  "46.2 MB / 26.4 MB", "2.4e-07", "outputs/minimoe-student-sst2"):  # fmt: skip
         assert text in table, text
+
+
+def test_comparison_table_shows_share_kept_and_latency_ratios():
+    from compact_bert.cli.main_job_comparison import comparison_table
+
+    table = comparison_table({"comparison": {
+        "sst2_accuracy": {"teacher": 0.8314, "baseline": 0.7924, "student": 0.8096},
+        "share_of_teacher_kept": {"baseline": 0.9531, "student": 0.9738},
+        "latency_ms": {"teacher eager": 18.0, "teacher (compact-bert path) eager": 10.0, "baseline eager": 5.4,
+                       "student eager": 5.4, "teacher onnx": 10.0, "student onnx": 5.0},
+    }})  # fmt: skip
+    lines = {line.split("  ")[0]: line for line in table.splitlines()}
+    assert "97.4%" in lines["student"] and "0.30x" in lines["student"] and "0.50x" in lines["student"]
+    assert "95.3%" in lines["baseline"] and "79.2%" in lines["baseline"]
+    assert "0.56x" in lines["teacher (compact-bert path)"] and "100%" in lines["teacher"]

@@ -18,7 +18,7 @@ from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, envir
 from tests.remote_code_helpers import load_in_fresh_process
 
 TINY_MINIMOE = json.dumps({"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128,
-                           "num_hidden_layers": 2, "max_position_embeddings": 64})  # fmt: skip
+                           "num_hidden_layers": 2, "max_position_embeddings": 64, "num_experts": 4})  # fmt: skip
 TINY_ASSISTANT = json.dumps({"hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 256,
                              "num_hidden_layers": 2, "max_position_embeddings": 64})  # fmt: skip
 TINY_MOE_BERT = json.dumps({"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
@@ -61,8 +61,9 @@ def _tcd(teacher, output, steps, *extra):
 
 
 def test_main_job_folder_loads_everywhere(tmp_path):
-    """The main job at tiny size: distill, save a folder that loads without compact-bert, fine-tune it on the
-    bundled SST-2 slice and report a dev accuracy that the saved fine-tuned folder reproduces."""
+    """The main job at tiny size: the teacher fine-tuned on the bundled SST-2 slice teaches a student that starts
+    from its layers, beside the layer-dropped baseline; the reported accuracies are what the saved folders give,
+    the comparison table is printed, and the shipped classifier loads in a process without compact-bert."""
     output = tmp_path / "student"
     finetune_args = "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
     result = run_cli(_minimoe(output, 4, "--finetune_args", finetune_args, finetune=True))
@@ -71,17 +72,47 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     assert summary["finetune_output_dir"] == str(finetuned.resolve()) and summary["finetune_runs"] == 1
     assert summary["finetune_train_file"] == str(bundled_sst2_files()["train"]) and summary["finetune_seconds"] > 0
     assert summary["sst2_eval_accuracy"] == pytest.approx(_sst2_accuracy(finetuned, 40), abs=1e-4)
-    assert json.loads((finetuned / "run_summary.json").read_text())["optimizer_steps"] == 3  # 48 rows / 16
-    assert f'"sst2_eval_accuracy": {summary["sst2_eval_accuracy"]}' in result.stdout
-    assert summary["teacher"] == "all-MiniLM-L6-v2" and summary["optimizer_steps"] == 4
+    # 48 rows and their 2 augmented copies each, 16 a step
+    student_run = json.loads((finetuned / "run_summary.json").read_text())
+    assert student_run["optimizer_steps"] == 9
+    assert student_run["task_distillation"]["teacher"] == str(tmp_path / "student-teacher-sst2")
+    assert student_run["reported_checkpoint"] == "final model (no selection on the dev set)"
+    comparison = summary["comparison"]
+    assert comparison["baseline"].startswith("the pretrained teacher's layers 1, 3, 5")
+    for role, folder in (("teacher", "student-teacher-sst2"), ("baseline", "student-baseline-sst2")):
+        run = json.loads((tmp_path / folder / "run_summary.json").read_text())
+        assert run["eval_accuracy"] == comparison["sst2_accuracy"][role] and run["optimizer_steps"] == 3
+    assert summary["teacher"] == "all-MiniLM-L6-v2" and summary["teacher_initialization"]["layer_map"] == [2, 5]
+    config = json.loads((finetuned / "config.json").read_text())
+    assert config["teacher_initialization"]["layer_map"] == [2, 5] and config["num_experts"] == 4
+    assert config["teacher_initialization"]["hidden_channels"] == "top 64 of 384 by importance"
     assert summary["student_active_params_per_token"] < summary["student_total_params"]
-    assert "eval_relation_loss" in summary and "eval_block0_max_expert_share" in summary
-    assert str(output.resolve()) in result.stdout
+    assert "SST-2 dev acc." in result.stdout and "\nbaseline " in result.stdout
     _check_shipping_step(summary, finetuned, result.stdout)
+    inputs = {"input_ids": torch.tensor([[101, 7592, 2088, 102]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    classifier = transformers.AutoModelForSequenceClassification.from_pretrained(finetuned).eval()
+    with torch.no_grad():
+        logits = classifier(**inputs).logits
+    torch.save({"inputs": inputs, "expected": logits}, tmp_path / "classifier.pt")
+    load_in_fresh_process([{"folder": str(finetuned), "auto_name": "AutoModelForSequenceClassification",
+                            "output": "logits", "reference": str(tmp_path / "classifier.pt")}], tmp_path)  # fmt: skip
+
+
+def test_general_distillation_starts_from_the_teacher_and_loads_everywhere(tmp_path):
+    """``--finetune false``: relation distillation of a student initialized from the pretrained teacher (width
+    reduced by importance, upcycled experts); the folder records the mapping and loads without compact-bert."""
+    output = tmp_path / "student"
+    result = run_cli(_minimoe(output, 4))
+    summary = json.loads((output / "run_summary.json").read_text())
+    assert summary["teacher"] == "all-MiniLM-L6-v2" and summary["optimizer_steps"] == 4
+    assert "eval_relation_loss" in summary and "eval_block0_max_expert_share" in summary
+    assert summary["teacher_initialization"]["layers"][0]["mode"] == "upcycled"
+    assert "Student initialized from its teacher" in result.stdout and str(output.resolve()) in result.stdout
     for name in ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt", "modeling_minimoe.py"):
         assert (output / name).is_file(), name
     model = transformers.AutoModel.from_pretrained(output).eval()
     assert isinstance(model, MiniMoEModel) and model.config.num_experts == 4
+    assert model.config.teacher_initialization["layer_map"] == [2, 5]
     inputs = {"input_ids": torch.tensor([[101, 7592, 2088, 102]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
     with torch.no_grad():
         expected = model(**inputs).last_hidden_state

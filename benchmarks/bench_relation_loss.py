@@ -1,0 +1,121 @@
+"""MiniLMv2 relation distillation: the relation loss alone and whole distillation steps, before and after the fused
+``_RelationKL`` (issue 20, item 3), side by side in one run.
+
+"Before" is the autograd formulation compact-bert used until then (``log_softmax`` of both relations, ``xlogy`` and
+products, autograd through all of it), kept here as the reference; "after" is ``self_attention_relation_loss`` as
+shipped (chunks of relation heads that stay in the CPU's cache, the gradient ``softmax(S) − softmax(T)`` formed once).
+The main job's step: batch 16 x 128 tokens of the bundled corpus, MiniMoE 4L;192H student (the main job's default
+before issue 20) and the packaged all-MiniLM-L6-v2 teacher, 32 relation heads.
+
+Prints each candidate's median and the loss's share of a step, and distillation throughput in tokens per second.
+
+Run: ``python benchmarks/bench_relation_loss.py``
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import compare_latencies  # noqa: E402
+
+import compact_bert.distillation.minimoe_trainer as minimoe_trainer  # noqa: E402
+from compact_bert.configuration import preset_config  # noqa: E402
+from compact_bert.distillation.losses import self_attention_relation_loss  # noqa: E402
+from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig  # noqa: E402
+from compact_bert.distillation.teachers import load_encoder  # noqa: E402
+from compact_bert.modeling import MiniMoEModel  # noqa: E402
+
+BATCH, SEQUENCE, RELATION_HEADS = 16, 128, 32
+
+
+def autograd_relation_loss(student_states, teacher_states, num_relation_heads=32, attention_mask=None):
+    """The relation loss before the fused form (same values and gradients: tests/distillation/test_relation_losses)."""
+
+    def log_relation(states):
+        batch, seq, width = states.shape
+        split = states.float().view(batch, seq, num_relation_heads, width // num_relation_heads).transpose(1, 2)
+        scores = split @ split.transpose(-1, -2) / (width // num_relation_heads) ** 0.5
+        if attention_mask is not None:
+            scores = scores.masked_fill(~attention_mask.bool()[:, None, None, :], torch.finfo(scores.dtype).min)
+        return F.log_softmax(scores, dim=-1)
+
+    losses = []
+    mask = torch.ones(student_states["query"].shape[:2]) if attention_mask is None else attention_mask
+    for name in ("query", "key", "value"):
+        teacher = log_relation(teacher_states[name]).exp()
+        divergence = (torch.xlogy(teacher, teacher) - teacher * log_relation(student_states[name])).sum(-1).mean(1)
+        weights = mask.to(divergence.dtype)
+        losses.append((divergence * weights).sum() / weights.sum())
+    return torch.stack(losses).mean()
+
+
+def _loss_only() -> dict[str, float]:
+    generator = torch.Generator().manual_seed(0)
+    mask = torch.ones(BATCH, SEQUENCE, dtype=torch.long)
+    student = {name: torch.randn(BATCH, SEQUENCE, 192, generator=generator, requires_grad=True)
+               for name in ("query", "key", "value")}  # fmt: skip
+    teacher = {name: torch.randn(BATCH, SEQUENCE, 384, generator=generator) for name in ("query", "key", "value")}
+
+    def step(loss_function):
+        def run():
+            loss_function(student, teacher, RELATION_HEADS, mask).backward()
+
+        return run
+
+    return compare_latencies({"before": step(autograd_relation_loss), "after": step(self_attention_relation_loss)},
+                             rounds=10, warmup=2, inference=False)  # fmt: skip
+
+
+def _distillation_steps() -> dict[str, float]:
+    teacher = load_encoder("all-MiniLM-L6-v2").eval()
+    args = MiniMoEDistillationConfig(output_dir=tempfile.mkdtemp(), report_to="none", use_cpu=True, disable_tqdm=True)
+    generator = torch.Generator().manual_seed(0)
+    batch = {"input_ids": torch.randint(1000, 30000, (BATCH, SEQUENCE), generator=generator),
+             "attention_mask": torch.ones(BATCH, SEQUENCE, dtype=torch.long)}  # fmt: skip
+    trainers = {}
+    for name in ("before", "after"):
+        torch.manual_seed(0)
+        trainer = minimoe_trainer.MiniMoEDistillationTrainer(
+            model=MiniMoEModel(preset_config("minimoe-4l-192h")), teacher=teacher, args=args
+        )
+        trainer.current_gradient_accumulation_steps = 1
+        trainers[name] = trainer
+
+    def step(name, loss_function):
+        def run():
+            minimoe_trainer.self_attention_relation_loss = loss_function
+            try:
+                trainers[name].training_step(trainers[name].model.train(), dict(batch))
+            finally:
+                minimoe_trainer.self_attention_relation_loss = self_attention_relation_loss
+
+        return run
+
+    return compare_latencies({"before": step("before", autograd_relation_loss),
+                              "after": step("after", self_attention_relation_loss)},
+                             rounds=8, warmup=2, inference=False)  # fmt: skip
+
+
+def main() -> None:
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {BATCH} x {SEQUENCE} tokens, "
+          f"{RELATION_HEADS} relation heads, student 192 wide, teacher 384 wide")  # fmt: skip
+    loss = _loss_only()
+    steps = _distillation_steps()
+    tokens = BATCH * SEQUENCE
+    print(f"relation loss forward+backward: before {loss['before'] * 1e3:.0f} ms, after {loss['after'] * 1e3:.0f} ms "
+          f"({loss['after'] / loss['before']:.2f}x the time)")
+    print(f"distillation step (student forward+backward, teacher forward, loss): before {steps['before'] * 1e3:.0f} ms, "
+          f"after {steps['after'] * 1e3:.0f} ms; the loss's share of the step: before "
+          f"{loss['before'] / steps['before']:.0%}, after {loss['after'] / steps['after']:.0%}")
+    print(f"distillation throughput: before {tokens / steps['before']:.0f} tokens/s, after "
+          f"{tokens / steps['after']:.0f} tokens/s ({steps['before'] / steps['after']:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

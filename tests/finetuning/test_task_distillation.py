@@ -1,0 +1,219 @@
+"""Task distillation: the loss terms by hand, the cache of teacher logits, and ``finetune --teacher`` end to end —
+a student taught by the teacher's soft targets agrees with the teacher more than one taught by the labels."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from compact_bert.cli.main import main
+from compact_bert.distillation.losses import soft_target_loss, token_soft_target_loss
+from compact_bert.distillation.teacher_cache import (
+    TeacherCacheError,
+    cached_teacher_outputs,
+    data_fingerprint,
+    teacher_fingerprint,
+    tokenizer_fingerprint,
+)
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
+
+TINY = '{"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}'
+QUICK = ["--per_device_train_batch_size", "16", "--report_to", "none", "--eval_strategy", "no", "--save_strategy",
+         "no", "--load_best_model_at_end", "false", "--dataloader_pin_memory", "false", "--disable_tqdm", "true",
+         "--max_seq_length", "32", "--logging_strategy", "no"]  # fmt: skip
+
+
+def _softmax(values):
+    exp = np.exp(values - values.max(-1, keepdims=True))
+    return exp / exp.sum(-1, keepdims=True)
+
+
+def test_soft_target_loss_by_hand():
+    student = np.array([[1.0, 2.0, 0.5], [0.0, 0.0, 3.0]])
+    teacher = np.array([[2.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
+    temperature = 2.0
+    p, q = _softmax(teacher / temperature), _softmax(student / temperature)
+    expected = (p * (np.log(p) - np.log(q))).sum(-1).mean() * temperature**2
+    got = soft_target_loss(torch.tensor(student), torch.tensor(teacher), temperature)
+    assert got.item() == pytest.approx(expected, rel=1e-6)
+    regression = soft_target_loss(torch.tensor([[0.5], [2.0]]), torch.tensor([[1.0], [1.0]]))
+    assert regression.item() == pytest.approx((0.25 + 1.0) / 2)
+
+
+def test_token_soft_target_loss_averages_real_tokens_only():
+    generator = torch.Generator().manual_seed(0)
+    student, teacher = torch.randn(2, 5, 4, generator=generator), torch.randn(2, 5, 4, generator=generator)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    per_token = [(_softmax(teacher[b, t].numpy()) * (np.log(_softmax(teacher[b, t].numpy()))
+                  - np.log(_softmax(student[b, t].numpy())))).sum() for b in range(2) for t in range(5) if mask[b, t]]  # fmt: skip
+    assert token_soft_target_loss(student, teacher, mask).item() == pytest.approx(float(np.mean(per_token)), rel=1e-5)
+    changed = student.clone()
+    changed[0, 3:] = 100.0  # padding: never read
+    assert token_soft_target_loss(changed, teacher, mask).item() == pytest.approx(float(np.mean(per_token)), rel=1e-5)
+
+
+def test_cache_fingerprints_change_with_each_input(tmp_path):
+    from compact_bert.configuration import preset_config
+    from compact_bert.distillation.data import default_tokenizer
+    from transformers import AutoModelForSequenceClassification, BertTokenizerFast
+
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_config(preset_config("minilm-3l-96h", num_labels=2))
+    base = teacher_fingerprint(model)
+    with torch.no_grad():
+        model.classifier.bias[0] += 1e-6
+    assert teacher_fingerprint(model) != base
+    tokenizer = default_tokenizer()
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    assert tokenizer_fingerprint(BertTokenizerFast(vocab_file=str(vocab))) != tokenizer_fingerprint(tokenizer)
+    data = [{"input_ids": [101, 7, 102], "attention_mask": [1, 1, 1]}]
+    assert data_fingerprint(data) != data_fingerprint([{"input_ids": [101, 8, 102], "attention_mask": [1, 1, 1]}])
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"logits": torch.arange(6.0).view(3, 2)}
+
+    first = cached_teacher_outputs(compute, {"teacher": base, "max_length": 32}, tmp_path / "cache")
+    second = cached_teacher_outputs(compute, {"teacher": base, "max_length": 32}, tmp_path / "cache")
+    third = cached_teacher_outputs(compute, {"teacher": base, "max_length": 64}, tmp_path / "cache")
+    assert (first.reused, second.reused, third.reused) == (False, True, False) and len(calls) == 2
+    assert torch.equal(first.outputs["logits"], second.outputs["logits"]) and first.folder != third.folder
+
+
+def test_an_interrupted_write_is_rebuilt_and_a_truncated_entry_refused(tmp_path):
+    def interrupted():
+        raise KeyboardInterrupt  # the teacher's pass stopped half-way
+
+    with pytest.raises(KeyboardInterrupt):
+        cached_teacher_outputs(interrupted, {"teacher": "t"}, tmp_path)
+    assert not [path for path in tmp_path.iterdir() if not path.name.startswith(".")], "nothing is left as an entry"
+    result = cached_teacher_outputs(lambda: {"logits": torch.ones(4, 2)}, {"teacher": "t"}, tmp_path)
+    (result.folder / "manifest.json").unlink()  # a write killed before its manifest: never read as complete
+    rebuilt = cached_teacher_outputs(lambda: {"logits": torch.zeros(4, 2)}, {"teacher": "t"}, tmp_path)
+    assert not rebuilt.reused and torch.equal(rebuilt.outputs["logits"], torch.zeros(4, 2))
+    tensors = rebuilt.folder / "outputs.safetensors"
+    tensors.write_bytes(tensors.read_bytes()[:-8])
+    with pytest.raises(TeacherCacheError, match=r"outputs.safetensors does not match its manifest.*delete"):
+        cached_teacher_outputs(lambda: {"logits": torch.zeros(4, 2)}, {"teacher": "t"}, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def sst2_files(tmp_path_factory) -> dict[str, Path]:
+    """400 training and 200 dev sentences of the bundled SST-2 slice."""
+    folder = tmp_path_factory.mktemp("sst2")
+    files = bundled_sst2_files()
+    for split, rows in (("train", 400), ("validation", 200)):
+        lines = files[split].read_text(encoding="utf-8").splitlines()
+        (folder / f"{split}.tsv").write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
+    return {split: folder / f"{split}.tsv" for split in ("train", "validation")}
+
+
+def _data(files) -> list[str]:
+    return ["--task_name", "sst2", "--train_file", str(files["train"]), "--validation_file", str(files["validation"])]
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tmp_path_factory, sst2_files) -> Path:
+    """A tiny teacher whose predictions are not the data's labels: it was fine-tuned to tell long sentences (label 1)
+    from short ones, a rule the students can learn only from the teacher."""
+    folder = tmp_path_factory.mktemp("teacher")
+    rows = [line.split("\t")[0] for line in sst2_files["train"].read_text(encoding="utf-8").splitlines()[1:]]
+    median = sorted(len(row.split()) for row in rows)[len(rows) // 2]
+    lengths = folder / "by_length.tsv"
+    lengths.write_text("sentence\tlabel\n" + "".join(f"{row}\t{int(len(row.split()) > median)}\n" for row in rows))
+    assert main(["finetune", "--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, "--output_dir",
+                 str(folder), "--task_name", "sst2", "--train_file", str(lengths), "--validation_file",
+                 str(sst2_files["validation"]), *QUICK, "--num_train_epochs", "3", "--learning_rate", "2e-3"]) == 0  # fmt: skip
+    return folder
+
+
+def _predictions(folder: Path, files) -> torch.Tensor:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    sentences = [line.split("\t")[0] for line in files["validation"].read_text().splitlines()[1:]]
+    with torch.no_grad():
+        return model(**tokenizer(sentences, padding=True, truncation=True, max_length=32, return_tensors="pt")).logits.argmax(-1)
+
+
+def test_soft_targets_teach_the_teachers_predictions_better_than_labels(teacher_dir, sst2_files, tmp_path):
+    student = ["--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, "--init_from_teacher", "none",
+               *_data(sst2_files), *QUICK, "--num_train_epochs", "3", "--learning_rate", "2e-3", "--seed", "3"]  # fmt: skip
+    cache = ["--teacher_cache_dir", str(tmp_path / "cache")]
+    assert main(["finetune", *student, "--output_dir", str(tmp_path / "labels")]) == 0
+    assert main(["finetune", *student, "--output_dir", str(tmp_path / "soft"), "--teacher", str(teacher_dir),
+                 "--distillation_alpha", "0", "--distillation_temperature", "1", *cache]) == 0  # fmt: skip
+    teacher = _predictions(teacher_dir, sst2_files)
+    assert 0.02 < float(teacher.float().mean()) < 0.98, "the teacher must not predict one class"
+    agreement = {name: float((_predictions(tmp_path / name, sst2_files) == teacher).float().mean())
+                 for name in ("labels", "soft")}  # fmt: skip
+    assert agreement["soft"] > agreement["labels"], agreement
+    summary = json.loads((tmp_path / "soft" / "run_summary.json").read_text())
+    assert summary["task_distillation"]["teacher_logits_cache"]["reused"] is False
+    # The same run again reads the cached logits and ends bitwise where the first did.
+    assert main(["finetune", *student, "--output_dir", str(tmp_path / "again"), "--teacher", str(teacher_dir),
+                 "--distillation_alpha", "0", "--distillation_temperature", "1", *cache]) == 0  # fmt: skip
+    again = json.loads((tmp_path / "again" / "run_summary.json").read_text())
+    assert again["task_distillation"]["teacher_logits_cache"]["reused"] is True
+    from safetensors.torch import load_file
+
+    first, second = (load_file(str(tmp_path / name / "model.safetensors")) for name in ("soft", "again"))
+    assert all(torch.equal(first[key], second[key]) for key in first)
+
+
+def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_dir, sst2_files, tmp_path):
+    assert main(["finetune", "--model_name_or_path", "minimoe-3l-96h", "--model_overrides",
+                 '{"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64, '
+                 '"moe_intermediate_size": 16}', "--teacher", str(teacher_dir), "--augment_copies", "1",
+                 "--output_dir", str(tmp_path / "student"), *_data(sst2_files), *QUICK, "--max_steps", "2",
+                 "--teacher_cache_dir", str(tmp_path / "cache")]) == 0  # fmt: skip
+    summary = json.loads((tmp_path / "student" / "run_summary.json").read_text())
+    record = summary["teacher_initialization"]
+    assert record["layer_map"] == [1] and record["task_head"] == "copied"  # the teacher's last of 2 layers
+    assert record["layers"][0]["mode"] == "split" and record["layers"][0]["shared_neurons"] == 0
+    config = json.loads((tmp_path / "student" / "config.json").read_text())
+    assert config["teacher_initialization"]["layer_map"] == [1] and config["capacity_factor"] is None
+
+
+def _fails(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    return str(raised.value.code) + capsys.readouterr().err
+
+
+def test_bad_teachers_fail_before_training(teacher_dir, sst2_files, tmp_path, capsys):
+    from transformers import AutoConfig, AutoModel
+
+    common = ["finetune", "--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, *_data(sst2_files),
+              *QUICK, "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    base = tmp_path / "base"
+    AutoModel.from_pretrained(teacher_dir).save_pretrained(base)
+    assert "without a *ForSequenceClassification head" in _fails([*common, "--teacher", str(base)], capsys)
+    relabelled = tmp_path / "relabelled"
+    config = AutoConfig.from_pretrained(teacher_dir)
+    config.id2label, config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
+    from transformers import AutoModelForSequenceClassification
+
+    AutoModelForSequenceClassification.from_pretrained(teacher_dir, config=config).save_pretrained(relabelled)
+    assert "differ from the data's" in _fails([*common, "--teacher", str(relabelled)], capsys)
+    other_vocab = tmp_path / "other_vocab"
+    AutoModelForSequenceClassification.from_pretrained(teacher_dir).save_pretrained(other_vocab)
+    from transformers import BertTokenizerFast
+
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"]) + "\n")
+    BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(other_vocab)
+    assert "is not the student's" in _fails([*common, "--teacher", str(other_vocab)], capsys)
+    assert "out of range" in _fails([*common, "--teacher", str(teacher_dir), "--layer_map", "0,7"], capsys)
+    assert "hidden_size 64 is larger" in _fails(
+        [*common, "--teacher", str(teacher_dir), "--init_from_teacher", str(teacher_dir), "--model_overrides",
+         '{"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 8}'], capsys)  # fmt: skip
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+    assert math.isfinite(1.0)
