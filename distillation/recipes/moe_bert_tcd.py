@@ -34,7 +34,9 @@ STUDENT = {"num_hidden_layers": 6, "num_experts": 8}  # on top of the moe-bert-s
 PRETRAINING = ["--per_device_train_batch_size", "8", "--block_size", "128", "--learning_rate", "1e-3",
                "--warmup_steps", "30", "--logging_steps", "25", "--save_steps", "100", "--save_total_limit", "1",
                "--max_eval_blocks", "64", "--report_to", "none", "--disable_tqdm", "true", "--seed", "42",
-               "--use_cpu", "true"]  # fmt: skip
+               "--use_cpu", "true",
+               # As this table was measured: students from random weights (paper 003 pre-trains them from scratch).
+               "--init_from_teacher", "none"]  # fmt: skip
 WITHOUT_TCD = ["--trunk_weight", "0", "--inner_weight", "0", "--attention_weight", "0"]
 FINETUNING = {"full": (), "LoRA": ("--peft", "lora", "--learning_rate", "1e-3")}
 

@@ -88,4 +88,4 @@ def test_a_subclass_default_keeps_the_lines_warmup_type(tmp_path, warmup):
     (args,) = parse_arguments((MiniMoEDistillationConfig,), ["--output_dir", str(tmp_path), "--max_steps", "8", *warmup],
                               "test", "")  # fmt: skip
     assert args.get_warmup_steps(8) == (3 if warmup[1] == "3" else 2)
-    assert MiniMoEDistillationConfig(output_dir=str(tmp_path)).get_warmup_steps(200) == 20
+    assert MiniMoEDistillationConfig(output_dir=str(tmp_path)).get_warmup_steps(200) == 5

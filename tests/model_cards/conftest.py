@@ -1,5 +1,6 @@
-"""One real main-job run shared by the card and push tests: distill a tiny MiniMoE (2 steps, a checkpoint per step,
-TensorBoard logs), then fine-tune it on 48 SST-2 sentences. Its folders hold what a user's run holds."""
+"""One real run of the main job's general path shared by the card and push tests (``--compare false``): distill a
+tiny MiniMoE (2 steps, a checkpoint per step, TensorBoard logs), then fine-tune it on 48 SST-2 sentences. Its
+folders hold what a user's run holds."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, run_cli
 
 TINY_MINIMOE = json.dumps({"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128,
-                           "num_hidden_layers": 2, "max_position_embeddings": 64})  # fmt: skip
+                           "num_hidden_layers": 2, "max_position_embeddings": 64, "num_experts": 4})  # fmt: skip
 FINETUNE_ARGS = "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
 
 
@@ -21,6 +22,6 @@ def main_job_run(tmp_path_factory):
     quiet = [flag for flag in QUIET if flag not in ("--report_to", "none")]
     run_cli(["distill", "minimoe", "--student_overrides", TINY_MINIMOE, "--output_dir", str(student),
              "--max_steps", "2", "--per_device_train_batch_size", "8", "--logging_steps", "1", "--save_steps", "1",
-             "--report_to", "tensorboard", "--finetune", "true", "--finetune_args", FINETUNE_ARGS,
+             "--report_to", "tensorboard", "--finetune", "true", "--compare", "false", "--finetune_args", FINETUNE_ARGS,
              *QUICK_DATA, *quiet])  # fmt: skip
     return student, student.parent / "student-sst2"
