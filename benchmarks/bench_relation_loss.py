@@ -15,7 +15,6 @@ Run: ``python benchmarks/bench_relation_loss.py``
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -24,12 +23,11 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import compare_latencies  # noqa: E402
 
-import compact_bert.distillation.minimoe_trainer as minimoe_trainer  # noqa: E402
 from compact_bert.configuration import preset_config  # noqa: E402
 from compact_bert.distillation.losses import self_attention_relation_loss  # noqa: E402
-from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig  # noqa: E402
-from compact_bert.distillation.teachers import load_encoder  # noqa: E402
+from compact_bert.distillation.teachers import load_encoder, relation_module_names  # noqa: E402
 from compact_bert.modeling import MiniMoEModel  # noqa: E402
+from compact_bert.modeling.signals import SubmoduleRecorder  # noqa: E402
 
 BATCH, SEQUENCE, RELATION_HEADS = 16, 128, 32
 
@@ -73,32 +71,31 @@ def _loss_only() -> dict[str, float]:
 
 
 def _distillation_steps() -> dict[str, float]:
+    """One distillation step as ``MiniMoEDistillationTrainer.compute_loss`` takes it (student forward with its Q/K/V
+    recorded, teacher forward under ``no_grad``, relation loss plus balance loss) and its backward pass; the optimizer
+    update is the same for both and left out."""
     teacher = load_encoder("all-MiniLM-L6-v2").eval()
-    args = MiniMoEDistillationConfig(output_dir=tempfile.mkdtemp(), report_to="none", use_cpu=True, disable_tqdm=True)
+    torch.manual_seed(0)
+    student = MiniMoEModel(preset_config("minimoe-4l-192h")).train()
     generator = torch.Generator().manual_seed(0)
     batch = {"input_ids": torch.randint(1000, 30000, (BATCH, SEQUENCE), generator=generator),
              "attention_mask": torch.ones(BATCH, SEQUENCE, dtype=torch.long)}  # fmt: skip
-    trainers = {}
-    for name in ("before", "after"):
-        torch.manual_seed(0)
-        trainer = minimoe_trainer.MiniMoEDistillationTrainer(
-            model=MiniMoEModel(preset_config("minimoe-4l-192h")), teacher=teacher, args=args
-        )
-        trainer.current_gradient_accumulation_steps = 1
-        trainers[name] = trainer
+    student_names = relation_module_names(student.config.num_hidden_layers - 1)
+    teacher_names = relation_module_names(teacher.config.num_hidden_layers - 1)
 
-    def step(name, loss_function):
+    def step(loss_function):
         def run():
-            minimoe_trainer.self_attention_relation_loss = loss_function
-            try:
-                trainers[name].training_step(trainers[name].model.train(), dict(batch))
-            finally:
-                minimoe_trainer.self_attention_relation_loss = self_attention_relation_loss
+            with SubmoduleRecorder(student, student_names) as recorded:
+                outputs = student(**batch)
+            with torch.no_grad(), SubmoduleRecorder(teacher, teacher_names) as targets:
+                teacher(**batch)
+            loss = loss_function(recorded.outputs, targets.outputs, RELATION_HEADS, batch["attention_mask"])
+            (loss + outputs.aux_loss).backward()
+            student.zero_grad(set_to_none=True)
 
         return run
 
-    return compare_latencies({"before": step("before", autograd_relation_loss),
-                              "after": step("after", self_attention_relation_loss)},
+    return compare_latencies({"before": step(autograd_relation_loss), "after": step(self_attention_relation_loss)},
                              rounds=8, warmup=2, inference=False)  # fmt: skip
 
 
