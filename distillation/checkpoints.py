@@ -24,6 +24,7 @@ from transformers import TrainerCallback
 
 __all__ = [
     "MANIFEST_NAME",
+    "file_sha256",
     "CheckpointManifestCallback",
     "checkpoint_problem",
     "resolve_resume_checkpoint",
@@ -77,7 +78,8 @@ def _checkpoint_files(folder: Path) -> list[Path]:
     return sorted(path for path in folder.rglob("*") if path.is_file() and not path.name.startswith(MANIFEST_NAME))
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in chunks."""
     digest = hashlib.sha256()
     with path.open("rb") as stream:
         while chunk := stream.read(_CHUNK):
@@ -105,7 +107,7 @@ def write_manifest(folder: Path, identity: dict, global_step: int) -> Path:
         "format": MANIFEST_FORMAT,
         "global_step": global_step,
         **identity,
-        "files": {path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": _sha256(path)}
+        "files": {path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": file_sha256(path)}
                   for path in files},
     }  # fmt: skip
     temporary = folder / f"{MANIFEST_NAME}.tmp"
@@ -146,7 +148,7 @@ def checkpoint_problem(folder: Path) -> str | None:
         size = path.stat().st_size
         if size != recorded.get("size"):
             return f"{name} has {size} bytes, the manifest records {recorded.get('size')} (truncated or rewritten)"
-        if _sha256(path) != recorded.get("sha256"):
+        if file_sha256(path) != recorded.get("sha256"):
             return f"{name} does not match the sha256 recorded in the manifest (corrupted or rewritten)"
     return None
 

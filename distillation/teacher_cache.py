@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
+from .checkpoints import file_sha256
 from .run_errors import RunSettingsError
 
 __all__ = [
@@ -43,7 +44,6 @@ logger = logging.getLogger(__name__)
 CACHE_FORMAT = 1
 _TENSORS_FILE = "outputs.safetensors"
 _MANIFEST_FILE = "manifest.json"
-_CHUNK = 1 << 20
 
 
 class TeacherCacheError(RunSettingsError):
@@ -92,14 +92,6 @@ def data_fingerprint(dataset, columns: tuple[str, ...] = ("input_ids", "token_ty
     return digest.hexdigest()
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 @dataclass
 class CacheResult:
     outputs: dict[str, torch.Tensor]
@@ -132,7 +124,7 @@ def cached_teacher_outputs(
         manifest = {
             "format": CACHE_FORMAT,
             "key_source": key_source,
-            "tensors_sha256": _file_sha256(staging / _TENSORS_FILE),
+            "tensors_sha256": file_sha256(staging / _TENSORS_FILE),
             "shapes": {name: list(tensor.shape) for name, tensor in outputs.items()},
         }
         (staging / _MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -158,7 +150,7 @@ def _read_entry(folder: Path, key_source: str) -> dict[str, torch.Tensor]:
             f"Teacher-output cache {folder} was written for other inputs (format {manifest.get('format')}, "
             f"expected {CACHE_FORMAT}); {rebuild}."
         )
-    if not tensors_path.is_file() or _file_sha256(tensors_path) != manifest.get("tensors_sha256"):
+    if not tensors_path.is_file() or file_sha256(tensors_path) != manifest.get("tensors_sha256"):
         raise TeacherCacheError(
             f"Teacher-output cache {tensors_path} does not match its manifest (missing, truncated or modified after "
             f"it was written); {rebuild}."
