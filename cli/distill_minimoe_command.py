@@ -32,7 +32,7 @@ from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..distillation.teacher_init_runner import start_from_teacher
-from .main_job_comparison import COMPARISON_FLAGS, INHERITED_TRAINING_FLAGS, comparison_table, run_comparison, time_comparison
+from .main_job_comparison import COMPARISON_FLAGS, comparison_table, inherited_flags, run_comparison, time_comparison
 from .main_job_shipping import print_shipping_summary, ship_when_possible
 from ..modeling.model_stats import count_parameters
 from . import finetune_command
@@ -158,13 +158,11 @@ def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments
     (``--compare false``)."""
     files = bundled_sst2_files()
     output_dir = finetune_args.finetune_output_dir or f"{str(training_args.output_dir).rstrip('/')}-sst2"
-    inherited = [item for name in INHERITED_TRAINING_FLAGS for item in (f"--{name}", str(getattr(training_args, name)))]
-    report_to = [target for target in (training_args.report_to or []) if target != "none"] or ["none"]
     return [
         "--model_name_or_path", student_dir, "--output_dir", output_dir,
         "--train_file", finetune_args.finetune_train_file or str(files["train"]),
         "--validation_file", finetune_args.finetune_validation_file or str(files["validation"]),
-        *COMPARISON_FLAGS, *inherited, "--report_to", *report_to, *shlex.split(finetune_args.finetune_args),
+        *COMPARISON_FLAGS, *inherited_flags(training_args), *shlex.split(finetune_args.finetune_args),
     ]  # fmt: skip
 
 

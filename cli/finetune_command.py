@@ -37,14 +37,7 @@ from ..finetuning.data import (
     tokenize_token_dataset,
 )
 from ..finetuning.finetune_config import FinetuneConfig
-from ..distillation.teacher_init_runner import (
-    calibration_batches,
-    initialization_blocker,
-    initialize_student,
-    teacher_statistics,
-)
-from ..distillation.teacher_init import parse_layer_map
-from ..distillation.teacher_weights import TeacherShapeError
+from ..distillation.teacher_init_runner import initialization_blocker, initialize_student, prepare_initialization
 from ..distillation.teachers import load_encoder
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
 from ..finetuning.run_honesty import ReportingEarlyStopping, reported_checkpoint, single_class_warning
@@ -368,16 +361,13 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
         if AUGMENTED_COLUMN in train_split.column_names:
             tokenized[0] = label_augmented_examples(tokenized[0], train_split[AUGMENTED_COLUMN], splits.task_type)
         start.distillation = {"teacher": model_args.teacher, "alpha": training_args.distillation_alpha,
-                              "temperature": training_args.distillation_temperature, "teacher_logits_cache": cache}  # fmt: skip
+                              "temperature": training_args.distillation_temperature,
+                              "augment_copies": training_args.augment_copies, "teacher_logits_cache": cache}  # fmt: skip
         start.task_teacher = task_teacher
     _choose_initialization(model_args, config, start)
-    if start.teacher is not None:
-        try:  # a bad --layer_map fails here, before any run
-            parse_layer_map(model_args.layer_map, start.teacher.config.num_hidden_layers, config.num_hidden_layers)
-        except TeacherShapeError as error:
-            raise SystemExit(f"--layer_map: {error}") from None
-        start.calibration = calibration_batches(tokenized[0], data_collator)
-        start.statistics = teacher_statistics(config, start.teacher, start.calibration)
+    if start.teacher is not None:  # a bad --layer_map fails here, before any run
+        start.statistics, start.calibration = prepare_initialization(config, start.teacher, model_args.layer_map,
+                                                                     tokenized[0], data_collator)  # fmt: skip
     if model_args.teacher:
         data_collator = TeacherLogitsCollator(data_collator)
     metric = data_args.dev_metric()

@@ -29,6 +29,7 @@ __all__ = [
     "baseline_overrides",
     "compare_latency",
     "comparison_table",
+    "inherited_flags",
     "run_comparison",
     "teacher_on_compact_runtime",
     "time_comparison",
@@ -87,6 +88,14 @@ def teacher_on_compact_runtime(teacher_folder: str | Path) -> Path:
     return folder
 
 
+def inherited_flags(training_args) -> list[str]:
+    """The distillation command's flags that every fine-tuning run of the main job inherits (seed, device, progress
+    bars, data workers, logging integrations), so that one command line sets them for all."""
+    inherited = [item for name in INHERITED_TRAINING_FLAGS for item in (f"--{name}", str(getattr(training_args, name)))]
+    report_to = [target for target in (training_args.report_to or []) if target != "none"] or ["none"]
+    return [*inherited, "--report_to", *report_to]
+
+
 def _finetune(argv: list[str]) -> dict:
     model_args, data_args, config = finetune_command.parse_finetune_arguments(argv)
     runs = finetune_command.finetune(model_args, data_args, config, argv)
@@ -105,10 +114,8 @@ def run_comparison(student_dir: str, teacher: str, output_dir: str, training_arg
 
     files = bundled_sst2_files()
     base = str(output_dir).rstrip("/")
-    inherited = [item for name in INHERITED_TRAINING_FLAGS for item in (f"--{name}", str(getattr(training_args, name)))]
-    report_to = [target for target in (training_args.report_to or []) if target != "none"] or ["none"]
     data = ["--train_file", train_file or str(files["train"]), "--validation_file", validation_file or str(files["validation"])]
-    shared = [*data, *COMPARISON_FLAGS, *inherited, "--report_to", *report_to, *common_flags]
+    shared = [*data, *COMPARISON_FLAGS, *inherited_flags(training_args), *common_flags]
     teacher_path = str(resolve_model_path(teacher))
     folders = {role: f"{base}-{role}-sst2" for role in ("teacher", "baseline")}
     folders["student"] = student_output_dir or f"{base}-sst2"

@@ -36,7 +36,7 @@ from torch import nn
 
 from ..configuration.sparse_bert_base import SparseBertConfigBase
 from .importance import TeacherActivationStatistics, measure_moe_inputs
-from .teacher_weights import EncoderWeights, LayerWeights, TeacherShapeError, read_encoder_weights
+from .teacher_weights import EncoderWeights, LayerWeights, TeacherShapeError, linear_weights, read_encoder_weights
 
 __all__ = [
     "ROUTER_LOGIT_SCALE",
@@ -284,7 +284,7 @@ def _copy_task_head(student: nn.Module, teacher: nn.Module, channels: torch.Tens
         return "new"
     if student_head.out_features != teacher_head.out_features or student.config.id2label != teacher.config.id2label:
         return "new"
-    _copy_linear(student_head, _linear_weights(teacher_head), torch.arange(teacher_head.out_features), channels,
+    _copy_linear(student_head, linear_weights(teacher_head), torch.arange(teacher_head.out_features), channels,
                  "classifier")  # fmt: skip
     return "copied"
 

@@ -23,6 +23,7 @@ __all__ = [
     "calibration_batches",
     "initialization_blocker",
     "initialize_student",
+    "prepare_initialization",
     "start_from_teacher",
     "summarize_record",
     "teacher_statistics",
@@ -98,6 +99,20 @@ def summarize_record(record: dict) -> dict:
     }  # fmt: skip
 
 
+def prepare_initialization(student_config, teacher, layer_map, dataset, collator):
+    """What every student initialized from ``teacher`` needs, checked and measured once before any training: the
+    layer map (a bad one is a ``RunSettingsError`` naming ``--layer_map``), calibration batches from ``dataset`` and
+    the teacher's activation statistics where the student needs them. Returns ``(statistics, calibration)``."""
+    from .run_errors import RunSettingsError
+
+    try:
+        parse_layer_map(layer_map, teacher.config.num_hidden_layers, student_config.num_hidden_layers)
+    except TeacherShapeError as error:
+        raise RunSettingsError(f"--layer_map: {error}") from None
+    calibration = calibration_batches(dataset, collator)
+    return teacher_statistics(student_config, teacher, calibration), calibration
+
+
 def start_from_teacher(student, teacher, teacher_name: str, choice: str, layer_map, blocks, tokenizer,
                        seed: int) -> dict | None:  # fmt: skip
     """``--init_from_teacher`` of the distillation commands: ``auto`` initializes ``student`` from ``teacher``
@@ -115,10 +130,6 @@ def start_from_teacher(student, teacher, teacher_name: str, choice: str, layer_m
     if blocker is not None:
         print(f"The student starts from random weights, not from its teacher: {blocker}")
         return None
-    try:
-        parse_layer_map(layer_map, teacher.config.num_hidden_layers, student.config.num_hidden_layers)
-    except TeacherShapeError as error:
-        raise RunSettingsError(f"--layer_map: {error}") from None
-    calibration = calibration_batches(blocks, DataCollatorWithPadding(tokenizer))
-    statistics = teacher_statistics(student.config, teacher, calibration)
+    statistics, calibration = prepare_initialization(student.config, teacher, layer_map, blocks,
+                                                     DataCollatorWithPadding(tokenizer))  # fmt: skip
     return initialize_student(student, teacher, layer_map, statistics, calibration, seed, teacher_name)

@@ -16,7 +16,7 @@ from torch import nn
 
 from .run_errors import RunSettingsError
 
-__all__ = ["EncoderWeights", "LayerWeights", "TeacherShapeError", "read_encoder_weights"]
+__all__ = ["EncoderWeights", "LayerWeights", "TeacherShapeError", "linear_weights", "read_encoder_weights"]
 
 # Encoders whose position ids start after the padding index (``create_position_ids_from_input_ids``): their
 # position-embedding rows for positions 0, 1, ... begin at ``pad_token_id + 1``.
@@ -75,11 +75,8 @@ class EncoderWeights:
         return self.hidden_size // self.num_attention_heads
 
 
-def _linear(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-    return module.weight.detach(), module.bias.detach()
-
-
-def _norm(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+def linear_weights(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """A linear (or LayerNorm) module's weight and bias, detached."""
     return module.weight.detach(), module.bias.detach()
 
 
@@ -96,13 +93,14 @@ def _layer(layer: nn.Module, index: int) -> LayerWeights:
         ffn_in = (experts.fc1_weight.detach(), experts.fc1_bias.detach())
         ffn_out = (experts.fc2_weight.detach(), experts.fc2_bias.detach())
         gate = getattr(layer.moe.router, "gate", None)
-        router = _linear(gate) if gate is not None else None
+        router = linear_weights(gate) if gate is not None else None
     else:
-        ffn_in, ffn_out = _linear(layer.intermediate.dense), _linear(layer.output.dense)
+        ffn_in, ffn_out = linear_weights(layer.intermediate.dense), linear_weights(layer.output.dense)
     return LayerWeights(
-        query=_linear(attention.self.query), key=_linear(attention.self.key), value=_linear(attention.self.value),
-        attention_output=_linear(attention.output.dense), attention_norm=_norm(attention.output.LayerNorm),
-        ffn_in=ffn_in, ffn_out=ffn_out, ffn_norm=_norm(layer.output.LayerNorm), router=router,
+        query=linear_weights(attention.self.query), key=linear_weights(attention.self.key),
+        value=linear_weights(attention.self.value), attention_output=linear_weights(attention.output.dense),
+        attention_norm=linear_weights(attention.output.LayerNorm),
+        ffn_in=ffn_in, ffn_out=ffn_out, ffn_norm=linear_weights(layer.output.LayerNorm), router=router,
     )  # fmt: skip
 
 
@@ -121,7 +119,7 @@ def read_encoder_weights(model: nn.Module) -> EncoderWeights:
         word = embeddings.word_embeddings.weight.detach()
         position = embeddings.position_embeddings.weight.detach()
         token_type = embeddings.token_type_embeddings.weight.detach()
-        embedding_norm = _norm(embeddings.LayerNorm)
+        embedding_norm = linear_weights(embeddings.LayerNorm)
         layer_weights = [_layer(layer, index) for index, layer in enumerate(layers)]
     except AttributeError as error:
         raise TeacherShapeError(
@@ -142,5 +140,5 @@ def read_encoder_weights(model: nn.Module) -> EncoderWeights:
         model_type=model_type, hidden_size=config.hidden_size, num_attention_heads=config.num_attention_heads,
         intermediate_size=layer_weights[0].ffn_in[0].shape[-2], hidden_act=hidden_act, word_embeddings=word,
         position_embeddings=position, token_type_embeddings=token_type, embedding_norm=embedding_norm,
-        layers=layer_weights, pooler=None if pooler is None else _linear(pooler.dense),
+        layers=layer_weights, pooler=None if pooler is None else linear_weights(pooler.dense),
     )  # fmt: skip

@@ -104,10 +104,11 @@ def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None
 def _teacher_logits(teacher, dataset: datasets.Dataset, collator, batch_size: int) -> dict[str, torch.Tensor]:
     """Logits of every example, in order; token-level logits padded to the longest example with zeros."""
     columns = [name for name in ("input_ids", "token_type_ids", "attention_mask") if name in dataset.column_names]
+    inputs = dataset.select_columns(columns)
     batches = []
-    for start in range(0, len(dataset), batch_size):
-        features = [{name: dataset[index][name] for name in columns} for index in range(start, min(start + batch_size, len(dataset)))]
-        batch = collator(features)
+    for start in range(0, len(inputs), batch_size):
+        rows = inputs[start : start + batch_size]  # one read of the batch's columns
+        batch = collator([dict(zip(columns, values)) for values in zip(*(rows[name] for name in columns))])
         batches.append(teacher(**{name: batch[name] for name in columns}).logits.float())
     if batches[0].dim() == 2:
         return {"logits": torch.cat(batches)}
@@ -132,7 +133,7 @@ def attach_teacher_logits(teacher, dataset: datasets.Dataset, tokenizer, collato
     if logits.shape[0] != len(dataset):  # a bug, never the user's input: the key includes the data
         raise RuntimeError(f"Cached teacher logits hold {logits.shape[0]} examples, the data {len(dataset)}.")
     if task_type == "ner":
-        values = [logits[index, : len(dataset[index]["input_ids"])].tolist() for index in range(len(dataset))]
+        values = [logits[index, : len(ids)].tolist() for index, ids in enumerate(dataset["input_ids"])]
     else:
         values = logits.tolist()
     logger.info("Teacher logits %s %s", "reused from" if result.reused else "computed into", result.folder)

@@ -32,7 +32,10 @@ WIKITEXT_HUB_ID = "Salesforce/wikitext"
 GLUE_HUB_ID = "nyu-mll/glue"
 ROUTING_KEY = re.compile(r"^eval_block(?P<block>\d+)_(?P<statistic>max_expert_share|min_expert_share|dropped_fraction)$")
 # Evaluation keys that describe the evaluation run, not the model.
-NOT_RESULTS = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time")
+# Not results of the model: timings, and the share of the most frequent predicted class (a diagnostic that flags a
+# one-class classifier, reported in the run summary).
+NOT_RESULTS = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time",
+               "eval_majority_prediction_share")
 
 
 @dataclass(frozen=True)

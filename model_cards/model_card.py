@@ -139,8 +139,21 @@ def _recipe_text(facts: FolderFacts) -> str:
     if summary.get("teacher"):
         lines.append(f"- Teacher: `{facts.base_model or Path(summary['teacher']).name}`"
                      + (f", through a teacher assistant ({summary['teacher_assistant']})" if summary.get("teacher_assistant") else ""))  # fmt: skip
-    if summary.get("model_name_or_path"):
+    initialization = summary.get("teacher_initialization")
+    if summary.get("model_name_or_path") and initialization:
+        layers = ", ".join(str(layer) for layer in initialization["layer_map"])
+        lines.append(f"- Initialized from: `{Path(initialization['teacher']).name}`, its layers {layers} (0-based; "
+                     f"hidden channels: {initialization['hidden_channels']}), then fine-tuned as the preset "
+                     f"`{Path(summary['model_name_or_path']).name}`")  # fmt: skip
+    elif summary.get("model_name_or_path"):
         lines.append(f"- Fine-tuned from: `{facts.base_model or Path(summary['model_name_or_path']).name}`")
+    distillation = summary.get("task_distillation")
+    if distillation:
+        lines.append(f"- Task distillation from the fine-tuned teacher `{Path(distillation['teacher']).name}`: "
+                     f"{distillation['alpha']} x labels + {round(1 - distillation['alpha'], 4)} x its soft targets at "
+                     f"temperature {distillation['temperature']}"
+                     + (f", over the training set and {distillation['augment_copies']} perturbed copies of every "
+                        "example labelled by the teacher" if distillation.get("augment_copies") else ""))  # fmt: skip
     for key, label in (("strategy", "Knowledge-transfer strategy"), ("task_name", "Task"), ("seed", "Seed"),
                        ("learning_rate", "Learning rate"), ("optimizer_steps", "Optimizer steps"),
                        ("world_size", "Processes"), ("train_seconds", "Training time (s)")):  # fmt: skip

@@ -181,6 +181,9 @@ def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_d
     assert record["layers"][0]["mode"] == "split" and record["layers"][0]["shared_neurons"] == 0
     config = json.loads((tmp_path / "student" / "config.json").read_text())
     assert config["teacher_initialization"]["layer_map"] == [1] and config["capacity_factor"] is None
+    card = (tmp_path / "student" / "README.md").read_text(encoding="utf-8")
+    assert f"- Initialized from: `{teacher_dir.name}`, its layers 1 (0-based" in card
+    assert "Task distillation from the fine-tuned teacher" in card and "1 perturbed copies" in card
 
 
 def _fails(argv, capsys) -> str:
