@@ -37,9 +37,15 @@ from ..finetuning.data import (
     tokenize_token_dataset,
 )
 from ..finetuning.finetune_config import FinetuneConfig
-from ..distillation.teacher_init_runner import initialization_blocker, initialize_student, prepare_initialization
+from ..distillation.teacher_init_runner import (
+    calibration_batches,
+    initialization_blocker,
+    initialize_student,
+    prepare_initialization,
+)
 from ..distillation.teachers import load_encoder
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
+from ..finetuning.router_rebalancing import rebalance_routers
 from ..finetuning.run_honesty import ReportingEarlyStopping, reported_checkpoint, single_class_warning
 from ..finetuning.task_distillation import (
     TaskDistillationTrainer,
@@ -233,6 +239,12 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
     if start is not None and start.teacher is not None:
         initialization = initialize_student(model, start.teacher, model_args.layer_map, start.statistics,
                                             start.calibration, training_args.seed, start.name)  # fmt: skip
+    rebalanced = None
+    if start is not None and start.router_calibration is not None:
+        rebalanced = rebalance_routers(model, start.router_calibration)
+        print("Routers re-balanced on the training text (largest expert share per block, before -> after): "
+              + ", ".join(f"{entry['max_expert_share_before']:.2f} -> {entry['max_expert_share_after']:.2f}"
+                          for entry in rebalanced))  # fmt: skip
     if model_args.peft:
         model = with_peft_adapter(model, model_args, splits.task_type)
     train, validation = tokenized
@@ -256,6 +268,7 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
         **({"adapter_size": model_args.peft_r} if model_args.peft == "lora" else {}),
         **({"teacher_initialization": initialization} if initialization else {}),
         **({"task_distillation": start.distillation} if start is not None and start.distillation else {}),
+        **({"rebalanced_routers": rebalanced} if rebalanced else {}),
         **({"reported_checkpoint": reported_checkpoint(training_args)} if has_eval else {}),
     })  # fmt: skip
     if early_stopping is not None and early_stopping.stop is not None:
@@ -368,6 +381,10 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
     if start.teacher is not None:  # a bad --layer_map fails here, before any run
         start.statistics, start.calibration = prepare_initialization(config, start.teacher, model_args.layer_map,
                                                                      tokenized[0], data_collator)  # fmt: skip
+    if training_args.rebalance_routers:
+        if getattr(config, "num_experts", 1) < 2 or getattr(config, "router_type", "learned") == "hash":
+            raise SystemExit(f"--rebalance_routers: {model_args.model_name_or_path} has no learned MoE router.")
+        start.router_calibration = calibration_batches(tokenized[0], data_collator)
     if model_args.teacher:
         data_collator = TeacherLogitsCollator(data_collator)
     metric = data_args.dev_metric()
@@ -406,6 +423,7 @@ class _StudentStart:
     calibration: list | None = None
     task_teacher: object = None
     distillation: dict | None = None
+    router_calibration: list | None = None  # --rebalance_routers: the first training batches
 
 
 def _choose_initialization(model_args: FinetuneModelArguments, config, start: _StudentStart) -> None:

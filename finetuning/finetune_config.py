@@ -99,6 +99,13 @@ class FinetuneConfig(TrainingArguments):
                   "'checkpoint': the model's own (e.g. 1.25); or a number > 0."},
     )  # fmt: skip
 
+    rebalance_routers: bool = field(
+        default=False,
+        metadata={"help": "MoE models: before training, shift each learned router's bias so that the first 256 "
+                  "training examples spread evenly over its experts (for a router learned on other text; see "
+                  "finetuning/router_rebalancing.py)."},
+    )  # fmt: skip
+
     def resolved_capacity_factor(self, checkpoint_value: float | None) -> float | None:
         """The capacity factor to fine-tune with, given the checkpoint's."""
         if self.capacity_factor == "none":
