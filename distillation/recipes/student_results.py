@@ -46,7 +46,7 @@ from ..teachers import resolve_model_path
 from .downstream import DEFAULT_DATA_DIR
 from .student_results_report import write_report
 
-__all__ = ["SHAPES", "STARTS", "TASKS", "main", "run_once"]
+__all__ = ["SHAPES", "STARTS", "TASKS", "check_data", "main", "run_once", "training_flags"]
 
 TEACHER = "all-MiniLM-L6-v2"
 SHAPES = ("minimoe-4l-384h", "minilm-4l-384h", "minimoe-4l-192h")
@@ -70,6 +70,13 @@ TASKS = {
                                       "{data}/conll2003/validation.txt", "--max_train_samples", "4000"], 0),
 }  # fmt: skip
 RUN_RECORD = "recipe_run.json"
+
+
+def training_flags(task: str, data_dir: Path) -> list[str]:
+    """``compact-bert finetune`` flags of every model of ``task``: its data, the main job's settings, no reporting."""
+    fill = {"data": str(data_dir), "bundled_sst2": str(bundled_sst2_files()["train"])}
+    return [*(flag.format(**fill) for flag in TASKS[task][1]), *_SHARED_FLAGS, "--report_to", "none",
+            "--disable_tqdm", "true", "--use_cpu", "true"]  # fmt: skip
 
 
 def _start_flags(start: str, task: str, teacher_dir: Path, pretrained: str) -> list[str]:
@@ -106,7 +113,7 @@ def run_once(folder: Path, arguments: list[str], metric: str) -> dict:
     return record
 
 
-def _check_data(data_dir: Path, tasks: list[str]) -> None:
+def check_data(data_dir: Path, tasks: list[str]) -> None:
     needed = {"sst2": ["sst2/validation.tsv"], "conll2003": ["conll2003/train.txt", "conll2003/validation.txt"]}
     missing = [str(data_dir / name) for task in tasks for name in needed[task] if not (data_dir / name).is_file()]
     if missing:
@@ -136,14 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(args.seeds) < 2:
         print("Note: with one seed the tables show no spread.", file=sys.stderr)
-    _check_data(args.data_dir, args.tasks)
+    check_data(args.data_dir, args.tasks)
     pretrained = str(resolve_model_path(TEACHER))
-    fill = {"data": str(args.data_dir), "bundled_sst2": str(bundled_sst2_files()["train"])}
     runs: dict = {}
     for task in args.tasks:
-        metric, task_flags, _ = TASKS[task]
-        flags = [*(flag.format(**fill) for flag in task_flags), *_SHARED_FLAGS, "--report_to", "none",
-                 "--disable_tqdm", "true", "--use_cpu", "true"]  # fmt: skip
+        metric = TASKS[task][0]
+        flags = training_flags(task, args.data_dir)
         for seed in args.seeds:
             seeded = [*flags, "--seed", str(seed)]
             base = args.output_dir / task / f"seed-{seed}"
