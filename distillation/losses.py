@@ -120,6 +120,9 @@ def pretraining_distillation_loss(
 # Relation rows (query positions of one relation head) per chunk of ``_RelationKL``: about 2^19 floats per
 # ``[rows, seq]`` tensor, so that the few tensors a chunk needs stay in the CPU's cache.
 _RELATION_CHUNK_ELEMENTS = 1 << 19
+# ``_RelationKL`` keeps its gradient kernel for the backward pass up to this size (the main job's batch of 16 x 128
+# with 32 relation heads: 33.5 MB per relation), and recomputes it chunk by chunk beyond.
+_SAVED_GRADIENT_BYTES = 256 << 20
 
 
 def _relation_heads(states: torch.Tensor, num_relation_heads: int) -> torch.Tensor:
@@ -139,39 +142,55 @@ class _RelationKL(torch.autograd.Function):
     """Per relation row, ``KL(softmax(T) ‖ softmax(S))`` for the teacher's and the student's relation scores
     ``T = X_t X_tᵀ/√d_t``, ``S = X_s X_sᵀ/√d_s`` (plus the padding bias), from the relation heads ``X``.
 
-    The ``[batch · heads, seq, seq]`` relation matrices are never held whole: forward and backward walk over chunks
-    of relation heads small enough to stay in the CPU's cache, and the backward pass recomputes a chunk's two
-    softmaxes from the heads (two small GEMMs) instead of saving them. The gradient of the KL with respect to ``S``
-    is ``softmax(S) − softmax(T)``, so ``∂/∂X_s = (G + Gᵀ) X_s / √d_s`` with ``G`` that difference times the upstream
-    gradient. The autograd chain through ``log_softmax``, ``xlogy`` and the products that this replaces made the
-    relation loss cost more than the student's and the teacher's forward passes together.
+    The forward pass walks over chunks of relation heads small enough to stay in the CPU's cache. The gradient of
+    the KL with respect to ``S`` is ``G = softmax(S) − softmax(T)``, so ``∂/∂X_s = (G + Gᵀ) X_s / √d_s`` (times the
+    upstream gradient): the forward pass keeps ``G`` (one ``[batch · heads, seq, seq]`` tensor, both softmaxes are
+    at hand there) when it fits in ``_SAVED_GRADIENT_BYTES``, and the backward pass is then two GEMMs per chunk;
+    for longer sequences it keeps only the heads and recomputes each chunk's two softmaxes instead. The autograd
+    chain through ``log_softmax``, ``xlogy`` and the products that this replaces made the relation loss cost more
+    than the student's and the teacher's forward passes together.
     """
 
     @staticmethod
     def forward(ctx, student_heads, teacher_heads, key_bias):
-        ctx.save_for_backward(student_heads, teacher_heads, key_bias)
-        rows = student_heads.shape[0]
-        chunk = max(1, _RELATION_CHUNK_ELEMENTS // (student_heads.shape[1] ** 2))
-        divergence = student_heads.new_empty(rows, student_heads.shape[1])
+        rows, seq = student_heads.shape[:2]
+        chunk = max(1, _RELATION_CHUNK_ELEMENTS // (seq**2))
+        keep_gradient = rows * seq * seq * 4 <= _SAVED_GRADIENT_BYTES
+        gradient = student_heads.new_empty(rows, seq, seq) if keep_gradient else None
+        divergence = student_heads.new_empty(rows, seq)
         for start in range(0, rows, chunk):
             part = slice(start, start + chunk)
             teacher_log = _log_relation(teacher_heads[part], key_bias[part])
             student_log = _log_relation(student_heads[part], key_bias[part])
-            torch.sum(teacher_log.exp().mul_(teacher_log.sub_(student_log)), dim=-1, out=divergence[part])
+            teacher_probs = teacher_log.exp()
+            if keep_gradient:
+                torch.sub(student_log.exp(), teacher_probs, out=gradient[part])
+            torch.sum(teacher_probs.mul_(teacher_log.sub_(student_log)), dim=-1, out=divergence[part])
+        if keep_gradient:
+            ctx.save_for_backward(student_heads, gradient)
+        else:
+            ctx.save_for_backward(student_heads, teacher_heads, key_bias)
+        ctx.keep_gradient = keep_gradient
         return divergence
 
     @staticmethod
     def backward(ctx, grad_output):
-        student_heads, teacher_heads, key_bias = ctx.saved_tensors
-        rows = student_heads.shape[0]
-        chunk = max(1, _RELATION_CHUNK_ELEMENTS // (student_heads.shape[1] ** 2))
+        if ctx.keep_gradient:
+            student_heads, gradient = ctx.saved_tensors
+        else:
+            student_heads, teacher_heads, key_bias = ctx.saved_tensors
+        rows, seq = student_heads.shape[:2]
+        chunk = max(1, _RELATION_CHUNK_ELEMENTS // (seq**2))
         grad = torch.empty_like(student_heads)
         scale = student_heads.shape[-1] ** -0.5
         for start in range(0, rows, chunk):
             part = slice(start, start + chunk)
-            teacher_probs = _log_relation(teacher_heads[part], key_bias[part]).exp_()
-            difference = _log_relation(student_heads[part], key_bias[part]).exp_().sub_(teacher_probs)
-            difference.mul_(grad_output[part].unsqueeze(-1) * scale)
+            if ctx.keep_gradient:
+                difference = gradient[part]
+            else:
+                teacher_probs = _log_relation(teacher_heads[part], key_bias[part]).exp_()
+                difference = _log_relation(student_heads[part], key_bias[part]).exp_().sub_(teacher_probs)
+            difference = difference * (grad_output[part].unsqueeze(-1) * scale)
             heads = student_heads[part]
             grad[part] = torch.baddbmm(torch.bmm(difference, heads), difference.transpose(1, 2), heads)
         return grad, None, None

@@ -134,11 +134,13 @@ def _autograd_relation_loss(student_states, teacher_states, heads, mask):
     return torch.stack(losses).mean()
 
 
+@pytest.mark.parametrize("saved_gradient_bytes", [256 << 20, 0], ids=["kept-gradient", "recomputed-gradient"])
 @pytest.mark.parametrize("seq", [7, 40])
-def test_fused_relation_loss_matches_the_autograd_formulation(seq, monkeypatch):
+def test_fused_relation_loss_matches_the_autograd_formulation(seq, saved_gradient_bytes, monkeypatch):
     import compact_bert.distillation.losses as losses
 
     monkeypatch.setattr(losses, "_RELATION_CHUNK_ELEMENTS", 5 * seq * seq)  # chunks of 5 of 12 rows: the last one partial
+    monkeypatch.setattr(losses, "_SAVED_GRADIENT_BYTES", saved_gradient_bytes)  # both backward paths
     generator = torch.Generator().manual_seed(seq)
     student = {name: torch.randn(3, seq, 24, generator=generator, requires_grad=True) for name in ("query", "key", "value")}
     teacher = {name: torch.randn(3, seq, 48, generator=generator) for name in ("query", "key", "value")}
