@@ -24,6 +24,7 @@ TRAINING_COMMANDS.update({("distill", method): module for method, module in DIST
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compact-bert", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version_line())
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _SIMPLE_COMMANDS:
         command.add_parser(subparsers)
@@ -39,6 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
     distill = subparsers.add_parser("distill", help="Distill a student; see `compact-bert distill METHOD --help`.")
     distill.add_argument("method", choices=sorted(DISTILLATION_METHODS), help="Distillation method.")
     return parser
+
+
+def _version_line() -> str:
+    """``compact-bert X (torch Y, transformers Z)``: the versions a bug report needs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"compact-bert {installed('compact-bert')} (torch {installed('torch')}, "
+            f"transformers {installed('transformers')})")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

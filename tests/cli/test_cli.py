@@ -38,6 +38,16 @@ def test_presets_json_from_the_installed_console_script():
     assert rows["vanilla-bert-base"]["flops_per_sequence"] == pytest.approx(22.5e9, rel=0.01)
 
 
+def test_version_names_the_package_and_the_libraries_it_runs_on():
+    import importlib.metadata
+
+    result = subprocess.run([_console_script(), "--version"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    versions = {name: importlib.metadata.version(name) for name in ("compact-bert", "torch", "transformers")}
+    assert result.stdout.strip() == ("compact-bert {compact-bert} (torch {torch}, transformers {transformers})"
+                                     .format_map(versions))  # fmt: skip
+
+
 def test_presets_table(capsys):
     assert main(["presets"]) == 0
     table = capsys.readouterr().out
