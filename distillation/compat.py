@@ -7,6 +7,7 @@ is collected here so that no other module needs a version check.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -126,9 +127,38 @@ def save_tokenizer(tokenizer, folder: str | Path) -> None:
         _write_tokenizer_files(tokenizer, folder)
 
 
+# Keys ``save_pretrained`` copies into ``tokenizer_config.json`` from how the tokenizer was *loaded*, not what it is:
+# transformers 5 records ``is_local`` / ``local_files_only`` of the load call, and both lines copy the fixed
+# truncation and padding of a sentence-transformers teacher's ``tokenizer.json`` (128 tokens). Shipped, they tell
+# a user's tokenizer that it was loaded offline and cut sentences at 128 tokens.
+LOAD_TIME_TOKENIZER_KEYS = ("is_local", "local_files_only", "max_length", "stride", "truncation_strategy",
+                            "truncation_side", "pad_to_multiple_of", "pad_token_type_id", "padding_side")  # fmt: skip
+
+
 def _write_tokenizer_files(tokenizer, folder: str | Path) -> None:
     tokenizer.save_pretrained(folder)
-    vocabulary = Path(folder) / "vocab.txt"
+    _drop_load_time_settings(Path(folder))
+    _write_vocabulary(tokenizer, Path(folder))
+
+
+def _drop_load_time_settings(folder: Path) -> None:
+    """Remove ``LOAD_TIME_TOKENIZER_KEYS`` from ``tokenizer_config.json`` and the fixed truncation / padding from
+    ``tokenizer.json`` (without the latter the keys come back from it on the next load)."""
+    config_path, backend_path = folder / "tokenizer_config.json", folder / "tokenizer.json"
+    if config_path.is_file():
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        kept = {key: value for key, value in config.items() if key not in LOAD_TIME_TOKENIZER_KEYS}
+        if kept != config:
+            config_path.write_text(json.dumps(kept, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if backend_path.is_file():
+        backend = json.loads(backend_path.read_text(encoding="utf-8"))
+        if backend.get("truncation") is not None or backend.get("padding") is not None:
+            backend["truncation"] = backend["padding"] = None
+            backend_path.write_text(json.dumps(backend, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _write_vocabulary(tokenizer, folder: Path) -> None:
+    vocabulary = folder / "vocab.txt"
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if vocabulary.exists() or backend is None or type(backend.model).__name__ != "WordPiece":
         return

@@ -9,6 +9,7 @@ network and is left to the Hub, which validates on upload).
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -211,6 +212,31 @@ def _citation_text(facts: FolderFacts) -> str:
     return f"[{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})\n\n```bibtex\n{facts.paper.bibtex}\n```"
 
 
+def tokenizer_type(folder: str | Path) -> str | None:
+    """The transformers model type whose tokenizer the folder ships (``"bert"`` for ``BertTokenizer``), or ``None``.
+
+    transformers 5's ``AutoTokenizer`` reads the folder's ``config.json`` before ``tokenizer_config.json``; for a
+    custom ``model_type`` that asks whether to run the folder's code (a prompt that waits 15 s in a terminal) just
+    to learn the tokenizer class. Given ``tokenizer_type``, both transformers lines go straight to the tokenizer."""
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+    path = Path(folder) / "tokenizer_config.json"
+    if not path.is_file():
+        return None
+    name = json.loads(path.read_text(encoding="utf-8")).get("tokenizer_class") or ""
+    slow_name = name.removesuffix("Fast")
+    matches = [model_type for model_type, names in TOKENIZER_MAPPING_NAMES.items()
+               if any(candidate and candidate.removesuffix("Fast") == slow_name
+                      for candidate in (names if isinstance(names, (tuple, list)) else (names,)))]  # fmt: skip
+    own = slow_name.removesuffix("Tokenizer").lower()  # BertTokenizer -> bert, not the first of its many users
+    return own if own in matches else (matches[0] if matches else None)
+
+
+def _tokenizer_arguments(folder: str | Path) -> str:
+    found = tokenizer_type(folder)
+    return f', tokenizer_type="{found}"' if found else ""
+
+
 def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCard:
     """The card of ``folder``; ``repo_id`` (default: the folder's name) is used in the loading example."""
     facts = read_folder_facts(folder)
@@ -220,7 +246,7 @@ def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCar
     template = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
     return ModelCard.from_template(
         _card_data(facts, model_id.split("/")[-1]), template_str=template, model_name=model_id.split("/")[-1],
-        model_id=model_id, auto_class=auto_class,
+        model_id=model_id, auto_class=auto_class, tokenizer_arguments=_tokenizer_arguments(folder),
         summary_line=f"A `{facts.model_type}` model ({tag}) made with compact-bert{paper}.",
         architecture=[(name, getattr(facts.config, name)) for name in _ARCHITECTURE_FIELDS
                       if getattr(facts.config, name, None) is not None],
