@@ -43,19 +43,23 @@ class GlueTask:
     max_seq_length: int = 128  # paper 002, Table 7
     regression: bool = False
     validation_split: str = "validation"
+    # The names of the label ids 0, 1, ... (the `glue` dataset's ClassLabel names), for files whose labels are ids.
+    label_names: tuple[str, ...] = ()
 
 
 # GLUE's column names (as in the `glue` dataset on the Hub and transformers' run_glue.py).
 GLUE_TASKS: dict[str, GlueTask] = {
-    "cola": GlueTask(("sentence",), "matthews_correlation"),  # not in paper 002's tables: GLUE's own metric
-    "sst2": GlueTask(("sentence",), "accuracy", max_seq_length=64),
-    "mrpc": GlueTask(("sentence1", "sentence2"), "f1"),
-    "qqp": GlueTask(("question1", "question2"), "f1"),
+    # not in paper 002's tables: GLUE's own metric
+    "cola": GlueTask(("sentence",), "matthews_correlation", label_names=("unacceptable", "acceptable")),
+    "sst2": GlueTask(("sentence",), "accuracy", max_seq_length=64, label_names=("negative", "positive")),
+    "mrpc": GlueTask(("sentence1", "sentence2"), "f1", label_names=("not_equivalent", "equivalent")),
+    "qqp": GlueTask(("question1", "question2"), "f1", label_names=("not_duplicate", "duplicate")),
     "stsb": GlueTask(("sentence1", "sentence2"), "spearmanr", regression=True),
-    "mnli": GlueTask(("premise", "hypothesis"), "accuracy", validation_split="validation_matched"),
-    "qnli": GlueTask(("question", "sentence"), "accuracy"),
-    "rte": GlueTask(("sentence1", "sentence2"), "accuracy"),
-    "wnli": GlueTask(("sentence1", "sentence2"), "accuracy"),
+    "mnli": GlueTask(("premise", "hypothesis"), "accuracy", validation_split="validation_matched",
+                     label_names=("entailment", "neutral", "contradiction")),
+    "qnli": GlueTask(("question", "sentence"), "accuracy", label_names=("entailment", "not_entailment")),
+    "rte": GlueTask(("sentence1", "sentence2"), "accuracy", label_names=("entailment", "not_entailment")),
+    "wnli": GlueTask(("sentence1", "sentence2"), "accuracy", label_names=("not_entailment", "entailment")),
 }
 TASK_TYPES = ("classification", "regression", "ner")
 NER_METRIC = "overall_f1"  # entity-level F1 of the `conll_ner` metric (paper 002, Table 7: CoNLL F1)
@@ -293,6 +297,16 @@ def _sorted_labels(labels) -> list[str]:
         return sorted(str(value) for value in values)
 
 
+def _conventional_names(names: list[str], task: GlueTask | None) -> list[str]:
+    """GLUE files give most labels as ids (``0`` / ``1``); the model's ``id2label`` gets the task's names for them
+    (``negative`` / ``positive``), so that a pipeline answers in words. Other labels are kept as they are."""
+    if task is None or not task.label_names:
+        return names
+    if not all(name.isdigit() and int(name) < len(task.label_names) for name in names):
+        return names
+    return [task.label_names[int(name)] for name in names]
+
+
 def _regression_values(values, lines, source: str, column: str) -> list[float]:
     result = []
     for value, line in zip(values, lines):
@@ -398,6 +412,8 @@ def load_finetuning_data(arguments: FinetuneDataArguments) -> LabeledSplits:
             for split in (train, evaluation):
                 if split is not None:
                     split[0][label] = [index[str(value)] for value in split[0][label]]
+            if given is None:
+                names = _conventional_names(names, arguments.glue_task)
     built = [None if split is None else datasets.Dataset.from_dict(
         {**{column: split[0][column] for column in columns[:-1]}, "label": split[0][label]}
     ) for split in (train, evaluation)]  # fmt: skip

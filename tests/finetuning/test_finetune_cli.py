@@ -262,7 +262,7 @@ def test_bert_like_transformers_folder_with_its_tokenizer(data_dir, tmp_path):
         *task_arguments(data_dir, "sst2"), "--max_train_samples", "8", "--max_eval_samples", "8", "--max_steps", "1",
     ])  # fmt: skip
     assert summary["model_type"] == "bert" and "eval_accuracy" in summary
-    assert AutoModelForSequenceClassification.from_pretrained(output).config.id2label == {0: "0", 1: "1"}
+    assert AutoModelForSequenceClassification.from_pretrained(output).config.id2label == {0: "negative", 1: "positive"}  # SST-2 ids named
     assert (output / "tokenizer.json").is_file() and (output / "vocab.txt").is_file()
 
 

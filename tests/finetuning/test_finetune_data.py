@@ -9,6 +9,7 @@ import pytest
 
 from compact_bert.distillation.data import default_tokenizer
 from compact_bert.finetuning.data import (
+    GLUE_TASKS,
     FinetuneDataArguments,
     align_labels_with_words,
     check_tag_scheme,
@@ -129,6 +130,25 @@ def test_numeric_labels_sort_numerically_and_pairs_use_glue_columns(tmp_path):
     assert 1 in tokenized[0]["token_type_ids"]  # the pair is encoded as a pair
 
 
+@pytest.mark.parametrize(("task", "labels", "expected"), [
+    ("sst2", "0,1", ["negative", "positive"]),
+    ("mnli", "2,0,1", ["entailment", "neutral", "contradiction"]),
+    ("sst2", "1,1", ["positive"]),  # the id keeps its name even when the other class is absent
+    ("rte", "entailment,not_entailment", ["entailment", "not_entailment"]),  # GLUE's RTE file: names already
+    ("sst2", "0,7", ["0", "7"]),  # not the task's ids: kept as they are
+])  # fmt: skip
+def test_glue_label_ids_get_the_tasks_names(tmp_path, task, labels, expected):
+    columns = GLUE_TASKS[task].text_columns
+    rows = "".join("\t".join([*(f"{column} {index}" for column in columns), label]) + "\n"
+                   for index, label in enumerate(labels.split(",")))  # fmt: skip
+    train = _write(tmp_path / "train.tsv", "\t".join([*columns, "label"]) + "\n" + rows)
+    splits = load_finetuning_data(FinetuneDataArguments(task_name=task, train_file=str(train)))
+    assert splits.label_names == expected
+    raw = list(dict.fromkeys(labels.split(",")))
+    given = load_finetuning_data(FinetuneDataArguments(task_name=task, train_file=str(train), label_list=",".join(raw)))
+    assert given.label_names == raw  # --label_list is the user's word
+
+
 def test_csv_and_jsonl_with_named_columns(tmp_path):
     csv_file = _write(tmp_path / "train.csv", 'text,y\n"hello, world",a\nbye,b\n')
     jsonl_file = _write(tmp_path / "dev.jsonl", '{"text": "hi", "y": "a"}\n\n{"text": "yo", "y": "b"}\n')
@@ -178,4 +198,4 @@ def test_saved_dataset_folder_with_class_labels(tmp_path):
     classification = datasets.Dataset.from_dict({"sentence": ["a", "b"], "label": [1, 0]})
     datasets.DatasetDict({"train": classification}).save_to_disk(str(tmp_path / "cls"))
     splits = load_finetuning_data(FinetuneDataArguments(dataset_name=str(tmp_path / "cls"), task_name="sst2"))
-    assert splits.label_names == ["0", "1"] and splits.validation is None
+    assert splits.label_names == ["negative", "positive"] and splits.validation is None  # sst2's names for its ids
