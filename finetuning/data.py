@@ -45,18 +45,26 @@ class GlueTask:
     validation_split: str = "validation"
     # The names of the label ids 0, 1, ... (the `glue` dataset's ClassLabel names), for files whose labels are ids.
     label_names: tuple[str, ...] = ()
+    # GLUE's original files (the gluebenchmark.com downloads): their column names -> the names above ...
+    original_columns: tuple[tuple[str, str], ...] = ()
+    # ... or, for a file without a header line (CoLA's train.tsv / dev.tsv), the names of its columns.
+    headerless_columns: tuple[str, ...] = ()
 
 
 # GLUE's column names (as in the `glue` dataset on the Hub and transformers' run_glue.py).
 GLUE_TASKS: dict[str, GlueTask] = {
     # not in paper 002's tables: GLUE's own metric
-    "cola": GlueTask(("sentence",), "matthews_correlation", label_names=("unacceptable", "acceptable")),
+    "cola": GlueTask(("sentence",), "matthews_correlation", label_names=("unacceptable", "acceptable"),
+                     headerless_columns=("source", "label", "original_label", "sentence")),
     "sst2": GlueTask(("sentence",), "accuracy", max_seq_length=64, label_names=("negative", "positive")),
-    "mrpc": GlueTask(("sentence1", "sentence2"), "f1", label_names=("not_equivalent", "equivalent")),
-    "qqp": GlueTask(("question1", "question2"), "f1", label_names=("not_duplicate", "duplicate")),
-    "stsb": GlueTask(("sentence1", "sentence2"), "spearmanr", regression=True),
+    "mrpc": GlueTask(("sentence1", "sentence2"), "f1", label_names=("not_equivalent", "equivalent"),
+                     original_columns=(("#1 String", "sentence1"), ("#2 String", "sentence2"), ("Quality", "label"))),
+    "qqp": GlueTask(("question1", "question2"), "f1", label_names=("not_duplicate", "duplicate"),
+                    original_columns=(("is_duplicate", "label"),)),
+    "stsb": GlueTask(("sentence1", "sentence2"), "spearmanr", regression=True, original_columns=(("score", "label"),)),
     "mnli": GlueTask(("premise", "hypothesis"), "accuracy", validation_split="validation_matched",
-                     label_names=("entailment", "neutral", "contradiction")),
+                     label_names=("entailment", "neutral", "contradiction"),
+                     original_columns=(("sentence1", "premise"), ("sentence2", "hypothesis"), ("gold_label", "label"))),
     "qnli": GlueTask(("question", "sentence"), "accuracy", label_names=("entailment", "not_entailment")),
     "rte": GlueTask(("sentence1", "sentence2"), "accuracy", label_names=("entailment", "not_entailment")),
     "wnli": GlueTask(("sentence1", "sentence2"), "accuracy", label_names=("not_entailment", "entailment")),
@@ -190,9 +198,11 @@ def _check_file(path: str | Path, role: str) -> Path:
     return path
 
 
-def read_table(path: str | Path, role: str = "--train_file") -> tuple[list[dict], list[int]]:
-    """Rows of a .tsv / .csv (header line first) or .json (a list of objects) / .jsonl file, and each row's
-    line number (for errors). TSV files are read without quote handling, as GLUE's files are written."""
+def read_table(path: str | Path, role: str = "--train_file",
+               fieldnames: tuple[str, ...] | None = None) -> tuple[list[dict], list[int]]:  # fmt: skip
+    """Rows of a .tsv / .csv (header line first, unless ``fieldnames`` names the columns of a file without one) or
+    .json (a list of objects) / .jsonl file, and each row's line number (for errors). TSV files are read without
+    quote handling, as GLUE's files are written."""
     path = _check_file(path, role)
     suffix = path.suffix.lower()
     rows: list[dict] = []
@@ -200,7 +210,7 @@ def read_table(path: str | Path, role: str = "--train_file") -> tuple[list[dict]
     if suffix in (".tsv", ".csv"):
         with path.open(encoding="utf-8", newline="") as handle:
             options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
-            reader = csv.DictReader(handle, **options)
+            reader = csv.DictReader(handle, fieldnames=fieldnames, **options)
             for row in reader:
                 if None in row:
                     raise ValueError(f"{path}:{reader.line_num}: more fields than the header's {reader.fieldnames}.")
@@ -297,6 +307,14 @@ def _sorted_labels(labels) -> list[str]:
         return sorted(str(value) for value in values)
 
 
+def _task_label_order(train_labels, task: GlueTask | None) -> list[str] | None:
+    """The task's label names in the `glue` dataset's id order when the file gives its labels as those names
+    (MNLI's ``gold_label``: entailment, neutral, contradiction, not sorted alphabetically), else ``None``."""
+    if task is None or not task.label_names:
+        return None
+    return list(task.label_names) if {str(label) for label in train_labels} <= set(task.label_names) else None
+
+
 def _conventional_names(names: list[str], task: GlueTask | None) -> list[str]:
     """GLUE files give most labels as ids (``0`` / ``1``); the model's ``id2label`` gets the task's names for them
     (``negative`` / ``positive``), so that a pipeline answers in words. Other labels are kept as they are."""
@@ -320,10 +338,27 @@ def _regression_values(values, lines, source: str, column: str) -> list[float]:
 
 
 # ------------------------------------------------------------------------------------------------ the two kinds
+def _glue_original_rows(path, role, task: GlueTask | None, rows: list[dict], lines: list[int], needed):
+    """``rows`` of one of GLUE's original files under the task's column names: a headerless file re-read with its
+    columns named, an original header renamed. Other files are returned as read."""
+    if task is None or all(column in rows[0] for column in needed):
+        return rows, lines
+    if task.headerless_columns and len(rows[0]) == len(task.headerless_columns):
+        header = list(rows[0])
+        if not set(header) & set(task.headerless_columns):  # the first line was data, not a header
+            return read_table(path, role, fieldnames=task.headerless_columns)
+    renames = dict(task.original_columns)
+    if renames and all(original in rows[0] for original in renames):
+        return [{renames.get(column, column): value for column, value in row.items()} for row in rows], lines
+    return rows, lines
+
+
 def _table_split(path, role, arguments) -> tuple[dict, list[int], str]:
     rows, lines = read_table(path, role)
-    columns = list(rows[0])
     needed = (*arguments.resolved_text_columns(), arguments.label_column)
+    if arguments.text_columns is None and arguments.label_column == "label":  # the task's own columns
+        rows, lines = _glue_original_rows(path, role, arguments.glue_task, rows, lines, needed)
+    columns = list(rows[0])
     missing = [column for column in needed if column not in columns]
     if missing:
         raise ValueError(f"{role}: {path} has no column {', '.join(map(repr, missing))}; its columns: {columns}.")
@@ -406,7 +441,8 @@ def load_finetuning_data(arguments: FinetuneDataArguments) -> LabeledSplits:
             names = build_label_maps(
                 [str(value) for value in train[0][label]],
                 [str(value) for value in evaluation[0][label]] if evaluation else [],
-                given, (train[2], evaluation[2] if evaluation else ""), is_tags=False,
+                given or _task_label_order(train[0][label], arguments.glue_task),
+                (train[2], evaluation[2] if evaluation else ""), is_tags=False,
             )  # fmt: skip
             index = {name: position for position, name in enumerate(names)}
             for split in (train, evaluation):

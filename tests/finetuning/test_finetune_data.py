@@ -149,6 +149,42 @@ def test_glue_label_ids_get_the_tasks_names(tmp_path, task, labels, expected):
     assert given.label_names == raw  # --label_list is the user's word
 
 
+GLUE_ORIGINAL_FILES = {  # the first lines of GLUE's original downloads (gluebenchmark.com), as they are written
+    "mrpc": ("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+             "1\t702876\t702977\tAmrozi accused his brother , whom he called \" the witness \" .\tReferring to him as "
+             "only \" the witness \" , Amrozi accused his brother .\n"
+             "0\t2108705\t2108831\tYucaipa owned Dominick 's .\tYucaipa bought Dominick 's in 1995 .\n"),
+    "qqp": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+            "133273\t213221\t213222\tHow is the life of a math student?\tWhich level of prepration is enough?\t0\n"
+            "402555\t536040\t536041\tHow do I control my horny emotions?\tHow do you control your horniness?\t1\n"),
+    "stsb": ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+             "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane is taking off.\tAn air plane is taking "
+             "off.\t5.000\n"),
+    "mnli": ("index\tpromptID\tpairID\tgenre\tsentence1\tsentence2\tlabel1\tgold_label\n"
+             "0\t31193\t31193n\tgovernment\tConceptually cream skimming has two basic dimensions.\tProduct and "
+             "geography are what make cream skimming work.\tneutral\tneutral\n"
+             "1\t101457\t101457e\ttelephone\tyou know during the season.\tYou lose the things.\tentailment\tentailment\n"),
+    "cola": ("gj04\t1\t\tOur friends won't buy this analysis, let alone the next one we propose.\n"
+             "gj04\t0\t*\tOne more pseudo generalization and I'm giving up.\n"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("task", list(GLUE_ORIGINAL_FILES))
+def test_glues_original_files_load_by_task_name(tmp_path, task):
+    train = _write(tmp_path / "train.tsv", GLUE_ORIGINAL_FILES[task])
+    splits = load_finetuning_data(FinetuneDataArguments(task_name=task, train_file=str(train)))
+    columns = GLUE_TASKS[task].text_columns
+    assert splits.train.column_names == [*columns, "label"]
+    first = splits.train[0]
+    assert all(first[column] for column in columns)
+    expected = {"mrpc": (["not_equivalent", "equivalent"], 1), "qqp": (["not_duplicate", "duplicate"], 0),
+                "stsb": (None, 5.0), "mnli": (["entailment", "neutral", "contradiction"], 1),
+                "cola": (["unacceptable", "acceptable"], 1)}[task]  # fmt: skip
+    assert (splits.label_names, first["label"]) == expected
+    if task == "mrpc":
+        assert '" the witness "' in first["sentence1"]  # quotes are text, not CSV quoting
+
+
 def test_csv_and_jsonl_with_named_columns(tmp_path):
     csv_file = _write(tmp_path / "train.csv", 'text,y\n"hello, world",a\nbye,b\n')
     jsonl_file = _write(tmp_path / "dev.jsonl", '{"text": "hi", "y": "a"}\n\n{"text": "yo", "y": "b"}\n')
@@ -199,3 +235,14 @@ def test_saved_dataset_folder_with_class_labels(tmp_path):
     datasets.DatasetDict({"train": classification}).save_to_disk(str(tmp_path / "cls"))
     splits = load_finetuning_data(FinetuneDataArguments(dataset_name=str(tmp_path / "cls"), task_name="sst2"))
     assert splits.label_names == ["negative", "positive"] and splits.validation is None  # sst2's names for its ids
+
+
+def test_the_shared_sts_benchmark_loads_by_task_name():
+    from tests.conftest import shared_data
+
+    folder = shared_data("stsb")
+    arguments = FinetuneDataArguments(task_name="stsb", train_file=str(folder / "train.tsv"),
+                                      validation_file=str(folder / "validation.tsv"))  # fmt: skip
+    splits = load_finetuning_data(arguments)
+    assert splits.task_type == "regression" and (len(splits.train), len(splits.validation)) == (5749, 1500)
+    assert all(0.0 <= score <= 5.0 for score in splits.validation["label"])
