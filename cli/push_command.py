@@ -76,11 +76,11 @@ def check_push_arguments(args: argparse.Namespace) -> str | None:
 
 
 def _size(size: int) -> str:
-    """Bytes for people: 512 B, 4.2 KB, 8.1 MB, 1.3 GB."""
-    if size < 1024:
+    """Bytes for people in SI units, as every size the project prints (1 MB = 10^6 bytes): 512 B, 4.2 kB, 8.1 MB."""
+    if size < 1000:
         return f"{size} B"
-    for unit, scale in (("KB", 1024), ("MB", 1024**2), ("GB", 1024**3)):
-        if size < scale * 1024 or unit == "GB":
+    for unit, scale in (("kB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        if size < scale * 1000 or unit == "GB":
             return f"{size / scale:.1f} {unit}"
     return f"{size} B"
 

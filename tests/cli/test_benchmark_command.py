@@ -23,6 +23,15 @@ def test_preset_prints_a_table_and_writes_json(tmp_path, capsys):
     assert all(row["p90_ms"] >= row["median_ms"] > 0 and row["vs_eager"] == 1.0 for row in rows)
     printed = capsys.readouterr().out
     assert "runtime" in printed and "vs eager" in printed and printed.count("\neager ") == 2
+    assert printed.count("(reference)") == 2  # eager against itself
+
+
+@pytest.mark.parametrize(("ratio", "words"), [(0.5, "2.00x faster"), (1.43, "1.43x slower"), (1.0, "(reference)"),
+                                              (1.001, "same")])  # fmt: skip
+def test_ratios_say_faster_or_slower(ratio, words):
+    from compact_bert.cli.benchmark_command import speed_against_eager
+
+    assert speed_against_eager(ratio) == words
 
 
 @pytest.fixture(scope="module")
