@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 import transformers
 from transformers import HfArgumentParser
 
@@ -55,11 +56,22 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
             check_training_arguments(arguments)
+            if arguments.dataloader_pin_memory and not _has_accelerator(arguments):
+                arguments.dataloader_pin_memory = False  # pinned memory only speeds copies to an accelerator
             if arguments.full_determinism:
                 transformers.enable_full_determinism(arguments.seed)
             else:
                 transformers.set_seed(arguments.seed)
     return parsed
+
+
+def _has_accelerator(arguments) -> bool:
+    """Whether a run will train on an accelerator: without one, PyTorch warns at every data loader that pinned
+    memory is useless (four times in the main job) and pins nothing."""
+    if arguments.use_cpu:
+        return False
+    accelerator = getattr(torch, "accelerator", None)
+    return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
 
 
 def parse_json_object(text: str, field: str) -> dict:

@@ -60,3 +60,25 @@ def test_bad_arguments_exit_with_usage(capsys):
     with pytest.raises(SystemExit):
         main(["no-such-command"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_cpu_run_pins_no_memory_and_warns_nothing_about_it(tmp_path):
+    import warnings
+
+    import torch
+
+    from compact_bert.cli import finetune_command
+    from tests.conftest import shared_data
+
+    if torch.cuda.is_available():
+        pytest.skip("an accelerator is present: pinned memory is the right default there")
+    data = shared_data("sst2")
+    arguments = ["--model_name_or_path", "minilm-3l-96h", "--task_name", "sst2", "--train_file", str(data / "train.tsv"),
+                 "--max_train_samples", "16", "--num_train_epochs", "1", "--report_to", "none", "--disable_tqdm", "true",
+                 "--output_dir", str(tmp_path / "run"), "--init_from_teacher", "none"]  # fmt: skip
+    model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
+    assert config.dataloader_pin_memory is False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        finetune_command.finetune(model_args, data_args, config, arguments)
+    assert not [str(warning.message) for warning in caught if "pin_memory" in str(warning.message)]
