@@ -180,7 +180,9 @@ def build_block_dataset(text_dataset, tokenizer: PreTrainedTokenizerBase, block_
     content_length = block_size - (3 if with_pairs else 2)
 
     def tokenize_and_cut(batch):
-        ids = tokenizer(batch["text"], add_special_tokens=False, return_attention_mask=False)["input_ids"]
+        # verbose=False: a paragraph longer than the model's positions is expected here (it is cut into blocks);
+        # the tokenizer's "sequence length is longer than the specified maximum" warning would say otherwise.
+        ids = tokenizer(batch["text"], add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
         stream = [token for sequence in ids for token in sequence]
         usable = len(stream) - len(stream) % content_length
         return {"input_ids": [stream[start : start + content_length] for start in range(0, usable, content_length)]}

@@ -162,3 +162,13 @@ def test_streaming_corpus_yields_the_same_blocks(tokenizer, tmp_path):
     )
     assert isinstance(streamed, datasets.IterableDataset)
     assert [row["input_ids"] for row in streamed] == eager["input_ids"]
+
+
+def test_long_paragraphs_are_cut_into_blocks_without_a_length_warning(capfd):
+    from compact_bert.distillation.data import default_tokenizer
+
+    fresh = default_tokenizer()  # the tokenizer warns once per instance: a fresh one shows whether it would
+    paragraph = " ".join(f"word{index}" for index in range(700))  # > 512 tokens, as many corpus lines are
+    blocks = build_block_dataset(datasets.Dataset.from_dict({"text": [paragraph]}), fresh, 128, with_pairs=False)
+    assert len(blocks) > 4
+    assert "longer than the specified maximum" not in capfd.readouterr().err
