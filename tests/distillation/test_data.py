@@ -164,11 +164,25 @@ def test_streaming_corpus_yields_the_same_blocks(tokenizer, tmp_path):
     assert [row["input_ids"] for row in streamed] == eager["input_ids"]
 
 
-def test_long_paragraphs_are_cut_into_blocks_without_a_length_warning(capfd):
+def test_long_paragraphs_are_cut_into_blocks_without_a_length_warning():
+    import logging
+
     from compact_bert.distillation.data import default_tokenizer
 
-    fresh = default_tokenizer()  # the tokenizer warns once per instance: a fresh one shows whether it would
-    paragraph = " ".join(f"word{index}" for index in range(700))  # > 512 tokens, as many corpus lines are
-    blocks = build_block_dataset(datasets.Dataset.from_dict({"text": [paragraph]}), fresh, 128, with_pairs=False)
+    class Recorder(logging.Handler):
+        messages: list[str] = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    library_logger = logging.getLogger("transformers")  # transformers' records stop here (propagate off)
+    recorder = Recorder(level=logging.WARNING)
+    library_logger.addHandler(recorder)
+    try:
+        fresh = default_tokenizer()  # the tokenizer warns once per instance: a fresh one shows whether it would
+        paragraph = " ".join(f"word{index}" for index in range(700))  # > 512 tokens, as many corpus lines are
+        blocks = build_block_dataset(datasets.Dataset.from_dict({"text": [paragraph]}), fresh, 128, with_pairs=False)
+    finally:
+        library_logger.removeHandler(recorder)
     assert len(blocks) > 4
-    assert "longer than the specified maximum" not in capfd.readouterr().err
+    assert not [message for message in recorder.messages if "longer than the specified maximum" in message]
