@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import benchmark_command, convert_command, export_command, presets_command, push_command
+from ..distillation.console_log import VERBOSE_VARIABLE
 from .training_common import record_invocation
 
 __all__ = ["build_parser", "main"]
@@ -25,6 +27,8 @@ TRAINING_COMMANDS.update({("distill", method): module for method, module in DIST
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compact-bert", description=__doc__)
     parser.add_argument("--version", action="version", version=_version_line())
+    parser.add_argument("--verbose", action="store_true",
+                        help="Show transformers' full log dicts (every routing number of every block) on the console.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _SIMPLE_COMMANDS:
         command.add_parser(subparsers)
@@ -59,6 +63,9 @@ def _version_line() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     record_invocation(argv)
+    if "--verbose" in argv:  # before the command's own parser: every command has it
+        argv.remove("--verbose")
+        os.environ[VERBOSE_VARIABLE] = "1"
     for prefix, module_name in TRAINING_COMMANDS.items():
         if tuple(argv[: len(prefix)]) == prefix:
             module = importlib.import_module(f"{__package__}.{module_name}")

@@ -11,6 +11,7 @@ import torch
 from accelerate.utils import gather_object, model_has_dtensor
 from transformers import Trainer, TrainerCallback
 
+from .console_log import ConciseConsoleMixin
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
 from .loss_guard import LossGuardCallback
 from .precision_checks import check_precision_supported
@@ -180,7 +181,7 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
     return train, eval_blocks
 
 
-class PretrainingTrainer(StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
+class PretrainingTrainer(ConciseConsoleMixin, StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
     """transformers' Trainer with the run guards (no run without an optimizer step, evaluation of every held-out
     block, disk-full errors that name the folder) and masks / dropout drawn from the step (``step_randomness``): the
     model computes its own MLM (+ NSP) loss."""
@@ -188,7 +189,7 @@ class PretrainingTrainer(StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
     training_unit = "blocks"
 
 
-class DistillationTrainer(LossTermsMixin, StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
+class DistillationTrainer(ConciseConsoleMixin, LossTermsMixin, StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
     """Base of every compact-bert distillation trainer: holds a frozen teacher prepared by the Trainer's
     accelerator, logs named loss terms, writes the loss plot, stops a diverged run (``LossGuardCallback``), has
     the run guards of ``trainer_guards`` and draws masks, dropout and loss sampling from the step

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from transformers import Trainer
 
+from ..distillation.console_log import ConciseConsoleMixin
 from ..distillation.loss_guard import LossGuardCallback
 from ..distillation.precision_checks import check_precision_supported
 from ..distillation.trainer_guards import RunGuardsMixin
@@ -39,7 +40,7 @@ def check_eval_keeps_every_token(config) -> None:
         )
 
 
-class FinetuneTrainer(LossTermsMixin, RunGuardsMixin, Trainer):
+class FinetuneTrainer(ConciseConsoleMixin, LossTermsMixin, RunGuardsMixin, Trainer):
     """``Trainer`` that logs the task loss and the balance loss separately (train and eval) with the routing
     statistics of MoE models, with the run guards of ``distillation/trainer_guards.py``. The optimized and
     reported ``loss`` is unchanged: the model's own. Refuses ``--fp16`` for NoNorm models and stops a diverged
