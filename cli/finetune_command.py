@@ -368,7 +368,8 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
         data_collator = DataCollatorWithPadding(tokenizer)
     start = _StudentStart()
     if model_args.teacher:
-        task_teacher = load_task_teacher(model_args.teacher, splits.task_type, splits.label_names, tokenizer)
+        task_teacher = load_task_teacher(model_args.teacher, splits.task_type, splits.label_names, tokenizer,
+                                         data_args.glue_task)  # fmt: skip
         tokenized[0], cache = attach_teacher_logits(task_teacher, tokenized[0], tokenizer, data_collator, max_length,
                                                     splits.task_type, training_args.teacher_cache_dir)  # fmt: skip
         if AUGMENTED_COLUMN in train_split.column_names:
@@ -382,8 +383,12 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
         start.statistics, start.calibration = prepare_initialization(config, start.teacher, model_args.layer_map,
                                                                      tokenized[0], data_collator)  # fmt: skip
     if training_args.rebalance_routers:
-        if getattr(config, "num_experts", 1) < 2 or getattr(config, "router_type", "learned") == "hash":
+        if not getattr(config, "is_sparse", False) or getattr(config, "router_type", "top1") == "hash":
             raise SystemExit(f"--rebalance_routers: {model_args.model_name_or_path} has no learned MoE router.")
+        if model_args.peft and not model_args.merge:
+            raise SystemExit("--rebalance_routers with --peft: the adapter does not carry the shifted router biases "
+                             "(routers stay out of adapters), so it would load onto routing it was not trained with; "
+                             "add --merge true (the merged model carries them) or fine-tune without --peft.")
         start.router_calibration = calibration_batches(tokenized[0], data_collator)
     if model_args.teacher:
         data_collator = TeacherLogitsCollator(data_collator)

@@ -132,7 +132,7 @@ def save_tokenizer(tokenizer, folder: str | Path) -> None:
 # truncation and padding of a sentence-transformers teacher's ``tokenizer.json`` (128 tokens). Shipped, they tell
 # a user's tokenizer that it was loaded offline and cut sentences at 128 tokens.
 LOAD_TIME_TOKENIZER_KEYS = ("is_local", "local_files_only", "max_length", "stride", "truncation_strategy",
-                            "truncation_side", "pad_to_multiple_of", "pad_token_type_id", "padding_side")  # fmt: skip
+                            "pad_to_multiple_of", "pad_token_type_id")  # fmt: skip
 
 
 def _write_tokenizer_files(tokenizer, folder: str | Path) -> None:

@@ -9,6 +9,7 @@ own dicts. Only the console changes: callbacks that record logs (TensorBoard, th
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -31,6 +32,8 @@ def _number(value) -> str:
         number = float(value)
     except (TypeError, ValueError):
         return str(value)
+    if not math.isfinite(number):  # an fp16 step's skipped gradient, a constant prediction's correlation
+        return str(number)
     if number == int(number) and abs(number) < 1e6:
         return str(int(number))
     return f"{number:.3g}" if abs(number) < 1e-2 or abs(number) >= 1e4 else f"{number:.4f}".rstrip("0").rstrip(".")

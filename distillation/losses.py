@@ -122,7 +122,7 @@ def pretraining_distillation_loss(
 _RELATION_CHUNK_ELEMENTS = 1 << 19
 # ``_RelationKL`` keeps its gradient kernel for the backward pass up to this size (the main job's batch of 16 x 128
 # with 32 relation heads: 33.5 MB per relation), and recomputes it chunk by chunk beyond.
-_SAVED_GRADIENT_BYTES = 256 << 20
+_SAVED_GRADIENT_BYTES = 256_000_000
 
 
 def _relation_heads(states: torch.Tensor, num_relation_heads: int) -> torch.Tensor:
@@ -145,7 +145,8 @@ class _RelationKL(torch.autograd.Function):
     The forward pass walks over chunks of relation heads small enough to stay in the CPU's cache. The gradient of
     the KL with respect to ``S`` is ``G = softmax(S) − softmax(T)``, so ``∂/∂X_s = (G + Gᵀ) X_s / √d_s`` (times the
     upstream gradient): the forward pass keeps ``G`` (one ``[batch · heads, seq, seq]`` tensor, both softmaxes are
-    at hand there) when it fits in ``_SAVED_GRADIENT_BYTES``, and the backward pass is then two GEMMs per chunk;
+    at hand there) when a gradient is wanted and it fits in ``_SAVED_GRADIENT_BYTES``, and the backward pass is then
+    two GEMMs per chunk;
     for longer sequences it keeps only the heads and recomputes each chunk's two softmaxes instead. The autograd
     chain through ``log_softmax``, ``xlogy`` and the products that this replaces made the relation loss cost more
     than the student's and the teacher's forward passes together.
@@ -155,7 +156,8 @@ class _RelationKL(torch.autograd.Function):
     def forward(ctx, student_heads, teacher_heads, key_bias):
         rows, seq = student_heads.shape[:2]
         chunk = max(1, _RELATION_CHUNK_ELEMENTS // (seq**2))
-        keep_gradient = rows * seq * seq * 4 <= _SAVED_GRADIENT_BYTES
+        kernel_bytes = rows * seq * seq * student_heads.element_size()
+        keep_gradient = ctx.needs_input_grad[0] and kernel_bytes <= _SAVED_GRADIENT_BYTES
         gradient = student_heads.new_empty(rows, seq, seq) if keep_gradient else None
         divergence = student_heads.new_empty(rows, seq)
         for start in range(0, rows, chunk):

@@ -25,6 +25,7 @@ __all__ = [
     "align_labels_with_words",
     "build_label_maps",
     "check_tag_scheme",
+    "conventional_names",
     "load_finetuning_data",
     "read_conll",
     "read_table",
@@ -315,7 +316,7 @@ def _task_label_order(train_labels, task: GlueTask | None) -> list[str] | None:
     return list(task.label_names) if {str(label) for label in train_labels} <= set(task.label_names) else None
 
 
-def _conventional_names(names: list[str], task: GlueTask | None) -> list[str]:
+def conventional_names(names: list[str], task: GlueTask | None) -> list[str]:
     """GLUE files give most labels as ids (``0`` / ``1``); the model's ``id2label`` gets the task's names for them
     (``negative`` / ``positive``), so that a pipeline answers in words. Other labels are kept as they are."""
     if task is None or not task.label_names:
@@ -345,7 +346,7 @@ def _glue_original_rows(path, role, task: GlueTask | None, rows: list[dict], lin
         return rows, lines
     if task.headerless_columns and len(rows[0]) == len(task.headerless_columns):
         header = list(rows[0])
-        if not set(header) & set(task.headerless_columns):  # the first line was data, not a header
+        if header[1] in ("0", "1") and header[2] in ("", "*"):  # CoLA's first data line: source, label, mark, text
             return read_table(path, role, fieldnames=task.headerless_columns)
     renames = dict(task.original_columns)
     if renames and all(original in rows[0] for original in renames):
@@ -449,7 +450,7 @@ def load_finetuning_data(arguments: FinetuneDataArguments) -> LabeledSplits:
                 if split is not None:
                     split[0][label] = [index[str(value)] for value in split[0][label]]
             if given is None:
-                names = _conventional_names(names, arguments.glue_task)
+                names = conventional_names(names, arguments.glue_task)
     built = [None if split is None else datasets.Dataset.from_dict(
         {**{column: split[0][column] for column in columns[:-1]}, "label": split[0][label]}
     ) for split in (train, evaluation)]  # fmt: skip

@@ -5,9 +5,12 @@ A router learned on the distillation corpus can send most of a new task's tokens
 step. Fine-tuning without a capacity limit (``--capacity_factor none``, the default) avoids the drops but keeps the
 imbalance; this module is the other remedy: shift each learned router's **bias** so that, on the first training
 examples, every expert is the top-1 choice of an equal share of real tokens. The router's weights (what it learned
-to tell apart) are untouched; the shift is the per-expert bias of the auxiliary-loss-free balancing of DeepSeek-V3
+to tell apart) are untouched. The shift is the per-expert bias of the auxiliary-loss-free balancing of DeepSeek-V3
 (Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts"), found here in one pass
-on fixed logits instead of updated during training.
+on fixed logits instead of updated during training — with one difference: there the bias only selects the
+expert, here it is added to the router's own bias, so it also changes the gate ``p_k`` that scales the chosen
+expert's output (paper 003 eq. 3) for every token, not only for the tokens whose expert changes. The
+``capacity_remedies`` recipe measures what that costs against no capacity limit at all.
 
 Blocks are balanced in order: a block's routing inputs are measured with the routers before it already shifted.
 """
@@ -50,8 +53,10 @@ def balancing_bias(logits: torch.Tensor, rounds: int = BALANCING_ROUNDS) -> torc
 
 
 def _learned_routers(model: nn.Module) -> list[nn.Module]:
-    return [module for module in model.modules() if hasattr(module, "gate") and isinstance(module.gate, nn.Linear)
-            and type(module).__name__.endswith("Router")]  # fmt: skip
+    """Every ``TopOneRouter``, matched by class name so that a model loaded through remote code (its own copy of
+    the class) counts too, as in ``peft_support``."""
+    return [module for module in model.modules()
+            if any(base.__name__ == "TopOneRouter" for base in type(module).__mro__)]  # fmt: skip
 
 
 @torch.no_grad()

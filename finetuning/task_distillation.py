@@ -32,6 +32,7 @@ from ..distillation.teacher_cache import (
     tokenizer_fingerprint,
 )
 from ..distillation.trainer_utils import freeze_teacher
+from .data import conventional_names
 from .finetune_trainer import FinetuneTrainer, split_loss_terms
 
 __all__ = [
@@ -50,9 +51,11 @@ _HEAD_SUFFIXES = {"ner": "ForTokenClassification", "classification": "ForSequenc
                   "regression": "ForSequenceClassification"}  # fmt: skip
 
 
-def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None, tokenizer):
+def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None, tokenizer, glue_task=None):
     """The fine-tuned teacher in ``folder``, frozen, after checking that it fits the task: a trained head of the
-    task's kind, the data's label set in the same order, and a vocabulary equal to the student's tokenizer's."""
+    task's kind, the data's label set in the same order, and a vocabulary equal to the student's tokenizer's.
+    A teacher whose labels are a GLUE task's ids (``0`` / ``1``: saved before ids got their names) matches data
+    labelled with that task's names (``glue_task``)."""
     path = Path(folder)
     if not (path / "config.json").is_file():
         raise RunSettingsError(f"--teacher {folder!r}: not a model folder (no config.json there).")
@@ -70,8 +73,8 @@ def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None
             raise RunSettingsError(f"--teacher {folder}: a regression task needs a teacher with num_labels=1, "
                                    f"got {config.num_labels}.")  # fmt: skip
     else:
-        teacher_labels = [config.id2label[index] for index in range(config.num_labels)]
-        if [str(name) for name in teacher_labels] != [str(name) for name in label_names]:
+        teacher_labels = [str(config.id2label[index]) for index in range(config.num_labels)]
+        if conventional_names(teacher_labels, glue_task) != [str(name) for name in label_names]:
             raise RunSettingsError(
                 f"--teacher {folder}: its labels {teacher_labels} (config.json id2label) differ from the data's "
                 f"{label_names}; the teacher must have been fine-tuned on the same label set, in the same order."

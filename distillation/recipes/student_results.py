@@ -87,6 +87,16 @@ def _start_flags(start: str, task: str, teacher_dir: Path, pretrained: str) -> l
     return ["--teacher", str(teacher_dir), "--augment_copies", str(TASKS[task][2])]
 
 
+def _check_start(folder: Path, start: str, teacher_dir: Path, pretrained: str) -> None:
+    """The run started where its row says: ``--init_from_teacher auto`` falls back to random weights (with a
+    warning) when a teacher cannot initialize a student, which must not pass for a teacher-initialized row."""
+    summary = json.loads((folder / "run_summary.json").read_text())
+    found = (summary.get("teacher_initialization") or {}).get("teacher")
+    expected = {"random init": None, "teacher init": pretrained}.get(start, str(teacher_dir))
+    if found != expected:
+        raise SystemExit(f"{folder}: the '{start}' run started from {found or 'random weights'}, not {expected}.")
+
+
 def _own_cache(folder: Path, arguments: list[str]) -> list[str]:
     """A task-distilled run computes its teacher's logits itself (a cache inside its own folder), so that its CPU
     time includes them instead of borrowing an earlier run's."""
@@ -108,7 +118,9 @@ def run_once(folder: Path, arguments: list[str], metric: str) -> dict:
     summary = finetune_command.finetune(model_args, data_args, config, arguments)[0]
     record = {"value": summary[metric], "cpu_seconds": round(time.process_time() - cpu_start, 1),
               "wall_seconds": round(time.perf_counter() - wall_start, 1),
-              "reported_checkpoint": summary["reported_checkpoint"]}  # fmt: skip
+              "reported_checkpoint": summary["reported_checkpoint"],
+              # which teacher the student started from (None: random weights), so a start is checked, not assumed
+              "initialized_from": (summary.get("teacher_initialization") or {}).get("teacher")}  # fmt: skip
     record_path.write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -157,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             runs.setdefault(task, {}).setdefault("teacher", {}).setdefault("teacher", []).append(teacher)
             for shape in SHAPES:
                 for index, start in enumerate(STARTS):
-                    record = run_once(base / f"{shape}-start{index}",
-                                      ["--model_name_or_path", shape, *_start_flags(start, task, teacher_dir, pretrained),
-                                       *seeded], metric)  # fmt: skip
+                    folder = base / f"{shape}-start{index}"
+                    record = run_once(folder, ["--model_name_or_path", shape,
+                                               *_start_flags(start, task, teacher_dir, pretrained), *seeded], metric)  # fmt: skip
+                    _check_start(folder, start, teacher_dir, pretrained)
                     runs[task].setdefault(shape, {}).setdefault(start, []).append(record)
             (args.output_dir / "runs.json").write_text(json.dumps(runs, indent=2) + "\n")
     first = args.output_dir / "sst2" / f"seed-{args.seeds[0]}"

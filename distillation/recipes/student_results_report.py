@@ -1,8 +1,8 @@
 """Tables, paper directions and the accuracy-against-latency picture of ``student_results``.
 
-Kept apart from the runs so that the report can be rebuilt from ``runs.json`` alone
-(``python -m compact_bert.distillation.recipes.student_results_report runs/student_results``) and tested without
-training anything.
+Kept apart from the runs so that the report can be rebuilt from a run folder
+(``python -m compact_bert.distillation.recipes.student_results_report runs/student_results``: ``results.json``, or
+``runs.json`` when the run stopped before its latency step) and tested without training anything.
 """
 
 from __future__ import annotations
@@ -132,10 +132,21 @@ def write_report(output_dir: Path, runs: dict, latency: dict | None, seeds: list
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rebuild the report from a finished run's ``results.json``."""
-    folder = Path((argv if argv is not None else sys.argv[1:])[0])
-    saved = json.loads((folder / "results.json").read_text())
-    write_report(folder, saved["runs"], saved["latency_ms"], saved["seeds"])
+    """Rebuild the report of a run folder."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Rebuild student_results' tables and picture from a run folder.")
+    parser.add_argument("folder", type=Path, help="The recipe's --output_dir.")
+    folder = parser.parse_args(argv).folder
+    if (folder / "results.json").is_file():
+        saved = json.loads((folder / "results.json").read_text())
+        runs, latency, seeds = saved["runs"], saved["latency_ms"], saved["seeds"]
+    elif (folder / "runs.json").is_file():
+        runs, latency = json.loads((folder / "runs.json").read_text()), None
+        seeds = sorted({int(path.name.removeprefix("seed-")) for path in folder.glob("*/seed-*")})
+    else:
+        raise SystemExit(f"{folder}: neither results.json nor runs.json; is it student_results' --output_dir?")
+    write_report(folder, runs, latency, seeds)
     return 0
 
 

@@ -47,13 +47,18 @@ def test_verbose_keeps_transformers_dicts(tmp_path, capsys, monkeypatch):
     assert "'block2_max_expert_share'" in printed and not any(line.startswith("step ") for line in printed.splitlines())
 
 
+def test_nan_and_infinite_values_print_instead_of_stopping_the_run():
+    line = concise_line({"grad_norm": float("nan"), "eval_spearmanr": float("inf"), "loss": 0.5}, 3, 9)
+    assert line == "step 3/9 | grad_norm nan | eval_spearmanr inf | loss 0.5"
+
+
 @pytest.mark.parametrize("flag_position", [0, -1])
-def test_the_verbose_flag_reaches_every_command(flag_position, monkeypatch):
+def test_the_verbose_flag_is_taken_before_the_command(flag_position, monkeypatch):
     import os
 
     from compact_bert.cli.main import main
 
-    monkeypatch.delenv(VERBOSE_VARIABLE, raising=False)
+    monkeypatch.setenv(VERBOSE_VARIABLE, "0")  # recorded, so the "1" that main() sets is undone after the test
     argv = ["presets"]
     argv.insert(flag_position if flag_position == 0 else len(argv), "--verbose")
     assert main(argv) == 0

@@ -67,13 +67,13 @@ def test_a_finished_run_is_not_repeated_and_a_partial_one_is_redone(tmp_path):
     data = shared_data("sst2")
     folder = tmp_path / "run"
     folder.mkdir()
-    (folder / "trainer_state.json").write_text("{")  # what an interrupted run leaves: not a result
+    (folder / "stale-partial-file").write_text("{")  # what an interrupted run leaves (finetune never writes it)
     arguments = ["--model_name_or_path", "minilm-3l-96h", "--task_name", "sst2", "--train_file",
                  str(data / "train.tsv"), "--validation_file", str(data / "validation.tsv"), "--max_train_samples", "32",
                  "--max_eval_samples", "32", "--num_train_epochs", "1", "--report_to", "none", "--use_cpu", "true",
                  "--disable_tqdm", "true", "--init_from_teacher", "none"]  # fmt: skip
     record = student_results.run_once(folder, arguments, "eval_accuracy")
-    assert (folder / "trainer_state.json").read_text() != "{"
+    assert not (folder / "stale-partial-file").exists()
     summary = json.loads((folder / "run_summary.json").read_text())
     assert record["value"] == summary["eval_accuracy"] and record["cpu_seconds"] > 0
     stamp = (folder / "run_summary.json").stat().st_mtime_ns
@@ -85,3 +85,14 @@ def test_a_task_distilled_run_keeps_its_teacher_logits_in_its_own_folder(tmp_pat
     taught = student_results._own_cache(tmp_path, ["--teacher", "t"])
     assert taught[-2:] == ["--teacher_cache_dir", str(tmp_path / "teacher_cache")]
     assert student_results._own_cache(tmp_path, ["--init_from_teacher", "none"]) == ["--init_from_teacher", "none"]
+
+
+def test_the_report_rebuilds_from_a_run_stopped_before_its_latency_step(tmp_path, capsys):
+    from compact_bert.distillation.recipes.student_results_report import main
+
+    (tmp_path / "sst2" / "seed-0").mkdir(parents=True)
+    (tmp_path / "runs.json").write_text(json.dumps(_runs((0.80, 0.82), (0.78, 0.79))))
+    assert main([str(tmp_path)]) == 0
+    assert "| minimoe-4l-384h | teacher init | 80.0, 82.0 |" in (tmp_path / "results.md").read_text()
+    with pytest.raises(SystemExit, match="neither results.json nor runs.json"):
+        main([str(tmp_path / "elsewhere")])

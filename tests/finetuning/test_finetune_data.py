@@ -185,6 +185,12 @@ def test_glues_original_files_load_by_task_name(tmp_path, task):
         assert '" the witness "' in first["sentence1"]  # quotes are text, not CSV quoting
 
 
+def test_a_four_column_file_with_its_own_header_is_not_taken_for_colas_headerless_one(tmp_path):
+    train = _write(tmp_path / "train.tsv", "id\ttext\ttarget\tnotes\n1\tfine\t1\t\n")
+    with pytest.raises(ValueError, match="has no column 'sentence'"):
+        load_finetuning_data(FinetuneDataArguments(task_name="cola", train_file=str(train)))
+
+
 def test_csv_and_jsonl_with_named_columns(tmp_path):
     csv_file = _write(tmp_path / "train.csv", 'text,y\n"hello, world",a\nbye,b\n')
     jsonl_file = _write(tmp_path / "dev.jsonl", '{"text": "hi", "y": "a"}\n\n{"text": "yo", "y": "b"}\n')

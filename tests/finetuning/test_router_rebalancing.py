@@ -79,11 +79,34 @@ def _finetune(tmp_path, model: str, *extra: str) -> dict:
     return json.loads((tmp_path / "run" / "run_summary.json").read_text())
 
 
+def _skewed_folder(tmp_path):
+    """A MiniMoE classifier whose routers learned (on other text) to send nearly everything to expert 2."""
+    from transformers import AutoModelForSequenceClassification
+
+    from compact_bert.configuration import preset_config
+    from compact_bert.distillation.compat import save_tokenizer
+    from compact_bert.distillation.data import default_tokenizer
+
+    model = AutoModelForSequenceClassification.from_config(preset_config("minimoe-3l-96h", num_labels=2))
+    for layer in model.minimoe.encoder.layer:
+        layer.moe.router.gate.bias.data[2] += 5.0
+    folder = tmp_path / "skewed"
+    model.save_pretrained(folder)
+    save_tokenizer(default_tokenizer(), folder)
+    return str(folder)
+
+
 def test_finetune_rebalances_before_training_and_records_it(tmp_path, capsys):
-    summary = _finetune(tmp_path, "minimoe-3l-96h", "--init_from_teacher", "none")
-    assert len(summary["rebalanced_routers"]) == 3  # one learned router per MoE block
-    assert all(entry["max_expert_share_after"] <= entry["max_expert_share_before"] for entry in summary["rebalanced_routers"])
+    summary = _finetune(tmp_path, _skewed_folder(tmp_path))
+    record = summary["rebalanced_routers"]
+    assert len(record) == 3  # one learned router per MoE block
+    assert all(entry["max_expert_share_before"] > 0.9 and entry["max_expert_share_after"] < 0.4 for entry in record)
     assert "Routers re-balanced on the training text" in capsys.readouterr().out
+
+
+def test_rebalanced_routers_are_not_left_out_of_an_adapter(tmp_path):
+    with pytest.raises(SystemExit, match="--rebalance_routers with --peft: the adapter does not carry"):
+        _finetune(tmp_path, _skewed_folder(tmp_path), "--peft", "lora")
 
 
 def test_finetune_refuses_rebalancing_a_dense_model(tmp_path):

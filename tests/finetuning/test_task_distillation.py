@@ -202,7 +202,7 @@ def test_bad_teachers_fail_before_training(teacher_dir, sst2_files, tmp_path, ca
     assert "without a *ForSequenceClassification head" in _fails([*common, "--teacher", str(base)], capsys)
     relabelled = tmp_path / "relabelled"
     config = AutoConfig.from_pretrained(teacher_dir)
-    config.id2label, config.label2id = {0: "negative", 1: "positive"}, {"negative": 0, "positive": 1}
+    config.id2label, config.label2id = {0: "positive", 1: "negative"}, {"positive": 0, "negative": 1}  # swapped
     from transformers import AutoModelForSequenceClassification
 
     AutoModelForSequenceClassification.from_pretrained(teacher_dir, config=config).save_pretrained(relabelled)
@@ -220,3 +220,21 @@ def test_bad_teachers_fail_before_training(teacher_dir, sst2_files, tmp_path, ca
          '{"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 8}'], capsys)  # fmt: skip
     assert not (tmp_path / "out" / "model.safetensors").exists()
     assert math.isfinite(1.0)
+
+
+def test_a_teacher_saved_with_glue_label_ids_still_teaches_named_labels(teacher_dir, tmp_path):
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from compact_bert.distillation.data import default_tokenizer
+    from compact_bert.finetuning.data import GLUE_TASKS
+    from compact_bert.finetuning.task_distillation import load_task_teacher
+
+    older = tmp_path / "older"  # fine-tuned before label ids got their task's names
+    config = AutoConfig.from_pretrained(teacher_dir)
+    config.id2label, config.label2id = {0: "0", 1: "1"}, {"0": 0, "1": 1}
+    AutoModelForSequenceClassification.from_pretrained(teacher_dir, config=config).save_pretrained(older)
+    default_tokenizer().save_pretrained(older)
+    names = ["negative", "positive"]
+    assert load_task_teacher(str(older), "classification", names, default_tokenizer(), GLUE_TASKS["sst2"]) is not None
+    with pytest.raises(Exception, match="differ from the data's"):  # without the task, ids are not names
+        load_task_teacher(str(older), "classification", names, default_tokenizer())
