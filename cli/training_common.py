@@ -16,6 +16,7 @@ from transformers import HfArgumentParser
 from ..configuration import PRESETS, preset_config
 from ..distillation.checkpoints import CheckpointManifestCallback, resolve_resume_checkpoint, run_identity
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
+from ..distillation.console_log import concise_line, verbose
 from ..distillation.run_errors import RunSettingsError
 from ..model_cards import write_model_card
 from .argument_checks import check_training_arguments
@@ -63,6 +64,9 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
             else:
                 transformers.set_seed(arguments.seed)
     return parsed
+
+
+_EVAL_TIMINGS = {"eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time"}
 
 
 def _has_accelerator(arguments) -> bool:
@@ -176,5 +180,19 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     }
     if trainer.is_world_process_zero():
         write_summary_and_card(training_args.output_dir, summary)
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(summary, indent=2) if verbose() else summary_line(summary))
     return summary
+
+
+def summary_line(summary: dict) -> str:
+    """The end of a run in one line: where it is, how long it took, its evaluation numbers (the routing ones
+    summarised over blocks); the whole summary is in the folder's ``run_summary.json`` (``--verbose`` prints it)."""
+    evaluation = {key: value for key, value in summary.items() if key.startswith("eval_") and key not in _EVAL_TIMINGS
+                  and isinstance(value, (int, float)) and not isinstance(value, bool)}  # fmt: skip
+    finished = (f"Finished in {summary['train_seconds']:.0f} s ({summary['optimizer_steps']} steps): "
+                f"{summary['output_dir']}")  # fmt: skip
+    parts = [finished]
+    if evaluation:
+        parts.append(concise_line(evaluation, summary["optimizer_steps"], summary["optimizer_steps"]).split(" | ", 1)[1])
+    parts.append(f"summary: {Path(summary['output_dir']) / 'run_summary.json'}")
+    return " | ".join(parts)

@@ -33,8 +33,11 @@ def _finetune(tmp_path) -> None:
 def test_a_moe_run_prints_short_lines_and_keeps_every_number_in_its_state(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(VERBOSE_VARIABLE, raising=False)
     _finetune(tmp_path)
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    printed = capsys.readouterr().out.splitlines()
+    lines = [line for line in printed if line.startswith("step ")]
     assert len(lines) >= 4 and all(len(line) < 200 for line in lines)
+    (finished,) = [line for line in printed if line.startswith("Finished in ")]  # the summary, once, in one line
+    assert str(tmp_path / "run" / "run_summary.json") in finished and not any(line.startswith("{") for line in printed)
     assert "experts (3 blocks): share" in lines[0]
     history = json.loads((tmp_path / "run" / "trainer_state.json").read_text())["log_history"]
     assert "block2_max_expert_share" in history[0]  # on disk: every block
@@ -45,6 +48,7 @@ def test_verbose_keeps_transformers_dicts(tmp_path, capsys, monkeypatch):
     _finetune(tmp_path)
     printed = capsys.readouterr().out
     assert "'block2_max_expert_share'" in printed and not any(line.startswith("step ") for line in printed.splitlines())
+    assert '"output_dir"' in printed  # the whole run summary
 
 
 def test_nan_and_infinite_values_print_instead_of_stopping_the_run():
