@@ -15,8 +15,11 @@ experts than the example's), within ``PARITY_ATOL`` relative to the output scale
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import logging
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,7 +132,7 @@ def export_module_with_dynamo(model: nn.Module, output_names: tuple[str, ...], o
     batch = torch.export.Dim("batch_size")
     sequence = torch.export.Dim("sequence_length", max=model.config.max_position_embeddings)
     dynamic_shapes = {name: {0: batch, 1: sequence} for name in GRAPH_INPUTS}
-    with torch.no_grad(), batched_expert_form(model):
+    with torch.no_grad(), batched_expert_form(model), without_exporter_noise():
         program = torch.onnx.export(
             NamedGraphOutputs(model, output_names).eval(),
             tuple(example[name] for name in GRAPH_INPUTS),
@@ -141,6 +144,35 @@ def export_module_with_dynamo(model: nn.Module, output_names: tuple[str, ...], o
             optimize=True,
         )
     program.save(str(onnx_path), external_data=_parameter_bytes(model) > 1_800_000_000)
+
+
+class _DropMessages(logging.Filter):
+    def __init__(self, fragment: str):
+        super().__init__()
+        self.fragment = fragment
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.fragment not in record.getMessage()
+
+
+@contextlib.contextmanager
+def without_exporter_noise():
+    """Silence what torch's ONNX exporter says about things that do not concern the export, which nothing here can
+    fix at its cause: "torchvision is not installed. Skipping torchvision::nms" (four lines: its op registry
+    looks for torchvision's ops whether or not a model uses them), a ``LeafSpec`` FutureWarning from its own
+    pytree calls, and "The axis name: batch_size will not be used, since it shares the same shape constraints"
+    (the axes are named as asked). Every other message passes."""
+    registry = logging.getLogger("torch.onnx._internal.exporter._registration")
+    torchvision_note = _DropMessages("torchvision is not installed")
+    registry.addFilter(torchvision_note)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+            warnings.filterwarnings("ignore", message=r"# The axis name: .* will not be used, since it shares",
+                                    category=UserWarning)  # fmt: skip
+            yield
+    finally:
+        registry.removeFilter(torchvision_note)
 
 
 def _parameter_bytes(model: nn.Module) -> int:

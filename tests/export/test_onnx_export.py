@@ -96,3 +96,33 @@ def test_cli_exports_and_prints_parity(tmp_path, capsys):
     assert '"exporter": "dynamo"' in printed and (tmp_path / "onnx" / "model.onnx").is_file()
     config = transformers.AutoConfig.from_pretrained(tmp_path / "onnx")
     assert config.model_type == "minimoe" and config.num_labels == 3
+
+
+def test_export_says_nothing_about_torchvision_or_exporter_internals(tmp_path):
+    import logging
+    import warnings
+
+    class Recorder(logging.Handler):
+        def __init__(self):
+            super().__init__(level=logging.DEBUG)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    recorder = Recorder()
+    registry = logging.getLogger("torch.onnx._internal.exporter._registration")
+    registry.addHandler(recorder)
+    registry.setLevel(logging.WARNING)
+    save_tiny_model("minimoe", "text-classification", tmp_path / "model")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            export_onnx(tmp_path / "model", tmp_path / "onnx", "text-classification", exporter="dynamo",
+                        example_inputs=constant_example())  # fmt: skip
+    finally:
+        registry.removeHandler(recorder)
+    assert not [message for message in recorder.messages if "torchvision" in message]
+    noise = [str(warning.message) for warning in caught
+             if "LeafSpec" in str(warning.message) or "will not be used, since it shares" in str(warning.message)]  # fmt: skip
+    assert not noise
