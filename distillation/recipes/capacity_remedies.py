@@ -23,7 +23,6 @@ minutes on 2 CPU cores).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -31,8 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .downstream import DEFAULT_DATA_DIR, mean_and_spread, write_results
-from .student_results import TASKS, check_data, run_once, training_flags
+from .downstream import mean_and_spread, write_results
+from .student_results import TASKS, check_data, recipe_parser, run_once, training_flags
 
 __all__ = ["REMEDIES", "main", "routing_log"]
 
@@ -75,12 +74,7 @@ def routing_log(run_folder: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output_dir", type=Path, default=Path("runs/capacity_remedies"))
-    parser.add_argument("--data_dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
-    args = parser.parse_args(argv)
+    args = recipe_parser(__doc__.split("\n\n")[0], "runs/capacity_remedies").parse_args(argv)
     check_data(args.data_dir, args.tasks)
     student = _distilled_student(args.output_dir / "student")
     results: dict = {}

@@ -46,7 +46,7 @@ from ..teachers import resolve_model_path
 from .downstream import DEFAULT_DATA_DIR
 from .student_results_report import write_report
 
-__all__ = ["SHAPES", "STARTS", "TASKS", "check_data", "main", "run_once", "training_flags"]
+__all__ = ["SHAPES", "STARTS", "TASKS", "check_data", "main", "recipe_parser", "run_once", "training_flags"]
 
 TEACHER = "all-MiniLM-L6-v2"
 SHAPES = ("minimoe-4l-384h", "minilm-4l-384h", "minimoe-4l-192h")
@@ -146,13 +146,18 @@ def measure_latency(folders: dict[str, Path]) -> dict[str, float]:
     return {name: result.median_ms for name, result in measured.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output_dir", type=Path, default=Path("runs/student_results"))
+def recipe_parser(description: str, output_dir: str) -> argparse.ArgumentParser:
+    """The flags of every recipe that fine-tunes on ``TASKS``: where, on what data, which seeds and tasks."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--output_dir", type=Path, default=Path(output_dir))
     parser.add_argument("--data_dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = recipe_parser(__doc__.split("\n\n")[0], "runs/student_results").parse_args(argv)
     if len(args.seeds) < 2:
         print("Note: with one seed the tables show no spread.", file=sys.stderr)
     check_data(args.data_dir, args.tasks)
