@@ -17,7 +17,7 @@ Reported per remedy: the dev metric per seed, the largest expert share at the fi
 of real tokens dropped past their FFN (first logged step, and the mean over training; the worst block), read from
 the run's own training log (``trainer_state.json``, logged every 10 steps). Nothing is selected on the dev sets.
 
-Run: ``python -m compact_bert.distillation.recipes.capacity_remedies --output_dir runs/capacity_remedies`` (about 25
+Run: ``python -m compact_bert.distillation.recipes.capacity_remedies --output_dir runs/capacity_remedies`` (about 11
 minutes on 2 CPU cores).
 """
 
