@@ -41,8 +41,9 @@ def _sst2_accuracy(folder, rows: int) -> float:
     batch = tokenizer(list(sentences), truncation=True, max_length=64, padding=True, return_tensors="pt")
     with torch.no_grad():
         predicted = model(**batch).logits.argmax(-1)
-    label2id = {name: int(index) for name, index in model.config.label2id.items()}
-    return float((predicted == torch.tensor([label2id[label] for label in labels])).float().mean())
+    # GLUE's SST-2 labels are the ids (0 negative, 1 positive: the names the model's id2label carries)
+    assert model.config.id2label == {0: "negative", 1: "positive"}
+    return float((predicted == torch.tensor([int(label) for label in labels])).float().mean())
 
 
 @pytest.fixture(scope="module")
