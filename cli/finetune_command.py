@@ -389,7 +389,8 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
             raise SystemExit("--rebalance_routers with --peft: the adapter does not carry the shifted router biases "
                              "(routers stay out of adapters), so it would load onto routing it was not trained with; "
                              "add --merge true (the merged model carries them) or fine-tune without --peft.")
-        start.router_calibration = calibration_batches(tokenized[0], data_collator)
+        # the batches teacher initialization measured, when it ran: the same first training examples
+        start.router_calibration = start.calibration or calibration_batches(tokenized[0], data_collator)
     if model_args.teacher:
         data_collator = TeacherLogitsCollator(data_collator)
     metric = data_args.dev_metric()

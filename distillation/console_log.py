@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import os
-import re
 
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+from .routing_keys import ROUTING_KEY
 
 __all__ = ["VERBOSE_VARIABLE", "ConciseConsoleMixin", "concise_line", "verbose"]
 
 VERBOSE_VARIABLE = "COMPACT_BERT_VERBOSE"
-_ROUTING_KEY = re.compile(r"^(?P<prefix>eval_)?block\d+_(?P<statistic>max_expert_share|min_expert_share|dropped_fraction)$")
 _HIDDEN = {"total_flos", "epoch", "step"}
 
 
@@ -45,7 +45,7 @@ def concise_line(logs: dict, global_step: int, max_steps: int) -> str:
     routing: dict[tuple[str, str], list[float]] = {}
     values = []
     for key, value in logs.items():
-        match = _ROUTING_KEY.match(key)
+        match = ROUTING_KEY.match(key)
         if match:
             routing.setdefault((match["prefix"] or "", match["statistic"]), []).append(float(value))
         elif key not in _HIDDEN:

@@ -15,6 +15,7 @@ from .console_log import ConciseConsoleMixin
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
 from .loss_guard import LossGuardCallback
 from .precision_checks import check_precision_supported
+from .routing_keys import routing_statistics
 from .run_errors import RunSettingsError
 from .step_randomness import StepSeededRandomnessMixin
 from .trainer_guards import RunGuardsMixin
@@ -206,18 +207,6 @@ class DistillationTrainer(ConciseConsoleMixin, LossTermsMixin, StepSeededRandomn
         self.teacher = prepare_frozen_teacher(teacher, self.accelerator)
         self.add_callback(LossPlotCallback())
         self.add_callback(LossGuardCallback())
-
-
-def routing_statistics(expert_load: torch.Tensor | None, dropped: torch.Tensor | None) -> dict[str, float]:
-    """Per MoE block: max/min share of real tokens routed to one expert, and the dropped fraction."""
-    if expert_load is None:
-        return {}
-    statistics = {}
-    for block, load in enumerate(expert_load):
-        statistics[f"block{block}_max_expert_share"] = float(load.max())
-        statistics[f"block{block}_min_expert_share"] = float(load.min())
-        statistics[f"block{block}_dropped_fraction"] = float(dropped[block])
-    return statistics
 
 
 def with_balance_loss(loss: torch.Tensor, outputs, terms: dict) -> torch.Tensor:

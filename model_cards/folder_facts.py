@@ -18,6 +18,7 @@ from pathlib import Path
 from transformers import AutoConfig
 
 from ..distillation.data import PACKAGED_TEACHER, bundled_corpus_files
+from ..distillation.routing_keys import ROUTING_KEY
 from ..finetuning.data import GLUE_TASKS
 from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
 from .hub_files import hub_files
@@ -30,7 +31,6 @@ FLOPS_SEQUENCE_LENGTH = 128
 PACKAGED_TEACHER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 WIKITEXT_HUB_ID = "Salesforce/wikitext"
 GLUE_HUB_ID = "nyu-mll/glue"
-ROUTING_KEY = re.compile(r"^eval_block(?P<block>\d+)_(?P<statistic>max_expert_share|min_expert_share|dropped_fraction)$")
 # Evaluation keys that describe the evaluation run, not the model.
 # Not results of the model: timings, and the share of the most frequent predicted class (a diagnostic that flags a
 # one-class classifier, reported in the run summary).
@@ -99,7 +99,7 @@ class FolderFacts:
         """Per MoE block: the held-out evaluation's max/min expert share and dropped fraction."""
         blocks: dict[int, dict[str, float]] = {}
         for key, value in self.summary.items():
-            if found := ROUTING_KEY.match(key):
+            if (found := ROUTING_KEY.match(key)) and found["prefix"]:
                 blocks.setdefault(int(found["block"]), {})[found["statistic"]] = value
         return dict(sorted(blocks.items()))
 

@@ -24,12 +24,12 @@ minutes on 2 CPU cores).
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+from ..routing_keys import ROUTING_KEY
 from .downstream import mean_and_spread, write_results
 from .student_results import TASKS, check_data, recipe_parser, run_once, training_flags
 
@@ -40,7 +40,6 @@ DISTILLATION = ["--max_steps", "200", "--per_device_train_batch_size", "16", "--
                 "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true", "--init_from_teacher", "none",
                 "--learning_rate", "1e-3", "--warmup_steps", "20", "--save_steps", "50", "--seed", "0",
                 "--data_seed", "0"]  # fmt: skip
-_TRAINING_ROUTING_KEY = re.compile(r"^block\d+_(max_expert_share|min_expert_share|dropped_fraction)$")
 REMEDIES = {
     "capacity 1.25": ["--capacity_factor", "checkpoint"],
     "no capacity limit": ["--capacity_factor", "none"],
@@ -58,15 +57,20 @@ def _distilled_student(folder: Path) -> Path:
     return folder
 
 
+def _is_training_routing(key: str) -> bool:
+    found = ROUTING_KEY.match(key)
+    return found is not None and not found["prefix"]
+
+
 def routing_log(run_folder: Path) -> dict:
     """Worst-block routing numbers of a fine-tuning run from its ``trainer_state.json``: largest expert share and
     dropped fraction at the first logged step, and the dropped fraction averaged over the logged steps."""
     history = [entry for entry in json.loads((run_folder / "trainer_state.json").read_text())["log_history"]
-               if any(_TRAINING_ROUTING_KEY.match(key) for key in entry)]  # fmt: skip
+               if any(_is_training_routing(key) for key in entry)]  # fmt: skip
 
     def worst(entry: dict, suffix: str) -> float:
         # training steps only: the final evaluation logs eval_block*_... under the evaluation's (unlimited) capacity
-        return max(float(value) for key, value in entry.items() if _TRAINING_ROUTING_KEY.match(key) and key.endswith(suffix))
+        return max(float(value) for key, value in entry.items() if _is_training_routing(key) and key.endswith(suffix))
 
     return {"first_max_expert_share": worst(history[0], "_max_expert_share"),
             "first_dropped_fraction": worst(history[0], "_dropped_fraction"),

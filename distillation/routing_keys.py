@@ -1,0 +1,31 @@
+"""The logged routing numbers of MoE models: how they are named, and how a reader finds them again.
+
+Trainers log, per MoE block, the largest and smallest share of real tokens routed to one expert and the fraction
+dropped by the capacity limit, as ``block<i>_<statistic>`` (``eval_block<i>_<statistic>`` when evaluating). The
+console (``console_log``), the model card (``model_cards/folder_facts``) and the recipes read them back with
+``ROUTING_KEY`` instead of each spelling the names again.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+__all__ = ["ROUTING_KEY", "routing_statistics"]
+
+ROUTING_KEY = re.compile(
+    r"^(?P<prefix>eval_)?block(?P<block>\d+)_(?P<statistic>max_expert_share|min_expert_share|dropped_fraction)$"
+)
+
+
+def routing_statistics(expert_load: torch.Tensor | None, dropped: torch.Tensor | None) -> dict[str, float]:
+    """Per MoE block: max/min share of real tokens routed to one expert, and the dropped fraction."""
+    if expert_load is None:
+        return {}
+    statistics = {}
+    for block, load in enumerate(expert_load):
+        statistics[f"block{block}_max_expert_share"] = float(load.max())
+        statistics[f"block{block}_min_expert_share"] = float(load.min())
+        statistics[f"block{block}_dropped_fraction"] = float(dropped[block])
+    return statistics
