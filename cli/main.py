@@ -7,19 +7,20 @@ import importlib
 import os
 import sys
 
-from . import benchmark_command, convert_command, export_command, presets_command, push_command
+from . import benchmark_command, convert_command, evaluate_command, export_command, presets_command, push_command
 from ..distillation.console_log import VERBOSE_VARIABLE
 from .training_common import record_invocation
 
 __all__ = ["build_parser", "main"]
 
-_SIMPLE_COMMANDS = (presets_command, convert_command, export_command, push_command, benchmark_command)
+_SIMPLE_COMMANDS = (presets_command, convert_command, export_command, push_command, benchmark_command, evaluate_command)
 # Training commands parse their own arguments (HfArgumentParser: every TrainingArguments flag).
 TRAINING_COMMANDS = {("pretrain",): "pretrain_command", ("finetune",): "finetune_command"}
 DISTILLATION_METHODS = {
     "mobilebert": "distill_mobilebert_command",
     "minimoe": "distill_minimoe_command",
     "tcd": "distill_tcd_command",
+    "embeddings": "distill_embeddings_command",
 }
 TRAINING_COMMANDS.update({("distill", method): module for method, module in DISTILLATION_METHODS.items()})
 

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from .moe_export_form import batched_expert_form
-from .tasks import GRAPH_INPUTS, ExportTask, check_export_folder, check_sequence_length, resolve_task
+from .tasks import EXPORT_TASKS, GRAPH_INPUTS, ExportTask, check_export_folder, check_sequence_length, resolve_task
 
 __all__ = [
     "ExportReport",
@@ -81,6 +81,11 @@ def load_for_export(model_dir, task: str, sequence_length: int) -> tuple[nn.Modu
     config_dict = check_export_folder(model_dir)
     export_task = resolve_task(task, config_dict.get("model_type"))
     check_sequence_length(sequence_length, config_dict.get("max_position_embeddings", 512))
+    if export_task.name == "sentence-embedding":
+        from ..embeddings.sentence_transformers_folder import load_sentence_embedder, read_embedding_head
+
+        head = read_embedding_head(model_dir)  # a folder without sentence-transformers modules fails here
+        return load_sentence_embedder(model_dir, head).eval(), export_task
     model = getattr(transformers, export_task.auto_class).from_pretrained(model_dir)
     return model.eval(), export_task
 
@@ -236,13 +241,17 @@ def export_onnx(
     """
     if exporter not in ("auto", "optimum", "dynamo"):
         raise ValueError(f"exporter must be 'auto', 'optimum' or 'dynamo', got {exporter!r}.")
+    if exporter == "optimum" and task in EXPORT_TASKS and EXPORT_TASKS[task].ort_model_class is None:
+        raise ValueError(f"exporter='optimum' cannot export {task!r} (Optimum has no such task): use 'dynamo'.")
     if exporter == "optimum" and not optimum_available():
         raise ValueError("exporter='optimum' needs optimum-onnx (the `onnx` extra, transformers < 4.58).")
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     model, export_task = load_for_export(model_dir, task, sequence_length)
     output_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = output_dir / "model.onnx"
-    use_optimum = exporter == "optimum" or (exporter == "auto" and optimum_available())
+    use_optimum = exporter == "optimum" or (
+        exporter == "auto" and optimum_available() and export_task.ort_model_class is not None
+    )
     if use_optimum:
         _export_with_optimum(model_dir, output_dir, task, opset)
     else:
@@ -251,4 +260,9 @@ def export_onnx(
         export_module_with_dynamo(model, tuple(export_task.outputs), onnx_path, example_inputs, opset)
     copy_folder_files(model_dir, output_dir, model)
     max_diff, scale = check_parity(onnx_path, model, export_task, parity_inputs(model.config, sequence_length))
+    if export_task.name == "sentence-embedding":
+        from .sentence_embedding_parity import check_sentence_transformers_parity, copy_sentence_transformers_files
+
+        copy_sentence_transformers_files(model_dir, output_dir)
+        max_diff = max(max_diff, check_sentence_transformers_parity(onnx_path, model_dir))
     return ExportReport(onnx_path, "optimum" if use_optimum else "dynamo", task, max_diff, scale)

@@ -61,7 +61,12 @@ def quantize_onnx(onnx_dir, task: str, quantizer: str = "auto") -> QuantizationR
     if quantizer == "optimum" and not optimum_available():
         raise ValueError("quantizer='optimum' needs optimum-onnx (the `onnx` extra, transformers < 4.58).")
     target = onnx_dir / QUANTIZED_FILE
-    use_optimum = quantizer == "optimum" or (quantizer == "auto" and optimum_available())
+    if quantizer == "optimum" and EXPORT_TASKS[task].ort_model_class is None:
+        raise ValueError(f"quantizer='optimum' cannot read a {task!r} graph (no ORTModel class): use 'onnxruntime'.")
+    # Optimum's ORTModel classes cannot load a pooled sentence-embedding graph: onnxruntime's quantizer does it.
+    use_optimum = quantizer == "optimum" or (
+        quantizer == "auto" and optimum_available() and EXPORT_TASKS[task].ort_model_class is not None
+    )
     if use_optimum:
         _quantize_with_optimum(onnx_dir, task)
     else:

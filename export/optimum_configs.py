@@ -28,7 +28,7 @@ from optimum.utils import NormalizedTextConfig
 
 from ..modeling import AUTO_CLASSES_BY_CONFIG
 from .moe_export_form import batched_expert_form
-from .tasks import EXPORT_TASKS, GRAPH_INPUTS
+from .tasks import EXPORT_TASKS, GRAPH_INPUTS, OPTIMUM_TASKS
 
 __all__ = [
     "CompactBertOnnxConfig",
@@ -73,7 +73,7 @@ class CompactBertOnnxConfig(TextEncoderOnnxConfig):
 def supported_tasks(config_class) -> list[str]:
     """The export tasks ``config_class``'s family has a head for."""
     heads = AUTO_CLASSES_BY_CONFIG[config_class]
-    return [name for name, task in EXPORT_TASKS.items() if task.auto_class in heads]
+    return [name for name, task in EXPORT_TASKS.items() if task.auto_class in heads and name in OPTIMUM_TASKS]
 
 
 def _family_config(config_class) -> type:

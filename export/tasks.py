@@ -15,6 +15,7 @@ from pathlib import Path
 __all__ = [
     "EXPORT_TASKS",
     "ExportTask",
+    "OPTIMUM_TASKS",
     "GRAPH_INPUTS",
     "check_export_folder",
     "check_sequence_length",
@@ -34,13 +35,14 @@ class ExportTask:
         auto_class: the transformers Auto class whose registered compact-bert class is the head.
         outputs: output name → the names of its dynamic axes by position (all outputs are per token or per
             sequence, so axis 0 is always the batch).
-        ort_model_class: the ``optimum.onnxruntime`` class that loads the exported folder.
+        ort_model_class: the ``optimum.onnxruntime`` class that loads the exported folder (``None``: a graph
+            Optimum has no class for, run with a plain ``onnxruntime.InferenceSession``).
     """
 
     name: str
     auto_class: str
     outputs: dict
-    ort_model_class: str
+    ort_model_class: str | None
 
 
 _TOKEN_AXES = {0: "batch_size", 1: "sequence_length"}
@@ -65,8 +67,13 @@ EXPORT_TASKS = {
             {"start_logits": _TOKEN_AXES, "end_logits": _TOKEN_AXES},
             "ORTModelForQuestionAnswering",
         ),
+        # A sentence-transformers folder's whole pipeline (encoder, pooling, projection, normalisation) in one graph
+        # with one output, as fastembed-style ONNX Runtime pipelines want it; exported by torch.onnx (dynamo).
+        ExportTask("sentence-embedding", "AutoModel", {"sentence_embedding": {0: "batch_size"}}, None),
     )
 }
+# Tasks Optimum's exporter and ``ORTModelFor*`` classes serve (the others are exported with torch.onnx only).
+OPTIMUM_TASKS = tuple(name for name, task in EXPORT_TASKS.items() if task.ort_model_class is not None)
 
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 

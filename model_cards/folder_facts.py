@@ -76,6 +76,11 @@ class FolderFacts:
     datasets: list[str] = field(default_factory=list)
 
     @property
+    def is_sentence_embedding(self) -> bool:
+        """A sentence-transformers folder (``modules.json``): loaded with ``SentenceTransformer``, used for similarity."""
+        return (self.folder / "modules.json").is_file()
+
+    @property
     def model_type(self) -> str:
         return self.config.model_type
 

@@ -48,12 +48,32 @@ def _head(facts: FolderFacts) -> tuple[str, str]:
 
 
 def pipeline_tag(facts: FolderFacts) -> str:
-    return _head(facts)[0]
+    return "sentence-similarity" if facts.is_sentence_embedding else _head(facts)[0]
+
+
+STSB_HUB_ID = "sentence-transformers/stsb"
+
+
+def _usage_code(facts: FolderFacts, model_id: str, auto_class: str, folder) -> str:
+    """How a user loads the folder: sentence-transformers for an embedding model, the Auto class otherwise."""
+    if facts.is_sentence_embedding:
+        return ("from sentence_transformers import SentenceTransformer\n\n"
+                f'model = SentenceTransformer("{model_id}", trust_remote_code=True)\n'
+                'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n'
+                "similarity = model.similarity(embeddings, embeddings)")  # fmt: skip
+    return (f"from transformers import {auto_class}, AutoTokenizer\n\n"
+            f'model = {auto_class}.from_pretrained("{model_id}", trust_remote_code=True)\n'
+            f'tokenizer = AutoTokenizer.from_pretrained("{model_id}"{_tokenizer_arguments(folder)})')  # fmt: skip
 
 
 def _eval_dataset(facts: FolderFacts) -> dict:
     """``EvalResult`` dataset fields: the dev set of a fine-tuning, the held-out text of a (pre-)training run."""
     data, summary = facts.summary.get("data") or {}, facts.summary
+    if summary.get("sts_file"):  # an embedding student, scored on an STS file
+        name = Path(summary["sts_file"]).name
+        if name.startswith("validation.tsv"):  # the bundled (or shared) STS Benchmark dev set
+            return {"dataset_type": STSB_HUB_ID, "dataset_name": "STS Benchmark", "dataset_split": "validation"}
+        return {"dataset_type": name, "dataset_name": name, "dataset_split": "evaluation"}
     if "corpus" in data:
         limit = data.get("max_eval_blocks")
         if data.get("dataset_name"):
@@ -91,6 +111,8 @@ def _eval_results(facts: FolderFacts) -> list[EvalResult]:
 
 def _card_data(facts: FolderFacts, model_name: str) -> ModelCardData:
     tags = ["compact-bert", facts.model_type, "custom_code"]
+    if facts.is_sentence_embedding:
+        tags[1:1] = ["sentence-transformers", "sentence-similarity", "feature-extraction"]
     if facts.paper:
         tags.append(f"arxiv:{facts.paper.arxiv_id}")
     if facts.is_mixture_of_experts:
@@ -98,7 +120,8 @@ def _card_data(facts: FolderFacts, model_name: str) -> ModelCardData:
     if facts.summary.get("teacher"):
         tags.append("knowledge-distillation")
     return ModelCardData(
-        model_name=model_name, license=LICENSE, library_name="transformers", language="en", tags=tags,
+        model_name=model_name, license=LICENSE, language="en", tags=tags,
+        library_name="sentence-transformers" if facts.is_sentence_embedding else "transformers",
         datasets=facts.datasets or None, base_model=facts.base_model, pipeline_tag=pipeline_tag(facts),
         eval_results=_eval_results(facts) or None,
     )  # fmt: skip
@@ -146,6 +169,10 @@ def _recipe_text(facts: FolderFacts) -> str:
         lines.append(f"- Initialized from: `{Path(initialization['teacher']).name}`, its layers {layers} (0-based; "
                      f"hidden channels: {initialization['hidden_channels']}), then fine-tuned as the preset "
                      f"`{Path(summary['model_name_or_path']).name}`")  # fmt: skip
+    elif initialization:
+        layers = ", ".join(str(layer) for layer in initialization["layer_map"])
+        lines.append(f"- Initialized from: `{Path(initialization['teacher']).name}`, its layers {layers} (0-based; "
+                     f"hidden channels: {initialization['hidden_channels']})")  # fmt: skip
     elif summary.get("model_name_or_path"):
         lines.append(f"- Fine-tuned from: `{facts.base_model or Path(summary['model_name_or_path']).name}`")
     distillation = summary.get("task_distillation")
@@ -160,6 +187,13 @@ def _recipe_text(facts: FolderFacts) -> str:
                        ("world_size", "Processes"), ("train_seconds", "Training time (s)")):  # fmt: skip
         if summary.get(key) is not None:
             lines.append(f"- {label}: {summary[key]}")
+    if summary.get("role") == "embedding student":
+        projection = summary.get("projection")
+        lines.append(f"- Embedding distillation: MSE to the teacher's {summary['pooling']}-pooled"
+                     + (", normalised" if summary.get("normalize") else "") + " sentence embeddings"
+                     + (f", through a {projection[0]} → {projection[1]} projection" if projection else "")
+                     + f", on {summary['num_sentences']:,} sentences")  # fmt: skip
+        lines.append("- Training sentences: " + ", ".join(f"`{Path(name).name}`" for name in summary["sentences"]))
     data = summary.get("data") or {}
     if facts.datasets:
         lines.append("- Training data: " + ", ".join(f"[{name}](https://huggingface.co/datasets/{name})"
@@ -241,13 +275,13 @@ def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCar
     """The card of ``folder``; ``repo_id`` (default: the folder's name) is used in the loading example."""
     facts = read_folder_facts(folder)
     model_id = repo_id or Path(folder).resolve().name
-    tag, auto_class = _head(facts)
+    auto_class = _head(facts)[1]
     paper = f", from [{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})" if facts.paper else ""
     template = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
     return ModelCard.from_template(
         _card_data(facts, model_id.split("/")[-1]), template_str=template, model_name=model_id.split("/")[-1],
-        model_id=model_id, auto_class=auto_class, tokenizer_arguments=_tokenizer_arguments(folder),
-        summary_line=f"A `{facts.model_type}` model ({tag}) made with compact-bert{paper}.",
+        model_id=model_id, usage_code=_usage_code(facts, model_id, auto_class, folder),
+        summary_line=f"A `{facts.model_type}` model ({pipeline_tag(facts)}) made with compact-bert{paper}.",
         architecture=[(name, getattr(facts.config, name)) for name in _ARCHITECTURE_FIELDS
                       if getattr(facts.config, name, None) is not None],
         size_text=_size_text(facts), latency_text=_latency_text(facts), recipe_text=_recipe_text(facts),

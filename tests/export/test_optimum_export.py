@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from compact_bert.export.tasks import EXPORT_TASKS
+from compact_bert.export.tasks import EXPORT_TASKS, OPTIMUM_TASKS
 from tests.export.helpers import save_tiny_model, varied_inputs
 
 pytest.importorskip("optimum.exporters.onnx", reason="Optimum's ONNX exporter needs the `onnx` extra (transformers 4.57)")
@@ -38,7 +38,7 @@ def _assert_ort_model_matches(model_dir: Path, onnx_dir: Path, task: str, model)
 
 # Every family × task, plus the routing variants (hash routing, MoE attention) on one task: the head does not
 # change the MoE graph.
-MAIN_EXPORT_CASES = [(family, task) for family in FAMILIES for task in EXPORT_TASKS] + [
+MAIN_EXPORT_CASES = [(family, task) for family in FAMILIES for task in OPTIMUM_TASKS] + [
     ("minimoe_hash", "text-classification"),
     ("minimoe_moe_attention", "text-classification"),
 ]
