@@ -90,7 +90,12 @@ def print_upload_listing(folder: Path, repo_id: str, revision: str | None = None
     """Print the files (with sizes) that a push of ``folder`` uploads and those it leaves out; return the file
     names and the card to upload (``None`` when the folder's README.md is kept as it is)."""
     from ..model_cards import MODEL_CARD_FILE, build_model_card, excluded_files, hub_files
+    from ..model_cards.hub_files import symbolic_links
 
+    links = symbolic_links(folder)
+    if keep_card and MODEL_CARD_FILE in links:
+        raise SystemExit(f"compact-bert push: {folder / MODEL_CARD_FILE} is a symbolic link; --keep-card uploads the "
+                         "folder's own card only: replace the link with the file.")  # fmt: skip
     card = None if keep_card else build_model_card(folder, repo_id)
     files = sorted(set(hub_files(folder)) | {MODEL_CARD_FILE})
     sizes = {name: (len(str(card).encode()) if name == MODEL_CARD_FILE and card is not None
@@ -100,6 +105,9 @@ def print_upload_listing(folder: Path, repo_id: str, revision: str | None = None
           f"from {folder} to {target}:")  # fmt: skip
     for name in files:
         print(f"  {sizes[name]:>12}  {_size(sizes[name]):>9}  {name}")
+    if links:
+        print(f"Skipped {len(links)} symbolic link(s), never uploaded (a link can point outside the folder): "
+              + ", ".join(links))  # fmt: skip
     left_out = excluded_files(folder)
     if left_out:
         print(f"Left out ({len(left_out)} files: checkpoints, logs, pickles, plots, run summary): "

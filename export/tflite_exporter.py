@@ -167,6 +167,10 @@ def export_tflite(
         raise ValueError(f"example_inputs must all have the fixed shape {(batch_size, sequence_length)}, got {shapes}.")
     convert_to_tflite(model, output_names, example_inputs, tflite_path)
     copy_folder_files(model_dir, output_dir, model)
+    if export_task.name == "sentence-embedding":
+        from .sentence_embedding_parity import copy_sentence_transformers_files
+
+        copy_sentence_transformers_files(model_dir, output_dir)
 
     check = random_graph_inputs(model.config, batch_size, sequence_length, seed=1234)
     with torch.no_grad():

@@ -129,6 +129,11 @@ def read_folder_facts(folder: str | Path) -> FolderFacts:
                        _base_model(summary), _datasets(summary))  # fmt: skip
 
 
+def is_local_dataset(name: str) -> bool:
+    """Whether a ``--dataset_name`` is a local folder rather than a Hub id (``namespace/name`` or ``name``)."""
+    return Path(name).exists() or name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1
+
+
 def _is_hub_id(name: str | None) -> bool:
     return bool(name) and not Path(name).exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None
 
@@ -169,7 +174,9 @@ def _datasets(summary: dict) -> list[str]:
     """Hub ids of the training data, where the run used a known one (the bundled slices, a `datasets` name)."""
     data = summary.get("data") or {}
     if data.get("dataset_name"):
-        return [data["dataset_name"]]
+        # A local `save_to_disk` folder is no Hub dataset: its path (a user's home, a customer's name) never becomes
+        # metadata; the card names it by its folder name in the text (``local_dataset_name``).
+        return [] if is_local_dataset(data["dataset_name"]) else [data["dataset_name"]]
     if "corpus" in data:  # pre-training / distillation corpus arguments
         return [WIKITEXT_HUB_ID] if _bundled_wikitext(data["corpus"]) else []
     if data.get("task_name") in GLUE_TASKS:

@@ -10,9 +10,11 @@ pickle (``*.bin``, ``*.pt``, ``*.pth``, ``*.pkl``, ...), which executes code whe
 from __future__ import annotations
 
 import fnmatch
+import os
 from pathlib import Path
 
-__all__ = ["EXPORT_FOLDERS", "HUB_FILE_PATTERNS", "NEVER_SHIPPED", "excluded_files", "hub_files"]
+__all__ = ["EXPORT_FOLDERS", "HUB_FILE_PATTERNS", "MODULE_FOLDER_PATTERN", "NEVER_SHIPPED", "excluded_files", "hub_files",
+           "symbolic_links"]
 
 # Matched against the name of a file directly in the model folder.
 HUB_FILE_PATTERNS = (
@@ -24,7 +26,12 @@ HUB_FILE_PATTERNS = (
     "README.md",  # the model card
     "*.onnx", "*.onnx_data", "*.tflite",  # exports saved next to the weights
     "latency.json",  # measured latency the card reports (model_cards/latency.py)
+    # a sentence-transformers folder's pipeline (an embedding student): without them the Hub copy loses its pooling
+    "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
 )  # fmt: skip
+# sentence-transformers keeps each module's settings in a numbered folder (``1_Pooling/config.json``,
+# ``2_Dense/model.safetensors``): shipped whole, minus the deny-list.
+MODULE_FOLDER_PATTERN = "[0-9]*_*"
 # Export tools write a folder of their own (the ONNX model plus its config and tokenizer files): shipped whole,
 # minus the deny-list.
 EXPORT_FOLDERS = ("onnx", "tflite")
@@ -38,11 +45,37 @@ def _allowed(relative: str) -> bool:
         return False
     if len(parts) == 1:
         return any(fnmatch.fnmatch(relative, pattern) for pattern in HUB_FILE_PATTERNS)
-    return parts[0] in EXPORT_FOLDERS
+    return parts[0] in EXPORT_FOLDERS or (len(parts) == 2 and fnmatch.fnmatch(parts[0], MODULE_FOLDER_PATTERN))
+
+
+def _walk(folder: Path) -> tuple[list[str], list[str]]:
+    """``(files, links)`` under ``folder`` as sorted relative paths: regular files reached without following any
+    symbolic link, and the symbolic links met on the way (never followed, never uploaded: a link can point
+    anywhere on the machine, ``/etc/passwd`` included)."""
+    files, links = [], []
+    for root, directories, names in os.walk(folder, followlinks=False):
+        base = Path(root)
+        for name in list(directories):
+            if (base / name).is_symlink():
+                links.append((base / name).relative_to(folder).as_posix())
+                directories.remove(name)
+        for name in names:
+            path = base / name
+            relative = path.relative_to(folder).as_posix()
+            if path.is_symlink():
+                links.append(relative)
+            elif path.is_file():
+                files.append(relative)
+    return sorted(files), sorted(links)
 
 
 def _all_files(folder: Path) -> list[str]:
-    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+    return _walk(folder)[0]
+
+
+def symbolic_links(folder: str | Path) -> list[str]:
+    """The symbolic links inside ``folder`` (files or folders), which ``push`` leaves out and names."""
+    return _walk(Path(folder))[1]
 
 
 def hub_files(folder: str | Path) -> list[str]:

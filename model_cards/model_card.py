@@ -9,13 +9,22 @@ network and is left to the Hub, which validates on upload).
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .folder_facts import FLOPS_SEQUENCE_LENGTH, GLUE_HUB_ID, WIKITEXT_HUB_ID, FolderFacts, read_folder_facts
+from .folder_facts import (
+    FLOPS_SEQUENCE_LENGTH,
+    GLUE_HUB_ID,
+    WIKITEXT_HUB_ID,
+    FolderFacts,
+    is_local_dataset,
+    read_folder_facts,
+)
 
 __all__ = ["LICENSE", "MODEL_CARD_FILE", "build_model_card", "pipeline_tag", "write_model_card"]
 
@@ -54,16 +63,45 @@ def pipeline_tag(facts: FolderFacts) -> str:
 STSB_HUB_ID = "sentence-transformers/stsb"
 
 
+def code(text) -> str:
+    """``text`` as inline code that nothing in it can close: one line, fenced by more backticks than it holds."""
+    text = " ".join(str(text).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    padding = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{padding}{text}{padding}{fence}"
+
+
+def code_block(text, language: str = "") -> str:
+    """``text`` as a fenced block whose fence is longer than any backtick run inside, so it cannot be closed early."""
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", str(text))), default=0) + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def plain_text(text) -> str:
+    """``text`` on one line with Markdown and HTML syntax escaped (a heading, a link, a tag stay literal)."""
+    text = html.escape(" ".join(str(text).split()), quote=False)
+    return re.sub(r"([\\`*_{}\[\]()#+!|~])", r"\\\1", text)
+
+
 def _usage_code(facts: FolderFacts, model_id: str, auto_class: str, folder) -> str:
-    """How a user loads the folder: sentence-transformers for an embedding model, the Auto class otherwise."""
+    """How a user loads the folder (a fenced Python block): sentence-transformers for an embedding model, the Auto
+    class otherwise. The id is a Python string literal, whatever characters a folder name holds."""
+    name = json.dumps(model_id)
     if facts.is_sentence_embedding:
-        return ("from sentence_transformers import SentenceTransformer\n\n"
-                f'model = SentenceTransformer("{model_id}", trust_remote_code=True)\n'
-                'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n'
-                "similarity = model.similarity(embeddings, embeddings)")  # fmt: skip
-    return (f"from transformers import {auto_class}, AutoTokenizer\n\n"
-            f'model = {auto_class}.from_pretrained("{model_id}", trust_remote_code=True)\n'
-            f'tokenizer = AutoTokenizer.from_pretrained("{model_id}"{_tokenizer_arguments(folder)})')  # fmt: skip
+        source = ("from sentence_transformers import SentenceTransformer\n\n"
+                  f"model = SentenceTransformer({name}, trust_remote_code=True)\n"
+                  'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n'
+                  "similarity = model.similarity(embeddings, embeddings)")  # fmt: skip
+    else:
+        source = (f"from transformers import {auto_class}, AutoTokenizer\n\n"
+                  f"model = {auto_class}.from_pretrained({name}, trust_remote_code=True)\n"
+                  f"tokenizer = AutoTokenizer.from_pretrained({name}{_tokenizer_arguments(folder)})")  # fmt: skip
+    return code_block(source, "python")
+
+
+def _dataset_label(name: str) -> str:
+    """A Hub dataset id as it is; a local folder by its folder name only, marked local (never its path)."""
+    return f"{Path(name).name} (local)" if is_local_dataset(name) else name
 
 
 def _eval_dataset(facts: FolderFacts) -> dict:
@@ -77,8 +115,9 @@ def _eval_dataset(facts: FolderFacts) -> dict:
     if "corpus" in data:
         limit = data.get("max_eval_blocks")
         if data.get("dataset_name"):
-            return {"dataset_type": data["dataset_name"], "dataset_name": data["dataset_name"],
-                    "dataset_config": data.get("dataset_config_name"), "dataset_split": "held-out"}  # fmt: skip
+            name = _dataset_label(data["dataset_name"])
+            return {"dataset_type": name, "dataset_name": name, "dataset_config": data.get("dataset_config_name"),
+                    "dataset_split": "held-out"}  # fmt: skip
         if not data.get("eval_corpus"):
             split = f"test[:{limit} blocks of {data.get('block_size')} tokens]" if limit else "test"
             return {"dataset_type": WIKITEXT_HUB_ID, "dataset_name": "WikiText-2 (compact-bert's held-out slice)",
@@ -91,7 +130,7 @@ def _eval_dataset(facts: FolderFacts) -> dict:
     if facts.datasets == [GLUE_HUB_ID]:
         return {"dataset_type": GLUE_HUB_ID, "dataset_name": f"GLUE {task.upper()}", "dataset_config": task,
                 "dataset_split": split}  # fmt: skip
-    source = data.get("dataset_name") or Path(data.get("validation_file") or "dev set").name
+    source = _dataset_label(data["dataset_name"]) if data.get("dataset_name") else Path(data.get("validation_file") or "dev set").name
     return {"dataset_type": source, "dataset_name": source, "dataset_config": data.get("dataset_config_name"),
             "dataset_split": split}  # fmt: skip
 
@@ -156,28 +195,28 @@ def _recipe_text(facts: FolderFacts) -> str:
         return "Not recorded: this folder has no `run_summary.json` from a compact-bert command."
     lines = []
     if summary.get("command_line"):
-        lines.append(f"Command:\n\n```bash\n{summary['command_line']}\n```\n")
+        lines.append(f"Command:\n\n{code_block(summary['command_line'], 'bash')}\n")
     if summary.get("converted_from"):
-        lines.append(f"- Converted one to one from `{Path(summary['converted_from']).name}` (largest output "
+        lines.append(f"- Converted one to one from {code(Path(summary['converted_from']).name)} (largest output "
                      f"difference on a probe input: {summary.get('max_abs_difference')})")  # fmt: skip
     if summary.get("teacher"):
-        lines.append(f"- Teacher: `{facts.base_model or Path(summary['teacher']).name}`"
+        lines.append(f"- Teacher: {code(facts.base_model or Path(summary['teacher']).name)}"
                      + (f", through a teacher assistant ({summary['teacher_assistant']})" if summary.get("teacher_assistant") else ""))  # fmt: skip
     initialization = summary.get("teacher_initialization")
     if summary.get("model_name_or_path") and initialization:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])
-        lines.append(f"- Initialized from: `{Path(initialization['teacher']).name}`, its layers {layers} (0-based; "
+        lines.append(f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
                      f"hidden channels: {initialization['hidden_channels']}), then fine-tuned as the preset "
-                     f"`{Path(summary['model_name_or_path']).name}`")  # fmt: skip
+                     f"{code(Path(summary['model_name_or_path']).name)}")  # fmt: skip
     elif initialization:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])
-        lines.append(f"- Initialized from: `{Path(initialization['teacher']).name}`, its layers {layers} (0-based; "
+        lines.append(f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
                      f"hidden channels: {initialization['hidden_channels']})")  # fmt: skip
     elif summary.get("model_name_or_path"):
-        lines.append(f"- Fine-tuned from: `{facts.base_model or Path(summary['model_name_or_path']).name}`")
+        lines.append(f"- Fine-tuned from: {code(facts.base_model or Path(summary['model_name_or_path']).name)}")
     distillation = summary.get("task_distillation")
     if distillation:
-        lines.append(f"- Task distillation from the fine-tuned teacher `{Path(distillation['teacher']).name}`: "
+        lines.append(f"- Task distillation from the fine-tuned teacher {code(Path(distillation['teacher']).name)}: "
                      f"{distillation['alpha']} x labels + {round(1 - distillation['alpha'], 4)} x its soft targets at "
                      f"temperature {distillation['temperature']}"
                      + (f", over the training set and {distillation['augment_copies']} perturbed copies of every "
@@ -193,14 +232,16 @@ def _recipe_text(facts: FolderFacts) -> str:
                      + (", normalised" if summary.get("normalize") else "") + " sentence embeddings"
                      + (f", through a {projection[0]} → {projection[1]} projection" if projection else "")
                      + f", on {summary['num_sentences']:,} sentences")  # fmt: skip
-        lines.append("- Training sentences: " + ", ".join(f"`{Path(name).name}`" for name in summary["sentences"]))
+        lines.append("- Training sentences: " + ", ".join(code(Path(name).name) for name in summary["sentences"]))
     data = summary.get("data") or {}
     if facts.datasets:
         lines.append("- Training data: " + ", ".join(f"[{name}](https://huggingface.co/datasets/{name})"
                                                      for name in facts.datasets))  # fmt: skip
+    elif data.get("dataset_name"):
+        lines.append(f"- Training data: {code(_dataset_label(data['dataset_name']))}")
     elif data.get("corpus") or data.get("train_file"):
         names = data.get("corpus") or [data["train_file"]]
-        lines.append("- Training data: " + ", ".join(f"`{Path(name).name}`" for name in names))
+        lines.append("- Training data: " + ", ".join(code(Path(name).name) for name in names))
     licenses = [_DATASET_LICENSES[name] for name in facts.datasets if name in _DATASET_LICENSES]
     if licenses:
         lines.append("- Data licenses: " + "; ".join(licenses))
@@ -279,14 +320,14 @@ def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCar
     paper = f", from [{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})" if facts.paper else ""
     template = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
     return ModelCard.from_template(
-        _card_data(facts, model_id.split("/")[-1]), template_str=template, model_name=model_id.split("/")[-1],
+        _card_data(facts, model_id.split("/")[-1]), template_str=template, model_name=plain_text(model_id.split("/")[-1]),
         model_id=model_id, usage_code=_usage_code(facts, model_id, auto_class, folder),
         summary_line=f"A `{facts.model_type}` model ({pipeline_tag(facts)}) made with compact-bert{paper}.",
         architecture=[(name, getattr(facts.config, name)) for name in _ARCHITECTURE_FIELDS
                       if getattr(facts.config, name, None) is not None],
         size_text=_size_text(facts), latency_text=_latency_text(facts), recipe_text=_recipe_text(facts),
         evaluation_text=_evaluation_text(facts), routing_text=_routing_text(facts),
-        exports_text="\n".join(f"- `{name}`" for name in facts.exported_files) or "None yet (no ONNX or TFLite export).",
+        exports_text="\n".join(f"- {code(name)}" for name in facts.exported_files) or "None yet (no ONNX or TFLite export).",
         limitations_text=_limitations_text(facts), citation_text=_citation_text(facts),
     )  # fmt: skip
 

@@ -155,3 +155,22 @@ def test_benchmark_command_times_tflite_at_its_shape_and_refuses_others(folder_w
                  "--warmup", "0"]) == 0  # fmt: skip
     assert main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "32", "--rounds", "1", "--warmup", "0"]) == 0
     assert "runs only at batch 1 x length 16" in capsys.readouterr().out
+
+
+def test_sentence_embedding_pipeline_converts_with_pooling_and_normalisation_inside(tmp_path):
+    """A MoE embedding student with a projection: one ``sentence_embedding`` output of unit length, equal to the
+    student's own pooling on a differently routed input (checked inside ``export_tflite``) and on real sentences."""
+    from compact_bert.distillation.data import default_tokenizer
+    from compact_bert.embeddings import save_sentence_embedder
+    from tests.embeddings.helpers import SENTENCES, tiny_embedder
+
+    embedder = tiny_embedder(projection_to=48, num_experts=4)
+    tokenizer = default_tokenizer()
+    save_sentence_embedder(embedder, tmp_path / "student", tokenizer)
+    report = export_tflite(tmp_path / "student", tmp_path / "tflite", "sentence-embedding", 32, 2, quantize="int8")
+    assert (tmp_path / "tflite" / "modules.json").is_file() and (tmp_path / "tflite" / "2_Dense").is_dir()
+    batch = tokenizer(SENTENCES[:2], padding="max_length", max_length=32, return_tensors="pt")
+    produced = tflite_outputs(report.tflite_path, dict(batch))["sentence_embedding"]
+    expected = embedder.encode(SENTENCES[:2], tokenizer).numpy()
+    np.testing.assert_allclose(produced, expected, atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(np.linalg.norm(produced, axis=1), 1.0, atol=1e-5)

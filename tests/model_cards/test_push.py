@@ -48,10 +48,14 @@ def test_hub_files_allow_list(tmp_path):
     shipped = ["README.md", "adapter_config.json", "config.json", "configuration_minimoe.py", "latency.json",
                "model-00001-of-00002.safetensors", "model.onnx", "model.safetensors.index.json", "model.tflite",
                "modeling_minimoe.py", "onnx/config.json", "onnx/model.onnx", "special_tokens_map.json",
-               "tokenizer.json", "tokenizer_config.json", "vocab.txt"]  # fmt: skip
+               "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+               # a sentence-transformers folder's pipeline
+               "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+               "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors"]  # fmt: skip
     kept = ["checkpoint-2/model.safetensors", "checkpoint-2/optimizer.pt", "runs/events.out.tfevents.1",
             "loss_terms.png", "run_summary.json", "training_args.bin", "pytorch_model.bin", "onnx/weights.pt",
-            "remote_code.py", "trainer_state.json", ".write-check-x", "model.pkl"]  # fmt: skip
+            "remote_code.py", "trainer_state.json", ".write-check-x", "model.pkl", "2_Dense/pytorch_model.bin",
+            "1_Pooling/extra/deep.json"]  # fmt: skip
     for name in shipped + kept:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(b"x")
@@ -147,3 +151,59 @@ def test_listed_sizes_use_the_same_si_units_as_every_other_size_printed(size, te
     from compact_bert.cli.push_command import _size
 
     assert _size(size) == text
+
+
+def test_symbolic_links_are_never_uploaded_and_are_named(tmp_path):
+    """A link inside the folder can point anywhere (``onnx/model_notes.txt -> /etc/passwd``): neither it nor a
+    linked folder is listed for upload, whatever its name."""
+    from compact_bert.model_cards.hub_files import symbolic_links
+
+    folder = tmp_path / "model"
+    config = tiny_configs()["minimoe"]
+    AUTO_CLASSES_BY_CONFIG[type(config)]["AutoModel"](config).save_pretrained(folder)
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / "config.json").write_text("{}")
+    (folder / "onnx").mkdir()
+    (folder / "onnx" / "model_notes.txt").symlink_to("/etc/passwd")
+    (folder / "tokenizer.json").symlink_to(outside / "config.json")
+    (folder / "tflite").symlink_to(outside, target_is_directory=True)
+    assert hub_files(folder) == ["config.json", "configuration_minimoe.py", "model.safetensors", "modeling_minimoe.py"]
+    assert symbolic_links(folder) == ["onnx/model_notes.txt", "tflite", "tokenizer.json"]
+    with HubServer(tmp_path / "hub") as hub:
+        result = _push(hub, tmp_path / "home", str(folder), "user/linked")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "Skipped 3 symbolic link(s), never uploaded" in result.stdout
+        assert set(hub.files("user/linked")) == {"README.md", "config.json", "configuration_minimoe.py",
+                                                  "model.safetensors", "modeling_minimoe.py"}  # fmt: skip
+
+
+def test_pushed_embedding_student_loads_by_id_in_sentence_transformers(tmp_path):
+    """The module files travel with the weights: sentence-transformers loads the pushed repo by id with the same
+    pooling, projection and normalisation, and the card says how."""
+    pytest.importorskip("sentence_transformers")
+    from compact_bert.distillation.data import default_tokenizer
+    from compact_bert.embeddings import save_sentence_embedder
+    from tests.embeddings.helpers import SENTENCES, tiny_embedder
+
+    embedder = tiny_embedder(projection_to=48)
+    save_sentence_embedder(embedder, tmp_path / "student", default_tokenizer())
+    expected = embedder.encode(SENTENCES, default_tokenizer())
+    with HubServer(tmp_path / "hub") as hub:
+        result = _push(hub, tmp_path / "home", str(tmp_path / "student"), "user/tiny-embedder")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert {"modules.json", "1_Pooling/config.json", "2_Dense/model.safetensors"} <= set(hub.files("user/tiny-embedder"))
+        card = hub.files("user/tiny-embedder")["README.md"].decode()
+        assert "library_name: sentence-transformers" in card and 'SentenceTransformer("user/tiny-embedder"' in card
+        environment = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0",
+                       "HF_HOME": str(tmp_path / "loader"), "HF_HUB_CACHE": str(tmp_path / "loader" / "hub")}  # fmt: skip
+        script = ("import sys, json, numpy; from sentence_transformers import SentenceTransformer; "
+                  "model = SentenceTransformer('user/tiny-embedder', trust_remote_code=True, device='cpu'); "
+                  "numpy.save(sys.argv[2], model.encode(json.loads(sys.argv[1])))")  # fmt: skip
+        loaded = subprocess.run([sys.executable, "-c", script, __import__("json").dumps(SENTENCES),
+                                 str(tmp_path / "out.npy")], env=environment, capture_output=True, text=True,
+                                timeout=300, cwd=tmp_path)  # fmt: skip
+        assert loaded.returncode == 0, loaded.stderr[-3000:]
+    import numpy
+
+    torch.testing.assert_close(torch.from_numpy(numpy.load(tmp_path / "out.npy")), expected, atol=1e-6, rtol=0)
