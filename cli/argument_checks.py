@@ -18,8 +18,9 @@ _AT_LEAST_ONE = ("per_device_train_batch_size", "per_device_eval_batch_size", "g
 
 def check_training_arguments(args: TrainingArguments) -> None:
     """Batch sizes and accumulation >= 1; ``max_steps`` >= 1, or -1 (transformers' default: train for
-    ``num_train_epochs``, which must then be > 0); a writable ``output_dir``; no ``--push_to_hub`` (it would
-    ship a pickle)."""
+    ``num_train_epochs``, which must then be > 0); a seed NumPy accepts, a positive learning rate and a
+    non-negative weight decay (refused before the teacher, the student and the data are built); a non-empty,
+    writable ``output_dir``; no ``--push_to_hub`` (it would ship a pickle)."""
     for name in _AT_LEAST_ONE:
         value = getattr(args, name)
         if value is None or value < 1:
@@ -34,6 +35,14 @@ def check_training_arguments(args: TrainingArguments) -> None:
             f"--num_train_epochs must be > 0 when training by epochs (--max_steps -1), got {args.num_train_epochs}; "
             "or give --max_steps."
         )
+    if not 0 <= args.seed < 2**32:
+        raise RunSettingsError(f"--seed must be in [0, 2**32 - 1] (NumPy's and PyTorch's seed range), got {args.seed}.")
+    if not args.learning_rate > 0 or args.learning_rate != args.learning_rate:
+        raise RunSettingsError(f"--learning_rate must be > 0, got {args.learning_rate}.")
+    if args.weight_decay < 0:
+        raise RunSettingsError(f"--weight_decay must be >= 0, got {args.weight_decay}.")
+    if args.output_dir is not None and not str(args.output_dir).strip():
+        raise RunSettingsError("--output_dir is empty; give the path of a folder (created if missing).")
     if args.push_to_hub:
         raise RunSettingsError(
             "--push_to_hub is not supported: Trainer's push uploads the output folder with its pickled "

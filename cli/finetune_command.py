@@ -27,6 +27,7 @@ from transformers import (
 )
 
 from ..configuration import PRESETS, preset_config
+from ..distillation.atomic_files import write_text_atomically
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
 from ..distillation.data import PACKAGED_TEACHER, default_tokenizer, packaged_teacher_dir
 from ..finetuning.augmentation import AUGMENTED_COLUMN, augment_split
@@ -413,7 +414,7 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
         key = f"eval_{metric}" if not metric.startswith("eval_") else metric
         summary = summarize_runs(runs, key if tokenized[1] is not None else "eval_loss", training_args.greater_is_better
                                  is not False)  # fmt: skip
-        (base / "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_text_atomically(base / "run_summary.json", json.dumps(summary, indent=2) + "\n")
         print(json.dumps({name: summary[name] for name in ("metric_for_best_model", "best")}, indent=2))
     return runs
 

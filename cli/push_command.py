@@ -126,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
         print(card if card is not None else (folder / MODEL_CARD_FILE).read_text(encoding="utf-8"))
         return 0
     if card is not None:
-        card.save(folder / MODEL_CARD_FILE)
+        from ..distillation.atomic_files import write_text_atomically
+
+        write_text_atomically(folder / MODEL_CARD_FILE, str(card))
     commit_url = _upload(folder, files, args, token)
     print(f"Pushed to {commit_url}")
     return 0

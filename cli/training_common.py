@@ -14,6 +14,7 @@ import transformers
 from transformers import HfArgumentParser
 
 from ..configuration import PRESETS, preset_config
+from ..distillation.atomic_files import write_text_atomically
 from ..distillation.checkpoints import CheckpointManifestCallback, resolve_resume_checkpoint, run_identity
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 from ..distillation.console_log import concise_line, verbose
@@ -134,7 +135,7 @@ def invoked_command_line() -> str:
 def write_summary_and_card(folder: str | Path, summary: dict) -> None:
     """``run_summary.json``, and the model card rendered from it when ``folder`` holds a model (a PEFT adapter
     folder has no ``config.json`` and keeps the card PEFT writes)."""
-    Path(folder, "run_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_text_atomically(Path(folder, "run_summary.json"), json.dumps(summary, indent=2) + "\n")
     if Path(folder, "config.json").is_file():
         write_model_card(folder)
 

@@ -25,6 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from ..distillation.atomic_files import write_text_atomically
 from ..distillation.run_errors import RunSettingsError
 from .pooling import POOLING_MODES, SentenceEmbedder
 
@@ -247,6 +248,4 @@ def save_sentence_embedder(embedder: SentenceEmbedder, folder: str | Path, token
 
 
 def _write_json(path: Path, value) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
-    temporary.replace(path)
+    write_text_atomically(path, json.dumps(value, indent=2) + "\n")

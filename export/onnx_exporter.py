@@ -202,6 +202,21 @@ def copy_folder_files(model_dir: Path, output_dir: Path, model: nn.Module) -> No
                 shutil.copy2(path, output_dir / path.name)
 
 
+def check_opset(onnx_path: Path, requested: int | None) -> None:
+    """An exporter may write another opset than the one asked for (torch.onnx writes at least 18 whatever
+    ``opset_version`` says): a requested opset that the file does not have is an error, not a silent change."""
+    if requested is None:
+        return
+    import onnx
+
+    written = next((entry.version for entry in onnx.load(str(onnx_path), load_external_data=False).opset_import
+                    if entry.domain in ("", "ai.onnx")), None)  # fmt: skip
+    if written != requested:
+        onnx_path.unlink(missing_ok=True)
+        raise ValueError(f"--opset {requested}: the exporter wrote opset {written} instead (torch.onnx's dynamo exporter "
+                         "supports opset 18 and newer); ask for an opset it supports.")  # fmt: skip
+
+
 def check_parity(onnx_path: Path, model: nn.Module, export_task: ExportTask, inputs: dict) -> tuple[float, float]:
     """Largest |onnxruntime − PyTorch| over the task's outputs and the outputs' scale; raises past tolerance."""
     import onnxruntime
@@ -259,6 +274,7 @@ def export_onnx(
             example_inputs = random_graph_inputs(model.config, 2, sequence_length, seed=0)
         export_module_with_dynamo(model, tuple(export_task.outputs), onnx_path, example_inputs, opset)
     copy_folder_files(model_dir, output_dir, model)
+    check_opset(onnx_path, opset)
     max_diff, scale = check_parity(onnx_path, model, export_task, parity_inputs(model.config, sequence_length))
     if export_task.name == "sentence-embedding":
         from .sentence_embedding_parity import check_sentence_transformers_parity, copy_sentence_transformers_files

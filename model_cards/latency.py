@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..distillation.atomic_files import write_text_atomically
+
 __all__ = ["LATENCY_FILE", "LatencyReport", "RuntimeLatency", "read_latency", "write_latency"]
 
 LATENCY_FILE = "latency.json"
@@ -57,7 +59,7 @@ class LatencyReport:
 
 def write_latency(folder: str | Path, report: LatencyReport) -> Path:
     path = Path(folder) / LATENCY_FILE
-    path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    write_text_atomically(path, json.dumps(report.to_json(), indent=2) + "\n")
     return path
 
 

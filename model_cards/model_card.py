@@ -17,6 +17,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..distillation.atomic_files import write_text_atomically
 from .folder_facts import (
     FLOPS_SEQUENCE_LENGTH,
     GLUE_HUB_ID,
@@ -335,5 +336,5 @@ def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCar
 def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
     """Write (or rewrite) ``folder/README.md`` from the folder's current facts."""
     path = Path(folder) / MODEL_CARD_FILE
-    build_model_card(folder, repo_id).save(path)
+    write_text_atomically(path, str(build_model_card(folder, repo_id)))
     return path

@@ -261,3 +261,31 @@ def test_corpus_of_nul_bytes_names_the_file(tmp_path):
     mixed.write_bytes(b"a first paragraph\nthen\x00a NUL\n")
     with pytest.raises(SystemExit, match=r"mixed.txt contains NUL bytes \(1 of 29 bytes, the first at line 2, offset 22\)"):
         main(["pretrain", "--output_dir", str(tmp_path / "out"), "--corpus", str(mixed), *QUIET])
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--seed", "-1"], r"--seed must be in \[0, 2\*\*32 - 1\]"),
+    (["--learning_rate", "-1"], "--learning_rate must be > 0, got -1.0"),
+    (["--output_dir", ""], "--output_dir is empty"),
+])  # fmt: skip
+def test_out_of_range_numbers_and_empty_output_dir_are_refused_before_any_model(flags, message, tmp_path):
+    from compact_bert.cli.main import main
+
+    arguments = ["distill", "embeddings", "--output_dir", str(tmp_path / "out"), *flags]
+    with pytest.raises(SystemExit, match=message):
+        main(arguments)
+
+
+def test_an_opset_the_exporter_does_not_write_is_refused(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from compact_bert.cli.main import main
+    from compact_bert.export.onnx_exporter import optimum_available
+    from tests.export.helpers import save_tiny_model
+
+    if optimum_available():
+        pytest.skip("Optimum's exporter honours old opsets; the check concerns torch.onnx (transformers 5)")
+    save_tiny_model("minimoe", "feature-extraction", tmp_path / "model")
+    with pytest.raises(SystemExit, match="--opset 13: the exporter wrote opset 18 instead"):
+        main(["export", "onnx", str(tmp_path / "model"), str(tmp_path / "onnx"), "--task", "feature-extraction",
+              "--opset", "13"])  # fmt: skip
+    assert not (tmp_path / "onnx" / "model.onnx").exists()
