@@ -64,6 +64,8 @@ def _version_line() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     record_invocation(argv)
+    if not sys.stderr.isatty():
+        _without_progress_bars()
     if "--verbose" in argv:  # before the command's own parser: every command has it
         argv.remove("--verbose")
         os.environ[VERBOSE_VARIABLE] = "1"
@@ -73,6 +75,21 @@ def main(argv: list[str] | None = None) -> int:
             return _run_training(module, argv[len(prefix) :])
     args = build_parser().parse_args(argv)
     return args.handler(args)
+
+
+def _without_progress_bars() -> None:
+    """Without a terminal, the libraries' own progress bars (transformers' "Loading weights" and "Writing model
+    shards", the Hub's downloads, datasets' maps) would fill a log file with redrawn lines: they are turned off."""
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        import datasets
+        from huggingface_hub.utils import disable_progress_bars
+    except ImportError:
+        return
+    disable_progress_bars()
+    datasets.disable_progress_bars()
 
 
 def _run_training(module, argv: list[str]) -> int:

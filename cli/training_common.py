@@ -46,6 +46,9 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
     seeds only when it starts, after the student's random initialization, so two runs with the same seed
     would otherwise start from different weights.
 
+    Without a terminal (output redirected to a file, a CI log) the progress bar is off unless ``--disable_tqdm``
+    is given: each redraw would add a line to the log, and the concise step lines say the same.
+
     The training arguments are checked here too (``argument_checks``): batch sizes, accumulation, ``max_steps``
     and the output folder fail in seconds, before a model or the data is built. A value the dataclasses refuse
     (their ``__post_init__`` checks, transformers' own) is the user's input: it becomes a ``RunSettingsError``,
@@ -58,6 +61,8 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
             check_training_arguments(arguments)
+            if not any(flag.split("=")[0] == "--disable_tqdm" for flag in argv) and not sys.stderr.isatty():
+                arguments.disable_tqdm = True  # a log file gets the step lines, not a progress bar redrawn per step
             if arguments.dataloader_pin_memory and not _has_accelerator(arguments):
                 arguments.dataloader_pin_memory = False  # pinned memory only speeds copies to an accelerator
             if arguments.full_determinism:

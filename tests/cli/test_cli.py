@@ -82,3 +82,23 @@ def test_a_cpu_run_pins_no_memory_and_warns_nothing_about_it(tmp_path):
         warnings.simplefilter("always")
         finetune_command.finetune(model_args, data_args, config, arguments)
     assert not [str(warning.message) for warning in caught if "pin_memory" in str(warning.message)]
+
+
+def test_no_progress_bars_fill_a_log_without_a_terminal(tmp_path):
+    """Output to a file or a pipe (no terminal): no "Loading weights" bar, no redrawn tqdm lines, one JSON result."""
+    import gzip
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from compact_bert.evaluation.sts import bundled_sts_validation
+
+    lines = gzip.decompress(bundled_sts_validation().read_bytes()).decode().splitlines()
+    (tmp_path / "sts.tsv").write_text("\n".join(lines[:21]) + "\n")
+    result = subprocess.run([sys.executable, "-m", "compact_bert.cli.main", "evaluate", "sts", "all-MiniLM-L6-v2",
+                             "--sts_file", str(tmp_path / "sts.tsv")], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "it/s]" not in result.stderr and "Loading weights" not in result.stderr, result.stderr[-2000:]
+    assert json.loads(result.stdout)["pairs"] == 20
