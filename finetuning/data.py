@@ -9,6 +9,7 @@ shows — fails before any model is built, with the file, line or column at faul
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 from dataclasses import dataclass, field
@@ -134,6 +135,13 @@ class FinetuneDataArguments:
             raise ValueError("Give the training data: --train_file (and --validation_file) or --dataset_name.")
         if self.train_file is not None and self.dataset_name is not None:
             raise ValueError("Give either --train_file or --dataset_name, not both.")
+        if self.label_list is not None:
+            names = [name.strip() for name in self.label_list.split(",")]
+            duplicates = sorted({name for name in names if names.count(name) > 1})
+            if "" in names or duplicates:
+                raise ValueError(f"--label_list {self.label_list!r} has "
+                                 + (f"duplicate label(s) {duplicates}" if duplicates else "an empty label")
+                                 + "; give each label once, in id order.")  # fmt: skip
         for name in ("max_seq_length", "max_train_samples", "max_eval_samples"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}.")
@@ -199,6 +207,18 @@ def _check_file(path: str | Path, role: str) -> Path:
     return path
 
 
+def _read_text(path: Path) -> str:
+    """The file's text: UTF-8, a leading byte-order mark dropped (spreadsheet exports write one), and a byte that is
+    not UTF-8 named with its line."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: byte {raw[error.start:error.start + 1]!r} is not UTF-8 ({error.reason}); "
+                         "save the file as UTF-8.") from None  # fmt: skip
+
+
 def read_table(path: str | Path, role: str = "--train_file",
                fieldnames: tuple[str, ...] | None = None) -> tuple[list[dict], list[int]]:  # fmt: skip
     """Rows of a .tsv / .csv (header line first, unless ``fieldnames`` names the columns of a file without one) or
@@ -209,25 +229,28 @@ def read_table(path: str | Path, role: str = "--train_file",
     rows: list[dict] = []
     lines: list[int] = []
     if suffix in (".tsv", ".csv"):
-        with path.open(encoding="utf-8", newline="") as handle:
-            options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
-            reader = csv.DictReader(handle, fieldnames=fieldnames, **options)
-            for row in reader:
-                if None in row:
-                    raise ValueError(f"{path}:{reader.line_num}: more fields than the header's {reader.fieldnames}.")
-                rows.append(row)
-                lines.append(reader.line_num)
+        options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
+        csv.field_size_limit(2**31 - 1)  # a long review is a long field, not an error (the default stops at 128 KB)
+        reader = csv.DictReader(io.StringIO(_read_text(path), newline=""), fieldnames=fieldnames, **options)
+        for row in reader:
+            if None in row:
+                raise ValueError(f"{path}:{reader.line_num}: more fields than the header's {reader.fieldnames}.")
+            rows.append(row)
+            lines.append(reader.line_num)
     elif suffix == ".jsonl":
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(_read_text(path).split("\n"), start=1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError as error:
                     raise ValueError(f"{path}:{number}: not a JSON object: {error}") from None
+                if not isinstance(row, dict):
+                    raise ValueError(f"{path}:{number}: a JSON {type(row).__name__}, not an object of named fields.")
+                rows.append(row)
                 lines.append(number)
     elif suffix == ".json":
         try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
+            loaded = json.loads(_read_text(path))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
         if isinstance(loaded, dict) and isinstance(loaded.get("data"), list):
@@ -235,6 +258,9 @@ def read_table(path: str | Path, role: str = "--train_file",
         if not isinstance(loaded, list):
             raise ValueError(f"{path}: expected a list of objects (or JSON lines in a .jsonl file).")
         rows, lines = loaded, [index + 1 for index in range(len(loaded))]  # JSON: the record number
+        wrong = next((index for index, row in enumerate(rows) if not isinstance(row, dict)), None)
+        if wrong is not None:
+            raise ValueError(f"{path}: record {wrong + 1} is a JSON {type(rows[wrong]).__name__}, not an object.")
     else:
         raise ValueError(f"{role}: {path} has suffix {suffix!r}; tables must be one of {', '.join(TABLE_SUFFIXES)}.")
     if not rows:
@@ -250,19 +276,18 @@ def read_conll(path: str | Path, role: str = "--train_file") -> tuple[list[list[
     tags: list[list[str]] = []
     words: list[str] = []
     word_tags: list[str] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
-                if words:
-                    sentences.append(words)
-                    tags.append(word_tags)
-                words, word_tags = [], []
-                continue
-            if len(fields) < 2:
-                raise ValueError(f"{path}:{number}: expected 'token TAG' (whitespace-separated), got {line.rstrip()!r}.")
-            words.append(fields[0])
-            word_tags.append(fields[-1])
+    for number, line in enumerate(_read_text(path).split("\n"), start=1):
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            if words:
+                sentences.append(words)
+                tags.append(word_tags)
+            words, word_tags = [], []
+            continue
+        if len(fields) < 2:
+            raise ValueError(f"{path}:{number}: expected 'token TAG' (whitespace-separated), got {line.rstrip()!r}.")
+        words.append(fields[0])
+        word_tags.append(fields[-1])
     if words:
         sentences.append(words)
         tags.append(word_tags)
@@ -364,7 +389,38 @@ def _table_split(path, role, arguments) -> tuple[dict, list[int], str]:
     if missing:
         raise ValueError(f"{role}: {path} has no column {', '.join(map(repr, missing))}; its columns: {columns}.")
     data = {column: [row.get(column) for row in rows] for column in needed}
+    check_rows(data, lines, str(path), arguments.resolved_text_columns(), arguments.label_column,
+               regression=arguments.resolved_task_type() == "regression")
     return data, lines, str(path)
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return "decimal" if isinstance(value, float) else "string"
+
+
+def check_rows(data: dict, lines: list[int], source: str, text_columns, label_column: str,
+               regression: bool = False) -> None:  # fmt: skip
+    """Rows are data, not accidents: no missing (null) text or label, no empty text, and labels of one kind per
+    file (``1`` and ``1.0`` in one JSON file would otherwise be two classes, ``true`` and ``"1"`` three)."""
+    for column in (*text_columns, label_column):
+        for value, line in zip(data[column], lines):
+            if value is None:
+                raise ValueError(f"{source}:{line}: column {column!r} is missing or null; every row needs a value "
+                                 "(drop or fill the row).")  # fmt: skip
+            if column != label_column and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"{source}:{line}: column {column!r} holds {value!r}, not a non-empty text.")
+    first_of_kind: dict[str, tuple[int, object]] = {}
+    for value, line in zip(data[label_column], lines):
+        kind = _kind(value)
+        first_of_kind.setdefault("number" if regression and kind in ("integer", "decimal") else kind, (line, value))
+    if len(first_of_kind) > 1:
+        examples = ", ".join(f"{kind} {value!r} (line {line})" for kind, (line, value) in first_of_kind.items())
+        raise ValueError(f"{source}: column {label_column!r} mixes label kinds: {examples}; write every label the "
+                         "same way.")  # fmt: skip
 
 
 def _dataset_split(dataset_dict, split: str, arguments, columns) -> tuple[dict, list[int], str]:

@@ -252,3 +252,48 @@ def test_the_shared_sts_benchmark_loads_by_task_name():
     splits = load_finetuning_data(arguments)
     assert splits.task_type == "regression" and (len(splits.train), len(splits.validation)) == (5749, 1500)
     assert all(0.0 <= score <= 5.0 for score in splits.validation["label"])
+
+
+@pytest.mark.parametrize("name,text,message", [
+    ("train.json", '[{"text": "a", "y": 1}, {"text": "b", "y": 1.0}, {"text": "c", "y": 0}]',
+     r"column 'y' mixes label kinds: integer 1 \(line 1\), decimal 1.0 \(line 2\)"),
+    ("train.json", '[{"text": "a", "y": true}, {"text": "b", "y": "1"}]', "mixes label kinds: boolean True"),
+    ("train.json", '[{"text": "a", "y": null}, {"text": "b", "y": "x"}]', r"train\.json:1: column 'y' is missing or null"),
+    ("train.json", '[{"text": null, "y": "a"}, {"text": "b", "y": "x"}]', r"train\.json:1: column 'text' is missing or null"),
+    ("train.csv", "text,y\na,pos\nb\n", r"train\.csv:3: column 'y' is missing or null"),
+    ("train.tsv", "text\ty\n \tpos\nb\tneg\n", r"train\.tsv:2: column 'text' holds ' ', not a non-empty text"),
+    ("train.jsonl", '{"text": "a", "y": "p"}\n["b", "n"]\n', r"train\.jsonl:2: a JSON list, not an object"),
+    ("train.json", '[{"text": "a", "y": "p"}, ["b", "n"]]', "record 2 is a JSON list, not an object"),
+])  # fmt: skip
+def test_rows_that_are_not_data_are_refused_with_file_and_line(tmp_path, name, text, message):
+    path = _write(tmp_path / name, text)
+    with pytest.raises(ValueError, match=message):
+        load_finetuning_data(FinetuneDataArguments(train_file=str(path), text_columns="text", label_column="y"))
+
+
+def test_regression_labels_may_mix_integers_and_decimals(tmp_path):
+    path = _write(tmp_path / "train.json", '[{"text": "a", "y": 3}, {"text": "b", "y": 3.5}]')
+    splits = load_finetuning_data(FinetuneDataArguments(train_file=str(path), text_columns="text", label_column="y",
+                                                        task_type="regression"))  # fmt: skip
+    assert splits.train["label"] == [3.0, 3.5]
+
+
+def test_byte_order_marks_crlf_long_fields_and_bad_bytes(tmp_path):
+    bom = tmp_path / "train.csv"
+    bom.write_bytes("\ufefftext,y\r\n".encode() + ("a" * 200_000).encode() + b",pos\r\nb,neg\r\n")
+    splits = load_finetuning_data(FinetuneDataArguments(train_file=str(bom), text_columns="text", label_column="y"))
+    assert splits.train["label"] == [1, 0] and len(splits.train["text"][0]) == 200_000
+    conll = tmp_path / "train.txt"
+    conll.write_bytes("\ufeff-DOCSTART- -X- O\n\nEU B-ORG\nrejects O\n".encode())
+    sentences, tags = read_conll(conll)
+    assert sentences == [["EU", "rejects"]] and tags == [["B-ORG", "O"]]
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(b"text\ty\nok\tpos\ncaf\xe9\tneg\n")
+    with pytest.raises(ValueError, match=r"bad\.tsv:3: byte b'\\xe9' is not UTF-8"):
+        load_finetuning_data(FinetuneDataArguments(train_file=str(bad), text_columns="text", label_column="y"))
+
+
+@pytest.mark.parametrize("labels,message", [("0,1,1", r"duplicate label\(s\) \['1'\]"), ("a,,b", "an empty label")])
+def test_label_list_with_duplicates_or_empty_entries_is_refused(tmp_path, labels, message):
+    with pytest.raises(ValueError, match=message):
+        FinetuneDataArguments(train_file=str(tmp_path / "x.tsv"), label_list=labels)
