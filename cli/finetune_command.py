@@ -195,7 +195,10 @@ def build_model(model_args: FinetuneModelArguments, task_type: str, label_names,
         config.eval_capacity_factor = None
     if name in PRESETS:
         return auto_class.from_config(config)
-    return auto_class.from_pretrained(name, config=config, ignore_mismatched_sizes=True, **FROM_PRETRAINED_KWARGS)
+    from ..distillation.checked_loading import load_checked
+
+    return load_checked(auto_class, name, "--model_name_or_path", config=config, ignore_mismatched_sizes=True,
+                        **FROM_PRETRAINED_KWARGS)  # fmt: skip
 
 
 def _check_fits(config, tokenizer, max_length: int) -> None:

@@ -16,6 +16,7 @@ from transformers import HfArgumentParser
 from ..configuration import PRESETS, preset_config
 from ..distillation.atomic_files import write_text_atomically
 from ..distillation.checkpoints import CheckpointManifestCallback, resolve_resume_checkpoint, run_identity
+from ..distillation.checked_loading import load_checked
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 from ..distillation.console_log import concise_line, verbose
 from ..distillation.run_errors import RunSettingsError
@@ -113,7 +114,7 @@ def load_pretrained(path: str, auto_classes: tuple, role: str):
     errors = []
     for auto_class in auto_classes:
         try:
-            return auto_class.from_pretrained(folder, **FROM_PRETRAINED_KWARGS)
+            return load_checked(auto_class, folder, f"--{role}", **FROM_PRETRAINED_KWARGS)
         except (ValueError, KeyError) as error:
             errors.append(f"{auto_class.__name__}: {error}")
     raise SystemExit(f"--{role}: cannot load {folder}: " + " | ".join(errors))

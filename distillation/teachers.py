@@ -33,7 +33,9 @@ def resolve_model_path(name_or_path: str) -> Path:
 
 def load_encoder(name_or_path: str) -> transformers.PreTrainedModel:
     """The base encoder of a checkpoint (heads dropped): what relation distillation reads."""
-    return transformers.AutoModel.from_pretrained(resolve_model_path(name_or_path), **FROM_PRETRAINED_KWARGS)
+    from .checked_loading import load_checked
+
+    return load_checked(transformers.AutoModel, resolve_model_path(name_or_path), "--teacher", **FROM_PRETRAINED_KWARGS)
 
 
 def resolve_layer(layer: int, num_layers: int, role: str) -> int:

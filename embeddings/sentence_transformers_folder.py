@@ -178,14 +178,17 @@ def _read_projection(folder: Path) -> dict:
     return {"weight": weight, "bias": state.get("linear.bias") if settings.get("bias", True) else None}
 
 
-def load_sentence_embedder(folder: str | Path, head: EmbeddingHead | None = None, **from_pretrained) -> SentenceEmbedder:
-    """The folder's encoder (``AutoModel``) with its sentence-transformers head (or ``head`` where given)."""
+def load_sentence_embedder(folder: str | Path, head: EmbeddingHead | None = None, role: str = "model folder",
+                           **from_pretrained) -> SentenceEmbedder:  # fmt: skip
+    """The folder's encoder (``AutoModel``, its weights checked: ``checked_loading``) with its sentence-transformers
+    head (or ``head`` where given); ``role`` names the folder in errors."""
     import transformers
 
     from .. import modeling  # noqa: F401  (registers the compact-bert Auto classes)
+    from ..distillation.checked_loading import load_checked
 
     head = head or read_embedding_head(folder)
-    encoder = transformers.AutoModel.from_pretrained(folder, **from_pretrained)
+    encoder = load_checked(transformers.AutoModel, folder, role, **from_pretrained)
     projection = None
     if head.projection is not None:
         weight, bias = head.projection["weight"], head.projection["bias"]

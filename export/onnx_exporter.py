@@ -77,6 +77,7 @@ def load_for_export(model_dir, task: str, sequence_length: int) -> tuple[nn.Modu
     import transformers
 
     from .. import modeling  # noqa: F401  (registers the Auto classes)
+    from ..distillation.checked_loading import load_checked
 
     config_dict = check_export_folder(model_dir)
     export_task = resolve_task(task, config_dict.get("model_type"))
@@ -86,7 +87,9 @@ def load_for_export(model_dir, task: str, sequence_length: int) -> tuple[nn.Modu
 
         head = read_embedding_head(model_dir)  # a folder without sentence-transformers modules fails here
         return load_sentence_embedder(model_dir, head).eval(), export_task
-    model = getattr(transformers, export_task.auto_class).from_pretrained(model_dir)
+    # A head the folder does not hold would be exported random (a base model exported as a token classifier).
+    model = load_checked(getattr(transformers, export_task.auto_class), model_dir, "MODEL_DIR",
+                         require_every_weight=True)  # fmt: skip
     return model.eval(), export_task
 
 

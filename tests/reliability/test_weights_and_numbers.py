@@ -266,3 +266,58 @@ def test_loss_guard_measures_each_mobilebert_stage_against_its_own_first_loss():
     state.global_step = 125
     with pytest.raises(TrainingDivergedError, match=r"step 125: the loss 800 is 114 times the first logged loss \(7 at step 75"):
         guard.on_log(arguments, state, TrainerControl(), logs={"loss": 800.0, "stage": 1, "learning_rate": 1e-3})
+
+
+def _without(folder: Path, fragment: str) -> None:
+    """Rewrite the folder's weights without the tensors whose name contains ``fragment``."""
+    from safetensors.torch import save_file
+
+    weights = load_file(folder / "model.safetensors")
+    save_file({name: tensor for name, tensor in weights.items() if fragment not in name}, folder / "model.safetensors",
+              metadata={"format": "pt"})  # fmt: skip
+
+
+def test_teacher_with_missing_ffn_weights_is_refused_with_the_list(tmp_path):
+    from compact_bert.distillation.teachers import load_encoder
+    from compact_bert.distillation.checked_loading import WeightsLoadError
+
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    folder = _save(BertModel(config), tmp_path / "teacher")  # a transformers teacher: no checks of our own apply
+    _without(folder, "layer.1.intermediate")
+    with pytest.raises(WeightsLoadError, match=r"--teacher .*2 backbone weight\(s\) missing from the checkpoint "
+                                               r"\(encoder\.layer\.1\.intermediate"):
+        load_encoder(str(folder))
+
+
+def test_truncated_weights_are_named_not_a_safetensors_traceback(tmp_path):
+    from compact_bert.distillation.teachers import load_encoder
+    from compact_bert.distillation.checked_loading import WeightsLoadError
+
+    folder = _save(AutoModel.from_config(tiny_configs()["minimoe"]), tmp_path / "teacher")
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(WeightsLoadError, match=r"--teacher .*teacher: its weights file cannot be read"):
+        load_encoder(str(folder))
+
+
+def test_config_of_another_model_type_over_the_weights_is_refused(tmp_path):
+    from compact_bert.distillation.checked_loading import WeightsLoadError, load_checked
+
+    from transformers import BertConfig, BertModel, DistilBertConfig
+
+    folder = _save(BertModel(BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=64)), tmp_path / "model")  # fmt: skip
+    DistilBertConfig(vocab_size=128, dim=32, n_layers=2, n_heads=4, hidden_dim=64).save_pretrained(folder)
+    with pytest.raises(WeightsLoadError, match="weight\\(s\\) missing .*do not fill: they would start random"):
+        load_checked(AutoModel, folder, "--model_name_or_path")
+
+
+def test_exporting_a_base_model_as_a_classifier_is_refused(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from compact_bert.cli.main import main
+
+    folder = _save(AutoModel.from_config(tiny_configs()["minimoe"]), tmp_path / "model")
+    with pytest.raises(SystemExit, match=r"weight\(s\) missing .*classifier"):
+        main(["export", "onnx", str(folder), str(tmp_path / "onnx"), "--task", "token-classification"])

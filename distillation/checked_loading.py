@@ -1,0 +1,70 @@
+"""Loading a model folder as a user would expect it loaded: every backbone weight from the file, or an error.
+
+``from_pretrained`` initializes whatever the checkpoint lacks and ignores whatever it holds in excess, and reports
+both in a load report nobody reads: a teacher whose FFN weights are missing is then used half-random, a config of
+another model type over a folder's weights trains a random model, an export of a base model as a classifier ships a
+random head and reports parity. ``load_checked`` reads the report: a missing or unexpected weight of the backbone
+(the embeddings and the encoder layers) is an error listing them; a task head that the caller is about to train
+(missing) or does not use (unexpected), and a pooler, are not. A truncated or corrupt weight file is named instead of surfacing as
+a ``SafetensorError`` traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .run_errors import RunSettingsError
+
+__all__ = ["WeightsLoadError", "backbone_mismatches", "load_checked"]
+
+# Task heads and poolers (transformers' names): a weight whose name passes through none of them is the backbone's.
+_HEAD_PARTS = ("classifier", "qa_outputs", "cls.", "lm_head", "pooler", "pre_classifier", "vocab_", "score.",
+               "seq_relationship", "predictions.")  # fmt: skip
+
+
+class WeightsLoadError(RunSettingsError):
+    """A model folder's weights cannot be read, or do not cover the model built from its config."""
+
+
+def backbone_mismatches(info: dict) -> tuple[list[str], list[str]]:
+    """The missing and the unexpected weight names of a load report that belong to the backbone."""
+    def backbone(names) -> list[str]:
+        return sorted(name for name in names or () if not any(part in name for part in _HEAD_PARTS))
+
+    return backbone(info.get("missing_keys")), backbone(info.get("unexpected_keys"))
+
+
+def _listing(names: list[str], limit: int = 6) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def load_checked(auto_class, folder: str | Path, role: str, require_every_weight: bool = False, **from_pretrained):
+    """``auto_class.from_pretrained(folder, **from_pretrained)``, refused when the weights file cannot be read or the
+    backbone's weights do not match the model the config describes; ``role`` names the flag or argument. With
+    ``require_every_weight`` a missing task head is refused too (an export would ship it random)."""
+    from safetensors import SafetensorError
+
+    try:
+        model, info = auto_class.from_pretrained(folder, output_loading_info=True, **from_pretrained)
+    except SafetensorError as error:
+        raise WeightsLoadError(f"{role} {folder}: its weights file cannot be read ({error}): it is truncated or "
+                               "corrupt; save or download it again.") from None  # fmt: skip
+    except OSError as error:
+        if "safetensors" in str(error).lower() or "deserializ" in str(error).lower():
+            raise WeightsLoadError(f"{role} {folder}: its weights file cannot be read ({error}).") from None
+        raise
+    missing, unexpected = backbone_mismatches(info)
+    if require_every_weight:
+        missing = sorted(info.get("missing_keys") or ())
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} backbone weight(s) missing from the checkpoint ({_listing(missing)})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} weight(s) in the checkpoint that the model has no place for "
+                         f"({_listing(unexpected)})")  # fmt: skip
+        raise WeightsLoadError(
+            f"{role} {folder}: " + "; ".join(parts) + f". Its config.json builds a {type(model).__name__} that these "
+            "weights do not fill: they would start random. Check that config.json and the weights belong together."
+        )
+    return model
