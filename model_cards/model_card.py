@@ -137,7 +137,9 @@ def _eval_dataset(facts: FolderFacts) -> dict:
 
 
 def _eval_results(facts: FolderFacts) -> list[EvalResult]:
-    results = facts.evaluation_results
+    """The model-index: task metrics only (accuracy, F1, Spearman ...). Training losses (the balance loss, the task
+    loss, a distillation loss) describe the run, not the model's task, and stay in the card's text."""
+    results = {key: value for key, value in facts.evaluation_results.items() if "loss" not in key}
     if not results:
         return []
     dataset = {key: value for key, value in _eval_dataset(facts).items() if value is not None}
@@ -215,6 +217,7 @@ def _recipe_text(facts: FolderFacts) -> str:
                      f"hidden channels: {initialization['hidden_channels']})")  # fmt: skip
     elif summary.get("model_name_or_path"):
         lines.append(f"- Fine-tuned from: {code(facts.base_model or Path(summary['model_name_or_path']).name)}")
+    lines.extend(_local_source_stage(summary))
     distillation = summary.get("task_distillation")
     if distillation:
         lines.append(f"- Task distillation from the fine-tuned teacher {code(Path(distillation['teacher']).name)}: "
@@ -247,6 +250,26 @@ def _recipe_text(facts: FolderFacts) -> str:
     if licenses:
         lines.append("- Data licenses: " + "; ".join(licenses))
     return "\n".join(lines)
+
+
+def _local_source_stage(summary: dict) -> list[str]:
+    """The stage before this one when the model was fine-tuned from a local folder (a student distilled here): the
+    Hub cannot link to it, so the card tells how it was made."""
+    source = summary.get("model_name_or_path")
+    path = Path(source) / "run_summary.json" if source else None
+    if path is None or not path.is_file():
+        return []
+    try:
+        earlier = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return []
+    if not earlier.get("teacher"):
+        return []
+    corpus = (earlier.get("data") or {}).get("corpus")
+    data = ", ".join(code(Path(name).name) for name in corpus) if corpus else "the bundled WikiText-2 slice"
+    return [f"- That starting point, {code(Path(source).name)}, is a local student (not on the Hub): distilled from "
+            f"{code(Path(str(earlier['teacher'])).name)} for {earlier.get('optimizer_steps', '?')} optimizer steps on "
+            f"{data} with {code(earlier.get('command_line', 'compact-bert distill'))}"]
 
 
 def _evaluation_text(facts: FolderFacts) -> str:
