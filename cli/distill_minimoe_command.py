@@ -28,6 +28,7 @@ from ..distillation.data import (
 )
 from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
+from ..distillation.run_errors import RunSettingsError
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
@@ -169,6 +170,11 @@ def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments
 def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args):
     """The fine-tuning step's command line and parsed arguments; bad --finetune_args fail here, and ``run`` calls
     this before distilling, so that they fail in seconds rather than after the distillation."""
+    for flag in ("finetune_train_file", "finetune_validation_file"):
+        path = getattr(finetune_args, flag)
+        if path is not None and not Path(path).is_file():
+            raise RunSettingsError(f"--{flag} {path} does not exist or is not a file (checked before distilling, so "
+                                   "that the fine-tuning step cannot fail after it).")  # fmt: skip
     argv = finetune_arguments(student_dir, finetune_args, training_args)
     if finetune_args.compare:
         argv = [*argv, "--augment_copies", str(finetune_args.augment_copies)]

@@ -132,6 +132,11 @@ class CompactBertPreTrainedModel(SavesRemoteCode, PreTrainedModel):
         shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
         if len(shape) != 2:
             raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
+        if shape[0] == 0 or shape[1] == 0:
+            raise ValueError(
+                f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
+                "adds [CLS] and [SEP] even to an empty text)."
+            )
         limit = self.config.max_position_embeddings
         if shape[1] > limit:
             raise ValueError(

@@ -289,3 +289,12 @@ def test_an_opset_the_exporter_does_not_write_is_refused(tmp_path):
         main(["export", "onnx", str(tmp_path / "model"), str(tmp_path / "onnx"), "--task", "feature-extraction",
               "--opset", "13"])  # fmt: skip
     assert not (tmp_path / "onnx" / "model.onnx").exists()
+
+
+def test_a_missing_finetune_file_fails_before_distilling(tmp_path):
+    from compact_bert.cli.main import main
+
+    with pytest.raises(SystemExit, match=r"--finetune_train_file .*missing\.tsv does not exist.*checked before distilling"):
+        main(["distill", "minimoe", "--output_dir", str(tmp_path / "out"), "--finetune_train_file",
+              str(tmp_path / "missing.tsv")])  # fmt: skip
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
