@@ -45,7 +45,7 @@ from ..distillation.teacher_init_runner import (
     prepare_initialization,
 )
 from ..distillation.teachers import load_encoder
-from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics
+from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics, check_metric_name
 from ..finetuning.router_rebalancing import rebalance_routers
 from ..finetuning.run_honesty import ReportingEarlyStopping, reported_checkpoint, single_class_warning
 from ..finetuning.task_distillation import (
@@ -355,6 +355,9 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
         max_length = min(max_length, config.max_position_embeddings)
     _check_fits(config, tokenizer, max_length)  # before any run: fail in seconds, not epochs
+    if splits.validation is not None and any(token.split("=", 1)[0] == "--metric_for_best_model" for token in argv):
+        check_metric_name(training_args.metric_for_best_model, splits.task_type, splits.label_names,
+                          data_args.task_name if data_args.glue_task else None)  # fmt: skip
     train_split = splits.train
     if training_args.augment_copies:
         if not model_args.teacher or splits.task_type == "ner":

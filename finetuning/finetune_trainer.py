@@ -99,3 +99,35 @@ def build_compute_metrics(task_type: str, label_names: list[str] | None, glue_ta
         return scores
 
     return compute_sequence
+
+
+def metric_names(task_type: str, label_names: list[str] | None, glue_task: str | None = None) -> list[str]:
+    """The keys ``build_compute_metrics`` returns for this task (read off one computation on two made-up examples),
+    and ``loss``: what ``--metric_for_best_model`` may name."""
+    import warnings
+
+    from transformers import EvalPrediction
+
+    compute = build_compute_metrics(task_type, label_names, glue_task)
+    if task_type == "ner":
+        logits, labels = np.zeros((1, 2, len(label_names))), np.array([[0, min(1, len(label_names) - 1)]])
+    elif task_type == "regression":
+        logits, labels = np.array([[0.0], [1.0]]), np.array([0.0, 1.0])
+    else:
+        logits, labels = np.eye(2, max(2, len(label_names or ()))), np.array([0, 1])
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        keys = compute(EvalPrediction(predictions=logits, label_ids=labels))
+    return sorted(["loss", *keys])
+
+
+def check_metric_name(name: str, task_type: str, label_names: list[str] | None, glue_task: str | None = None) -> None:
+    """``--metric_for_best_model`` must name a metric this task's evaluation reports (with or without ``eval_``),
+    checked before training instead of failing at the first evaluation."""
+    from ..distillation.run_errors import RunSettingsError
+
+    valid = metric_names(task_type, label_names, glue_task)
+    if name.removeprefix("eval_") not in valid:
+        raise RunSettingsError(f"--metric_for_best_model {name!r} is not a metric of this {task_type} task's evaluation; "
+                               f"valid: {', '.join(valid)}.")  # fmt: skip
+

@@ -297,3 +297,18 @@ def test_byte_order_marks_crlf_long_fields_and_bad_bytes(tmp_path):
 def test_label_list_with_duplicates_or_empty_entries_is_refused(tmp_path, labels, message):
     with pytest.raises(ValueError, match=message):
         FinetuneDataArguments(train_file=str(tmp_path / "x.tsv"), label_list=labels)
+
+
+@pytest.mark.parametrize("task_type,labels,glue,good", [
+    ("classification", ["neg", "pos"], "sst2", "accuracy"),
+    ("regression", None, "stsb", "eval_spearmanr"),
+    ("ner", ["O", "B-PER", "I-PER"], None, "overall_f1"),
+])  # fmt: skip
+def test_metric_for_best_model_is_checked_against_the_tasks_metrics(task_type, labels, glue, good):
+    from compact_bert.distillation.run_errors import RunSettingsError
+    from compact_bert.finetuning.finetune_trainer import check_metric_name
+
+    check_metric_name(good, task_type, labels, glue)
+    check_metric_name("loss", task_type, labels, glue)
+    with pytest.raises(RunSettingsError, match="--metric_for_best_model 'bogus' is not a metric .* valid: .*loss"):
+        check_metric_name("bogus", task_type, labels, glue)
