@@ -122,3 +122,29 @@ def test_folders_this_project_cannot_reproduce_are_refused_with_the_file_named(t
 def test_plain_model_folder_is_not_a_sentence_transformers_folder(tmp_path):
     with pytest.raises(SentenceFolderError, match="no modules.json.*--pooling"):
         read_embedding_head(tmp_path)
+
+
+def test_sentence_transformers_trains_and_evaluates_a_saved_student(tmp_path):
+    """sentence-transformers' own APIs take the folder: its evaluator scores it and its trainer fine-tunes it with
+    its MSELoss (one step), and the result saves and reloads as a sentence-transformers folder."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
+    from sentence_transformers.evaluation import EmbeddingSimilarityEvaluator
+
+    save_sentence_embedder(tiny_embedder(projection_to=48), tmp_path / "student", default_tokenizer())
+    model = sentence_transformers.SentenceTransformer(str(tmp_path / "student"), device="cpu", trust_remote_code=True)
+    evaluator = EmbeddingSimilarityEvaluator(SENTENCES[:4], SENTENCES[1:5], [0.9, 0.1, 0.5, 0.2], name="tiny",
+                                             write_csv=False)  # fmt: skip
+    assert "tiny_spearman_cosine" in evaluator(model)
+    targets = torch.nn.functional.normalize(torch.randn(len(SENTENCES), 48), dim=1)
+    data = Dataset.from_dict({"sentence": SENTENCES, "label": targets.tolist()})
+    arguments = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "trained"), max_steps=1,
+                                                     per_device_train_batch_size=5, report_to="none", use_cpu=True,
+                                                     save_strategy="no")  # fmt: skip
+    trainer = SentenceTransformerTrainer(model=model, args=arguments, train_dataset=data, loss=losses.MSELoss(model))
+    trainer.train()
+    model.save(str(tmp_path / "trained"))
+    reloaded = load_sentence_embedder(tmp_path / "trained")
+    torch.testing.assert_close(reloaded.encode(SENTENCES, default_tokenizer()),
+                               torch.from_numpy(model.encode(SENTENCES)), atol=1e-5, rtol=0)  # fmt: skip
