@@ -20,6 +20,7 @@ from ..distillation.checked_loading import load_checked
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 from ..distillation.console_log import concise_line, verbose
 from ..distillation.run_errors import RunSettingsError
+from ..distillation.run_folder import owned_output_folder
 from ..model_cards import write_model_card
 from .argument_checks import check_training_arguments
 
@@ -166,11 +167,12 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
         raise SystemExit(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: {error}") from None
     manifests = CheckpointManifestCallback(identity)
     trainer.add_callback(manifests)
-    try:
-        trainer.train(resume_from_checkpoint=resume)
-    finally:
-        manifests.give_back_rotation(trainer.args)
-    trainer.save_model(training_args.output_dir)
+    with owned_output_folder(training_args.output_dir, resume is not None, training_args.process_index == 0):
+        try:
+            trainer.train(resume_from_checkpoint=resume)
+        finally:
+            manifests.give_back_rotation(trainer.args)
+        trainer.save_model(training_args.output_dir)
     if training_args.should_save:
         Path(training_args.output_dir, TRAINING_ARGS_FILE).unlink(missing_ok=True)
     if trainer.is_world_process_zero():

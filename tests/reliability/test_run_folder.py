@@ -1,0 +1,50 @@
+"""Runs own their output folders: a second live process is refused, a killed run's lock is taken over, and a fresh
+run moves an earlier run's checkpoints aside instead of rotating them away or resuming them."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from compact_bert.cli.main import main
+from compact_bert.distillation.run_folder import LOCK_FILE, OutputFolderInUseError, owned_output_folder
+from tests.distillation.test_embedding_distillation import _flags, data  # noqa: F401  (the shared data fixture)
+
+
+def _lock(folder, pid: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / LOCK_FILE).write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "started": "earlier"}))
+
+
+def test_a_folder_in_use_by_a_live_process_is_refused_and_a_dead_ones_lock_is_taken_over(tmp_path):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _lock(tmp_path / "out", other.pid)
+        with pytest.raises(OutputFolderInUseError, match=rf"is in use by another compact-bert run \(pid {other.pid}"):
+            with owned_output_folder(tmp_path / "out", resuming=False):
+                pass
+    finally:
+        other.kill()
+        other.wait()
+    with owned_output_folder(tmp_path / "out", resuming=False):  # the process is gone: its lock is stale
+        assert json.loads((tmp_path / "out" / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert not (tmp_path / "out" / LOCK_FILE).exists()
+
+
+def test_a_fresh_run_moves_an_earlier_runs_checkpoints_aside(data, tmp_path, capsys):  # noqa: F811
+    output = tmp_path / "run"
+    assert main(_flags(data, output, "--max_steps", "4", "--save_steps", "2")) == 0
+    assert sorted(path.name for path in output.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    capsys.readouterr()
+    assert main(_flags(data, output, "--max_steps", "2", "--save_steps", "1", "--save_total_limit", "2")) == 0
+    assert "Moved 2 checkpoint(s) of an earlier run" in capsys.readouterr().out
+    assert sorted(path.name for path in output.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    aside = next(output.glob("superseded-checkpoints-*"))
+    assert sorted(path.name for path in aside.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    state = json.loads((output / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["max_steps"] == 2  # the new run's own checkpoint, not the earlier run's
