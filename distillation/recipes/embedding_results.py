@@ -20,7 +20,8 @@ at batch 1 x 128 and batch 32 x 128, interleaved in one process against the teac
 Every finished run leaves ``recipe_run.json`` in its folder and is not repeated when the recipe is run again.
 Outcome: ``results.md`` and ``results.json`` in ``--output_dir``.
 
-Run: ``python -m compact_bert.distillation.recipes.embedding_results --output_dir runs/embedding_results``
+Run: ``python -m compact_bert.distillation.recipes.embedding_results --output_dir runs/embedding_results``;
+``--measure FOLDER ...`` times other folders (the default command's student) the same way.
 """
 
 from __future__ import annotations
@@ -185,7 +186,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output_dir", type=Path, default=Path("runs/embedding_results"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--cpu_minutes", type=float, default=5.0, help="CPU time of distillation per student.")
+    parser.add_argument("--measure", type=Path, nargs="+", default=None,
+                        help="Only measure the latency of these sentence-transformers folders against the teacher "
+                        "(eager, ONNX, int8; batch 1 and 32 x 128) and print it; exports go to --output_dir/onnx.")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.measure:
+        latency = measure_latency({"teacher": resolve_model_path(TEACHER), **{path.name: path for path in args.measure}},
+                                  args.output_dir)  # fmt: skip
+        for name, values in latency.items():
+            print(name, ", ".join(f"{key} {value:.1f} ms ({value / latency['teacher'][key]:.2f}x)"
+                                  for key, value in values.items()))  # fmt: skip
+        return 0
     args.output_dir.mkdir(parents=True, exist_ok=True)
     cache = args.output_dir / "teacher_cache"
     steps_path = args.output_dir / "steps.json"
