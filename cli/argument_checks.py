@@ -18,7 +18,7 @@ _AT_LEAST_ONE = ("per_device_train_batch_size", "per_device_eval_batch_size", "g
 
 def check_training_arguments(args: TrainingArguments) -> None:
     """Batch sizes and accumulation >= 1; ``max_steps`` >= 1, or -1 (transformers' default: train for
-    ``num_train_epochs``, which must then be > 0); a seed NumPy accepts, a positive learning rate and a
+    ``num_train_epochs``, which must then be > 0); a seed NumPy accepts, a non-negative learning rate and a
     non-negative weight decay (refused before the teacher, the student and the data are built); a non-empty,
     writable ``output_dir``; no ``--push_to_hub`` (it would ship a pickle)."""
     for name in _AT_LEAST_ONE:
@@ -37,8 +37,8 @@ def check_training_arguments(args: TrainingArguments) -> None:
         )
     if not 0 <= args.seed < 2**32:
         raise RunSettingsError(f"--seed must be in [0, 2**32 - 1] (NumPy's and PyTorch's seed range), got {args.seed}.")
-    if not args.learning_rate > 0 or args.learning_rate != args.learning_rate:
-        raise RunSettingsError(f"--learning_rate must be > 0, got {args.learning_rate}.")
+    if not args.learning_rate >= 0:  # NaN fails too; 0 is allowed (a run that evaluates without learning)
+        raise RunSettingsError(f"--learning_rate must be >= 0, got {args.learning_rate}.")
     if args.weight_decay < 0:
         raise RunSettingsError(f"--weight_decay must be >= 0, got {args.weight_decay}.")
     if args.output_dir is not None and not str(args.output_dir).strip():

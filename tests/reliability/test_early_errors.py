@@ -265,7 +265,7 @@ def test_corpus_of_nul_bytes_names_the_file(tmp_path):
 
 @pytest.mark.parametrize("flags,message", [
     (["--seed", "-1"], r"--seed must be in \[0, 2\*\*32 - 1\]"),
-    (["--learning_rate", "-1"], "--learning_rate must be > 0, got -1.0"),
+    (["--learning_rate", "-1"], "--learning_rate must be >= 0, got -1.0"),
     (["--output_dir", ""], "--output_dir is empty"),
 ])  # fmt: skip
 def test_out_of_range_numbers_and_empty_output_dir_are_refused_before_any_model(flags, message, tmp_path):
