@@ -10,30 +10,19 @@ appearance: the teacher's embedding of a sentence is the same wherever it occurs
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 from pathlib import Path
 
 from ..distillation.run_errors import RunSettingsError
+from ..finetuning.data import read_utf8_text
 
 __all__ = ["TEXT_COLUMNS", "read_sentences"]
 
 TEXT_COLUMNS = ("sentence", "sentence1", "sentence2", "question1", "question2", "text")
 
 
-def _decode(path: Path) -> str:
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise RunSettingsError(f"{path}, line {line}: not UTF-8 ({error.reason}).") from None
-
-
 def _file_sentences(path: Path) -> list[str]:
-    text = _decode(path)
+    text = read_utf8_text(path)
     stem_suffixes = path.name.split(".")[1:]
     if "tsv" not in stem_suffixes:
         return [line.strip() for line in text.splitlines() if line.strip()]

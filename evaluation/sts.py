@@ -13,7 +13,6 @@ STS files are tab-separated with a header naming ``sentence1``, ``sentence2`` an
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 from dataclasses import dataclass
 from importlib import resources
@@ -23,6 +22,7 @@ import torch
 from torch.nn import functional as F
 
 from ..distillation.run_errors import RunSettingsError
+from ..finetuning.data import read_utf8_text
 
 __all__ = [
     "PARAPHRASE_THRESHOLD",
@@ -65,14 +65,7 @@ def read_sts_pairs(path: str | Path, score_range: tuple[float, float] = (0.0, 5.
     path = Path(path)
     if not path.is_file():
         raise RunSettingsError(f"STS file {path} does not exist.")
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise RunSettingsError(f"{path}, line {line}: not UTF-8 ({error.reason}).") from None
+    text = read_utf8_text(path)
     rows = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
     header = next(rows, None)
     missing = [name for name in _COLUMNS if header is None or name not in header]

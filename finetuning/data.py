@@ -9,6 +9,7 @@ shows — fails before any model is built, with the file, line or column at faul
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import logging
@@ -207,15 +208,19 @@ def _check_file(path: str | Path, role: str) -> Path:
     return path
 
 
-def _read_text(path: Path) -> str:
+def read_utf8_text(path: Path) -> str:
     """The file's text: UTF-8, a leading byte-order mark dropped (spreadsheet exports write one), and a byte that is
     not UTF-8 named with its line."""
     raw = path.read_bytes()
+    if path.suffix == ".gz":
+        raw = gzip.decompress(raw)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: byte {raw[error.start:error.start + 1]!r} is not UTF-8 ({error.reason}); "
+        from ..distillation.run_errors import RunSettingsError
+
+        raise RunSettingsError(f"{path}:{line}: byte {raw[error.start:error.start + 1]!r} is not UTF-8 ({error.reason}); "
                          "save the file as UTF-8.") from None  # fmt: skip
 
 
@@ -231,14 +236,14 @@ def read_table(path: str | Path, role: str = "--train_file",
     if suffix in (".tsv", ".csv"):
         options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
         csv.field_size_limit(2**31 - 1)  # a long review is a long field, not an error (the default stops at 128 KB)
-        reader = csv.DictReader(io.StringIO(_read_text(path), newline=""), fieldnames=fieldnames, **options)
+        reader = csv.DictReader(io.StringIO(read_utf8_text(path), newline=""), fieldnames=fieldnames, **options)
         for row in reader:
             if None in row:
                 raise ValueError(f"{path}:{reader.line_num}: more fields than the header's {reader.fieldnames}.")
             rows.append(row)
             lines.append(reader.line_num)
     elif suffix == ".jsonl":
-        for number, line in enumerate(_read_text(path).split("\n"), start=1):
+        for number, line in enumerate(read_utf8_text(path).split("\n"), start=1):
             if line.strip():
                 try:
                     row = json.loads(line)
@@ -250,7 +255,7 @@ def read_table(path: str | Path, role: str = "--train_file",
                 lines.append(number)
     elif suffix == ".json":
         try:
-            loaded = json.loads(_read_text(path))
+            loaded = json.loads(read_utf8_text(path))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
         if isinstance(loaded, dict) and isinstance(loaded.get("data"), list):
@@ -276,7 +281,7 @@ def read_conll(path: str | Path, role: str = "--train_file") -> tuple[list[list[
     tags: list[list[str]] = []
     words: list[str] = []
     word_tags: list[str] = []
-    for number, line in enumerate(_read_text(path).split("\n"), start=1):
+    for number, line in enumerate(read_utf8_text(path).split("\n"), start=1):
         fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":
             if words:
