@@ -1,13 +1,16 @@
-"""MiniLMv2 relation distillation: the relation loss alone and whole distillation steps, before and after the fused
-``_RelationKL`` (issue 20, item 3), side by side in one run.
+"""MiniLMv2 relation distillation: the relation loss alone and whole distillation steps with each way of computing
+it (issue 20, item 3), side by side in one run.
 
-"Before" is the autograd formulation compact-bert used until then (``log_softmax`` of both relations, ``xlogy`` and
-products, autograd through all of it), kept here as the reference; "after" is ``self_attention_relation_loss`` as
-shipped (chunks of relation heads that stay in the CPU's cache, the gradient ``softmax(S) − softmax(T)`` formed once).
+- "autograd": the formulation compact-bert used first (``log_softmax`` of both relations, ``xlogy`` and products,
+  autograd through all of it), kept here as the reference;
+- "eager": the ``eager`` relation kernel (chunks of relation heads that stay in the CPU's cache, the gradient
+  ``softmax(S) − softmax(T)`` formed once), the fallback where no C compiler exists;
+- "native": the ``native`` relation kernel (one compiled C pass per relation row, gradient in the same pass), the
+  default on CPU.
 The main job's step: batch 16 x 128 tokens of the bundled corpus, MiniMoE 4L;192H student (the main job's default
 before issue 20) and the packaged all-MiniLM-L6-v2 teacher, 32 relation heads.
 
-Prints each candidate's median and the loss's share of a step, and distillation throughput in tokens per second.
+Prints each candidate's median, the loss's share of a step, and distillation throughput in tokens per second.
 
 Run: ``python benchmarks/bench_relation_loss.py``
 """
@@ -25,6 +28,7 @@ from timing import compare_latencies  # noqa: E402
 
 from compact_bert.configuration import preset_config  # noqa: E402
 from compact_bert.distillation.losses import self_attention_relation_loss  # noqa: E402
+from compact_bert.distillation.relation_kernels.native import load_native_library  # noqa: E402
 from compact_bert.distillation.teachers import load_encoder, relation_module_names  # noqa: E402
 from compact_bert.modeling import MiniMoEModel  # noqa: E402
 from compact_bert.modeling.signals import SubmoduleRecorder  # noqa: E402
@@ -66,7 +70,7 @@ def _loss_only() -> dict[str, float]:
 
         return run
 
-    return compare_latencies({"before": step(autograd_relation_loss), "after": step(self_attention_relation_loss)},
+    return compare_latencies({name: step(function) for name, function in _CANDIDATES.items()},
                              rounds=10, warmup=2, inference=False)  # fmt: skip
 
 
@@ -95,23 +99,28 @@ def _distillation_steps() -> dict[str, float]:
 
         return run
 
-    return compare_latencies({"before": step(autograd_relation_loss), "after": step(self_attention_relation_loss)},
+    return compare_latencies({name: step(function) for name, function in _CANDIDATES.items()},
                              rounds=8, warmup=2, inference=False)  # fmt: skip
 
 
 def main() -> None:
+    load_native_library()  # built (or found in the cache) before anything is timed
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {BATCH} x {SEQUENCE} tokens, "
           f"{RELATION_HEADS} relation heads, student 192 wide, teacher 384 wide")  # fmt: skip
     loss = _loss_only()
     steps = _distillation_steps()
     tokens = BATCH * SEQUENCE
-    print(f"relation loss forward+backward: before {loss['before'] * 1e3:.0f} ms, after {loss['after'] * 1e3:.0f} ms "
-          f"({loss['after'] / loss['before']:.2f}x the time)")
-    print(f"distillation step (student forward+backward, teacher forward, loss): before {steps['before'] * 1e3:.0f} ms, "
-          f"after {steps['after'] * 1e3:.0f} ms; the loss's share of the step: before "
-          f"{loss['before'] / steps['before']:.0%}, after {loss['after'] / steps['after']:.0%}")
-    print(f"distillation throughput: before {tokens / steps['before']:.0f} tokens/s, after "
-          f"{tokens / steps['after']:.0f} tokens/s ({steps['before'] / steps['after']:.2f}x)")
+    for name in _CANDIDATES:
+        print(f"{name:>8}: relation loss forward+backward {loss[name] * 1e3:6.0f} ms "
+              f"({loss['autograd'] / loss[name]:.1f}x faster than autograd); distillation step {steps[name] * 1e3:6.0f} ms, "
+              f"the loss {loss[name] / steps[name]:.0%} of it; {tokens / steps[name]:.0f} tokens/s")  # fmt: skip
+
+
+_CANDIDATES = {
+    "autograd": autograd_relation_loss,
+    "eager": lambda *args: self_attention_relation_loss(*args, kernel="eager"),
+    "native": lambda *args: self_attention_relation_loss(*args, kernel="native"),
+}
 
 
 if __name__ == "__main__":

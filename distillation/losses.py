@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from .relation_kernels import relation_kl
+
 __all__ = [
     "attention_transfer_loss",
     "cosine_relation_loss",
@@ -117,14 +119,6 @@ def pretraining_distillation_loss(
     return loss if next_sentence_loss is None else loss + next_sentence_loss
 
 
-# Relation rows (query positions of one relation head) per chunk of ``_RelationKL``: about 2^19 floats per
-# ``[rows, seq]`` tensor, so that the few tensors a chunk needs stay in the CPU's cache.
-_RELATION_CHUNK_ELEMENTS = 1 << 19
-# ``_RelationKL`` keeps its gradient kernel for the backward pass up to this size (the main job's batch of 16 x 128
-# with 32 relation heads: 33.5 MB per relation), and recomputes it chunk by chunk beyond.
-_SAVED_GRADIENT_BYTES = 256_000_000
-
-
 def _relation_heads(states: torch.Tensor, num_relation_heads: int) -> torch.Tensor:
     """``[batch, seq, width]`` states re-split into relation heads: ``[batch · heads, seq, width / heads]``."""
     batch, seq, width = states.shape
@@ -132,77 +126,12 @@ def _relation_heads(states: torch.Tensor, num_relation_heads: int) -> torch.Tens
     return heads.reshape(batch * num_relation_heads, seq, width // num_relation_heads)
 
 
-def _log_relation(heads: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
-    """``log_softmax(X_r X_rᵀ / √d_r + key_bias)``: padded keys (bias: most negative float) get probability 0."""
-    scores = torch.baddbmm(key_bias, heads, heads.transpose(1, 2), alpha=heads.shape[-1] ** -0.5)
-    return torch.log_softmax(scores, dim=-1)
-
-
-class _RelationKL(torch.autograd.Function):
-    """Per relation row, ``KL(softmax(T) ‖ softmax(S))`` for the teacher's and the student's relation scores
-    ``T = X_t X_tᵀ/√d_t``, ``S = X_s X_sᵀ/√d_s`` (plus the padding bias), from the relation heads ``X``.
-
-    The forward pass walks over chunks of relation heads small enough to stay in the CPU's cache. The gradient of
-    the KL with respect to ``S`` is ``G = softmax(S) − softmax(T)``, so ``∂/∂X_s = (G + Gᵀ) X_s / √d_s`` (times the
-    upstream gradient): the forward pass keeps ``G`` (one ``[batch · heads, seq, seq]`` tensor, both softmaxes are
-    at hand there) when a gradient is wanted and it fits in ``_SAVED_GRADIENT_BYTES``, and the backward pass is then
-    two GEMMs per chunk;
-    for longer sequences it keeps only the heads and recomputes each chunk's two softmaxes instead. The autograd
-    chain through ``log_softmax``, ``xlogy`` and the products that this replaces made the relation loss cost more
-    than the student's and the teacher's forward passes together.
-    """
-
-    @staticmethod
-    def forward(ctx, student_heads, teacher_heads, key_bias):
-        rows, seq = student_heads.shape[:2]
-        chunk = max(1, _RELATION_CHUNK_ELEMENTS // (seq**2))
-        kernel_bytes = rows * seq * seq * student_heads.element_size()
-        keep_gradient = ctx.needs_input_grad[0] and kernel_bytes <= _SAVED_GRADIENT_BYTES
-        gradient = student_heads.new_empty(rows, seq, seq) if keep_gradient else None
-        divergence = student_heads.new_empty(rows, seq)
-        for start in range(0, rows, chunk):
-            part = slice(start, start + chunk)
-            teacher_log = _log_relation(teacher_heads[part], key_bias[part])
-            student_log = _log_relation(student_heads[part], key_bias[part])
-            teacher_probs = teacher_log.exp()
-            if keep_gradient:
-                torch.sub(student_log.exp(), teacher_probs, out=gradient[part])
-            torch.sum(teacher_probs.mul_(teacher_log.sub_(student_log)), dim=-1, out=divergence[part])
-        if keep_gradient:
-            ctx.save_for_backward(student_heads, gradient)
-        else:
-            ctx.save_for_backward(student_heads, teacher_heads, key_bias)
-        ctx.keep_gradient = keep_gradient
-        return divergence
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        if ctx.keep_gradient:
-            student_heads, gradient = ctx.saved_tensors
-        else:
-            student_heads, teacher_heads, key_bias = ctx.saved_tensors
-        rows, seq = student_heads.shape[:2]
-        chunk = max(1, _RELATION_CHUNK_ELEMENTS // (seq**2))
-        grad = torch.empty_like(student_heads)
-        scale = student_heads.shape[-1] ** -0.5
-        for start in range(0, rows, chunk):
-            part = slice(start, start + chunk)
-            if ctx.keep_gradient:
-                difference = gradient[part]
-            else:
-                teacher_probs = _log_relation(teacher_heads[part], key_bias[part]).exp_()
-                difference = _log_relation(student_heads[part], key_bias[part]).exp_().sub_(teacher_probs)
-            difference = difference * (grad_output[part].unsqueeze(-1) * scale)
-            heads = student_heads[part]
-            grad[part] = torch.baddbmm(torch.bmm(difference, heads), difference.transpose(1, 2), heads)
-        return grad, None, None
-
-
 def self_attention_relation_loss(
     student_states: dict[str, torch.Tensor],
     teacher_states: dict[str, torch.Tensor],
     num_relation_heads: int = 32,
     attention_mask: torch.Tensor | None = None,
+    kernel: str | None = None,
 ) -> torch.Tensor:
     """MiniLMv2 self-attention relation distillation (paper 002 §3.2).
 
@@ -212,14 +141,15 @@ def self_attention_relation_loss(
     ``softmax(X_r X_rᵀ / √d_r)`` of the teacher is distilled into the student's with
     ``KL(teacher ‖ student)``, averaged over relation heads and real query tokens; padded tokens are never
     attended to. The loss is the mean over the Q-Q, K-K and V-V relations. The teacher's side carries no
-    gradient; the KL and its gradient are computed chunk by chunk (``_RelationKL``).
+    gradient. ``kernel`` names the backend that computes the KL and its gradient (``relation_kernels``: ``"auto"``,
+    ``"native"``, ``"eager"``; default ``$COMPACT_BERT_RELATION_KERNEL`` or ``"auto"``).
     """
     batch, seq = student_states["query"].shape[:2]
     device = student_states["query"].device
-    key_bias = torch.zeros(batch, 1, seq, device=device)
-    if attention_mask is not None:
-        key_bias.masked_fill_(~attention_mask.bool()[:, None], torch.finfo(torch.float32).min)
-    key_bias = key_bias.repeat_interleave(num_relation_heads, dim=0)
+    mask = torch.ones(batch, seq, device=device) if attention_mask is None else attention_mask.to(device, torch.float32)
+    # d(loss)/d(KL of a relation row): the mean over relation heads, then over real query tokens (``masked_mean``).
+    row_weight = (mask / (num_relation_heads * mask.sum().clamp(min=1.0))).repeat_interleave(num_relation_heads, dim=0)
+    key_mask = mask.repeat_interleave(num_relation_heads, dim=0)
     losses = []
     for name in ("query", "key", "value"):
         student, teacher = student_states[name], teacher_states[name]
@@ -231,8 +161,7 @@ def self_attention_relation_loss(
                 )
         student_heads = _relation_heads(student, num_relation_heads)
         teacher_heads = _relation_heads(teacher.detach(), num_relation_heads)
-        per_query = _RelationKL.apply(student_heads, teacher_heads, key_bias).view(batch, num_relation_heads, -1).mean(1)
-        losses.append(masked_mean(per_query, attention_mask))
+        losses.append(relation_kl(student_heads, teacher_heads, key_mask, row_weight, kernel))
     return torch.stack(losses).mean()
 
 

@@ -50,11 +50,15 @@ class TeacherCacheError(RunSettingsError):
     """A cache entry exists but cannot be trusted; the message names its folder and how to rebuild it."""
 
 
-def default_cache_dir() -> Path:
-    """``$COMPACT_BERT_CACHE``, else ``$XDG_CACHE_HOME/compact_bert``, else ``~/.cache/compact_bert``, plus
-    ``teacher_outputs``."""
+def compact_bert_cache_root() -> Path:
+    """``$COMPACT_BERT_CACHE``, else ``$XDG_CACHE_HOME/compact_bert``, else ``~/.cache/compact_bert``."""
     root = os.environ.get("COMPACT_BERT_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "compact_bert"
-    return Path(root) / "teacher_outputs"
+    return Path(root)
+
+
+def default_cache_dir() -> Path:
+    """The teacher-output entries: ``teacher_outputs`` under ``compact_bert_cache_root()``."""
+    return compact_bert_cache_root() / "teacher_outputs"
 
 
 def teacher_fingerprint(model: torch.nn.Module) -> str:

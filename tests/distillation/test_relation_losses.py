@@ -134,22 +134,92 @@ def _autograd_relation_loss(student_states, teacher_states, heads, mask):
     return torch.stack(losses).mean()
 
 
-@pytest.mark.parametrize("saved_gradient_bytes", [256 << 20, 0], ids=["kept-gradient", "recomputed-gradient"])
-@pytest.mark.parametrize("seq", [7, 40])
-def test_fused_relation_loss_matches_the_autograd_formulation(seq, saved_gradient_bytes, monkeypatch):
-    import compact_bert.distillation.losses as losses
-
-    monkeypatch.setattr(losses, "_RELATION_CHUNK_ELEMENTS", 5 * seq * seq)  # chunks of 5 of 12 rows: the last one partial
-    monkeypatch.setattr(losses, "_SAVED_GRADIENT_BYTES", saved_gradient_bytes)  # both backward paths
-    generator = torch.Generator().manual_seed(seq)
+def _relation_case(seq, generator_seed):
+    generator = torch.Generator().manual_seed(generator_seed)
     student = {name: torch.randn(3, seq, 24, generator=generator, requires_grad=True) for name in ("query", "key", "value")}
     teacher = {name: torch.randn(3, seq, 48, generator=generator) for name in ("query", "key", "value")}
     mask = torch.ones(3, seq, dtype=torch.long)
-    mask[1, seq // 2 :] = 0
+    mask[1, seq // 2 :] = 0  # right padding
+    mask[2, : seq // 3] = 0  # left padding
+    return student, teacher, mask
+
+
+def _assert_same_loss_and_gradients(student, teacher, mask, kernel, rtol=1e-5):
     expected = _autograd_relation_loss(student, teacher, 4, mask)
     expected_grads = torch.autograd.grad(expected, list(student.values()))
-    got = self_attention_relation_loss(student, teacher, 4, mask)
+    got = self_attention_relation_loss(student, teacher, 4, mask, kernel=kernel)
     got_grads = torch.autograd.grad(got, list(student.values()))
-    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(got, expected, rtol=rtol, atol=1e-6)
     for got_grad, expected_grad in zip(got_grads, expected_grads):
-        torch.testing.assert_close(got_grad, expected_grad, rtol=1e-5, atol=1e-8)
+        torch.testing.assert_close(got_grad, expected_grad, rtol=rtol, atol=1e-8)
+
+
+@pytest.mark.parametrize("saved_gradient_bytes", [256 << 20, 0], ids=["kept-gradient", "recomputed-gradient"])
+@pytest.mark.parametrize("seq", [7, 40])
+def test_eager_relation_kernel_matches_the_autograd_formulation(seq, saved_gradient_bytes, monkeypatch):
+    from compact_bert.distillation.relation_kernels import eager
+
+    monkeypatch.setattr(eager, "CHUNK_ELEMENTS", 5 * seq * seq)  # chunks of 5 of 12 rows: the last one partial
+    monkeypatch.setattr(eager, "SAVED_GRADIENT_BYTES", saved_gradient_bytes)  # both backward paths
+    _assert_same_loss_and_gradients(*_relation_case(seq, seq), kernel="eager", rtol=1e-6)
+
+
+@pytest.mark.parametrize("seq", [1, 7, 40, 128])
+def test_native_relation_kernel_matches_the_autograd_formulation(seq):
+    pytest.importorskip("ctypes")
+    from compact_bert.distillation.relation_kernels.native import NativeKernelUnavailable, load_native_library
+
+    try:
+        load_native_library()
+    except NativeKernelUnavailable as error:
+        pytest.skip(f"no C compiler builds the native relation kernel here: {error}")
+    student, teacher, mask = _relation_case(seq, seq)
+    _assert_same_loss_and_gradients(student, teacher, mask, kernel="native")
+    # A larger scale of scores (sharper relations) and one thread or several give the same result.
+    sharp = {name: (states * 4).detach().requires_grad_(True) for name, states in student.items()}
+    _assert_same_loss_and_gradients(sharp, {name: states * 4 for name, states in teacher.items()}, mask, "native")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        single = self_attention_relation_loss(student, teacher, 4, mask, kernel="native")
+    finally:
+        torch.set_num_threads(threads)
+    assert single.item() == self_attention_relation_loss(student, teacher, 4, mask, kernel="native").item()
+
+
+@pytest.mark.parametrize("kernel", ["eager", "native"])
+def test_a_sequence_without_real_tokens_adds_nothing(kernel):
+    student, teacher, mask = _relation_case(9, 0)
+    with_empty = mask.clone()
+    with_empty[0] = 0
+    loss = self_attention_relation_loss(student, teacher, 4, with_empty, kernel=kernel)
+    reference = _autograd_relation_loss(student, teacher, 4, with_empty)
+    torch.testing.assert_close(loss, reference, rtol=1e-5, atol=1e-7)
+    assert torch.isfinite(torch.autograd.grad(loss, student["query"])[0]).all()
+
+
+def test_relation_kernel_names_are_checked(monkeypatch):
+    student, teacher, mask = _relation_case(5, 0)
+    with pytest.raises(ValueError, match="Relation kernel 'fast' is not one of auto, native, eager"):
+        self_attention_relation_loss(student, teacher, 4, mask, kernel="fast")
+    monkeypatch.setenv("COMPACT_BERT_RELATION_KERNEL", "fused")
+    with pytest.raises(ValueError, match=r"\$COMPACT_BERT_RELATION_KERNEL 'fused' is not one of"):
+        self_attention_relation_loss(student, teacher, 4, mask)
+
+
+def test_auto_falls_back_to_pytorch_operations_without_a_compiler(monkeypatch, tmp_path):
+    """Where no C compiler exists (Windows, slim containers) the loss is still computed, by the eager backend."""
+    from compact_bert.distillation.relation_kernels import native, resolve_relation_kernel
+
+    native.load_native_library.cache_clear()
+    monkeypatch.setenv("COMPACT_BERT_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", "no-such-compiler")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    try:
+        assert resolve_relation_kernel("auto", torch.device("cpu")) == "eager"
+        with pytest.raises(native.NativeKernelUnavailable, match="no C compiler found"):
+            native.load_native_library()
+        student, teacher, mask = _relation_case(6, 1)
+        _assert_same_loss_and_gradients(student, teacher, mask, kernel="auto", rtol=1e-6)
+    finally:
+        native.load_native_library.cache_clear()

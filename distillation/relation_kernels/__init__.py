@@ -1,0 +1,66 @@
+"""Backends of the MiniLMv2 relation KL (paper 002, eq. 4), chosen by name like transformers' attention functions.
+
+Every backend computes ``Σ_i w_i KL(softmax(T_i) ‖ softmax(S_i))`` over the relation rows ``i`` of
+``[rows, seq, d]`` student and teacher relation heads, over real keys only, with its gradient for the student:
+
+- ``"native"``: one compiled C pass per row (``native.py``), CPU float32; built on first use with the system compiler.
+- ``"eager"``: PyTorch operations chunk by chunk (``eager.py``); any device, no compiler.
+- ``"auto"`` (the default): ``native`` for CPU tensors where it builds, otherwise ``eager``.
+
+``$COMPACT_BERT_RELATION_KERNEL`` sets the default for a process (e.g. ``eager`` to compare); both backends are
+tested equal to the autograd formulation of the loss, values and gradients.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from .eager import eager_relation_kl
+from .native import NativeKernelUnavailable, native_relation_kl
+
+__all__ = ["RELATION_KERNELS", "relation_kl", "resolve_relation_kernel"]
+
+logger = logging.getLogger(__name__)
+
+RELATION_KERNELS = ("auto", "native", "eager")
+_KERNEL_ENVIRONMENT = "COMPACT_BERT_RELATION_KERNEL"
+_warned_unavailable = False
+
+
+def resolve_relation_kernel(name: str | None, device: torch.device) -> str:
+    """The backend that ``name`` (or ``$COMPACT_BERT_RELATION_KERNEL``, else ``auto``) selects for ``device``."""
+    global _warned_unavailable
+    name = name or os.environ.get(_KERNEL_ENVIRONMENT) or "auto"
+    if name not in RELATION_KERNELS:
+        source = "kernel" if name != os.environ.get(_KERNEL_ENVIRONMENT) else f"${_KERNEL_ENVIRONMENT}"
+        raise ValueError(f"Relation {source} {name!r} is not one of {', '.join(RELATION_KERNELS)}.")
+    if name == "eager":
+        return "eager"
+    if device.type != "cpu":
+        if name == "native":
+            raise ValueError(f"The native relation kernel runs on CPU tensors only, got {device.type}; use 'eager' or 'auto'.")
+        return "eager"
+    if name == "auto":
+        from .native import load_native_library
+
+        try:
+            load_native_library()
+        except NativeKernelUnavailable as error:
+            if not _warned_unavailable:
+                logger.info("Relation loss in PyTorch operations (the native kernel is unavailable: %s).", error)
+                _warned_unavailable = True
+            return "eager"
+    return "native"
+
+
+def relation_kl(student_heads: torch.Tensor, teacher_heads: torch.Tensor, key_mask: torch.Tensor,
+                row_weight: torch.Tensor, kernel: str | None = None) -> torch.Tensor:  # fmt: skip
+    """``Σ_i w_i KL_i`` for ``[rows, seq, d_s]`` student and ``[rows, seq, d_t]`` teacher relation heads, a
+    ``[rows, seq]`` key mask (1 real, 0 padding) and ``[rows, seq]`` row weights, by the backend ``kernel`` names.
+    The teacher side carries no gradient."""
+    if resolve_relation_kernel(kernel, student_heads.device) == "native":
+        return native_relation_kl(student_heads, teacher_heads, key_mask, row_weight)
+    return eager_relation_kl(student_heads, teacher_heads.detach(), key_mask, row_weight)
