@@ -475,6 +475,9 @@ def _model_config(model_args: FinetuneModelArguments):
         except ValueError as error:
             raise SystemExit(f"--model_overrides: {error}") from None
     if (Path(name) / "config.json").is_file():
+        if parse_json_object(model_args.model_overrides, "model_overrides"):
+            raise SystemExit(f"--model_overrides applies to presets only: {name} is a model folder, whose weights fit "
+                             "its own config.json (start from a preset to change the shape, or drop --model_overrides).")
         return AutoConfig.from_pretrained(name)
     raise SystemExit(f"--model_name_or_path {name!r} is neither a model folder (with config.json) nor a preset "
                      f"({', '.join(sorted(PRESETS))}).")  # fmt: skip

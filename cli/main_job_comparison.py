@@ -45,7 +45,7 @@ COMPARISON_FLAGS = (
     "--max_seq_length", "64", "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
     "--logging_strategy", "steps", "--logging_steps", "50", "--group_by_length", "true",
 )  # fmt: skip
-INHERITED_TRAINING_FLAGS = ("seed", "use_cpu", "disable_tqdm", "dataloader_num_workers")
+INHERITED_TRAINING_FLAGS = ("seed", "use_cpu", "disable_tqdm", "dataloader_num_workers", "keep_checkpoints")
 LATENCY_SEQUENCE_LENGTH = 128
 LATENCY_ROUNDS = 20
 

@@ -20,7 +20,7 @@ from ..distillation.checked_loading import load_checked
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 from ..distillation.console_log import concise_line, verbose
 from ..distillation.run_errors import RunSettingsError
-from ..distillation.run_folder import owned_output_folder
+from ..distillation.run_folder import RunFolderArguments, owned_output_folder, remove_finished_checkpoints
 from ..model_cards import write_model_card
 from .argument_checks import check_training_arguments
 
@@ -54,12 +54,19 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
     The training arguments are checked here too (``argument_checks``): batch sizes, accumulation, ``max_steps``
     and the output folder fail in seconds, before a model or the data is built. A value the dataclasses refuse
     (their ``__post_init__`` checks, transformers' own) is the user's input: it becomes a ``RunSettingsError``,
-    which the command prints without a traceback."""
-    parser = HfArgumentParser(dataclass_types, prog=program, description=description)
+    which the command prints without a traceback.
+
+    Every training command also takes ``RunFolderArguments`` (``--keep_checkpoints``): parsed here and set on its
+    training arguments, so that ``train_and_report`` reads it."""
+    training = any(issubclass(kind, transformers.TrainingArguments) for kind in dataclass_types)
+    extra = (RunFolderArguments,) if training else ()
+    parser = HfArgumentParser((*dataclass_types, *extra), prog=program, description=description)
     try:
         parsed = parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
     except ValueError as error:
         raise RunSettingsError(str(error)) from error
+    if extra:
+        *parsed, folder_arguments = parsed
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
             check_training_arguments(arguments)
@@ -71,7 +78,8 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
                 transformers.enable_full_determinism(arguments.seed)
             else:
                 transformers.set_seed(arguments.seed)
-    return parsed
+            arguments.keep_checkpoints = folder_arguments.keep_checkpoints
+    return tuple(parsed)
 
 
 _EVAL_TIMINGS = {"eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time"}
@@ -154,7 +162,8 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     complete one (see ``distillation/checkpoints.py``), and any checkpoint is refused early, with the reason, when
     it is incomplete, from another method or model shape, or already at ``--max_steps``. The final model folder
     holds no ``training_args.bin`` (Trainer's pickle of the arguments, which nobody needs to load a model), and
-    gets its model card (``README.md``) from the summary: the command line is recorded for the card's recipe."""
+    gets its model card (``README.md``) from the summary: the command line is recorded for the card's recipe. Once
+    all of that is written, the run's checkpoints are removed unless ``--keep_checkpoints`` (``run_folder``)."""
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
     logging.basicConfig(stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("compact_bert").setLevel(logging.INFO if training_args.should_log else logging.WARNING)
@@ -189,6 +198,8 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     }
     if trainer.is_world_process_zero():
         write_summary_and_card(training_args.output_dir, summary)
+        if not getattr(training_args, "keep_checkpoints", False):
+            remove_finished_checkpoints(training_args.output_dir)
         print(json.dumps(summary, indent=2) if verbose() else summary_line(summary))
     return summary
 

@@ -103,3 +103,47 @@ def reject_misspelt_fields(config_class: type, given: Iterable[str]) -> None:
                 f"{config_class.__name__}: unknown field `{name}`; did you mean `{close[0]}`? (Misspelt fields "
                 "would be ignored silently.)"
             )
+
+
+# transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert configs call otherwise, or
+# for settings compact-bert fixes: given as overrides they would be stored and ignored.
+_ONE_EXPERT_PER_TOKEN = ("compact-bert's MoE layers route each token to exactly one expert (top-1 routing, MiniMoE "
+                         "and MoE-BERT alike), so there is no number of experts per token to set")  # fmt: skip
+TRANSFORMERS_ALIASES = {
+    "num_layers": "compact-bert calls it `num_hidden_layers`",
+    "n_layers": "compact-bert calls it `num_hidden_layers`",
+    "num_heads": "compact-bert calls it `num_attention_heads`",
+    "n_heads": "compact-bert calls it `num_attention_heads`",
+    "d_model": "compact-bert calls it `hidden_size`",
+    "hidden_dim": "compact-bert calls it `hidden_size`",
+    "ffn_dim": "compact-bert calls it `intermediate_size`",
+    "num_local_experts": "compact-bert calls it `num_experts`",
+    "n_routed_experts": "compact-bert calls it `num_experts`",
+    "num_experts_per_tok": _ONE_EXPERT_PER_TOKEN,
+    "num_selected_experts": _ONE_EXPERT_PER_TOKEN,
+    "moe_top_k": _ONE_EXPERT_PER_TOKEN,
+    "top_k": _ONE_EXPERT_PER_TOKEN,
+}
+
+
+def reject_unknown_fields(config_class: type, given: Iterable[str]) -> None:
+    """Refuse any name ``config_class`` does not define — for fields a user sets (preset overrides), where an
+    unknown name can only be a mistake. transformers' names for fields we call otherwise get the field's real
+    name (``num_layers`` → ``num_hidden_layers``), others the closest real field where there is one.
+
+    Saved ``config.json`` files are not checked this way: each transformers line writes keys of its own
+    (``reject_misspelt_fields`` guards them against near-misses only)."""
+    known = set(config_class().to_dict())
+    for klass in config_class.__mro__:
+        if "__init__" in vars(klass) and klass is not object:
+            known |= set(inspect.signature(vars(klass)["__init__"]).parameters) - {"self", "kwargs", "args"}
+    for name in given:
+        if name in known:
+            continue
+        if name in TRANSFORMERS_ALIASES:
+            hint = TRANSFORMERS_ALIASES[name]
+        else:
+            close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(f'`{match}`' for match in close)}?" if close else (
+                f"its fields: {', '.join(sorted(field for field in known if not field.startswith('_')))}")  # fmt: skip
+        raise ValueError(f"{config_class.__name__} has no field `{name}`: {hint}")

@@ -8,6 +8,11 @@ earlier run's weights. So a run that does not resume moves an earlier run's chec
 (``superseded-checkpoints-<time>/``, named on the console) before it trains. Two processes started into one folder
 would delete each other's checkpoints: a lock file (``.compact-bert-run.lock``: the owner's pid and host) refuses the
 second while the first is alive; a lock whose process is gone (a killed run) is taken over, so it never stays stuck.
+
+A run that finished leaves a model folder, not a training folder: its checkpoints (weights plus optimizer state,
+twice the model each) are what an interrupted run resumes from, so once the final model, tokenizer, summary and card
+are written they are removed (``--keep_checkpoints true`` keeps them, e.g. to continue training later). A user who
+copies or shares the folder then copies only what loads.
 """
 
 from __future__ import annotations
@@ -15,13 +20,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .run_errors import RunSettingsError
 
-__all__ = ["LOCK_FILE", "OutputFolderInUseError", "move_aside_earlier_checkpoints", "owned_output_folder"]
+__all__ = [
+    "LOCK_FILE",
+    "OutputFolderInUseError",
+    "RunFolderArguments",
+    "move_aside_earlier_checkpoints",
+    "owned_output_folder",
+    "remove_finished_checkpoints",
+]
 
 LOCK_FILE = ".compact-bert-run.lock"
 
@@ -66,9 +80,39 @@ def _acquire(folder: Path) -> Path:
     raise OutputFolderInUseError(f"--output_dir {folder}: could not take its lock file {path}.")
 
 
+@dataclass
+class RunFolderArguments:
+    """What every training command leaves in its output folder (parsed beside its training arguments)."""
+
+    keep_checkpoints: bool = field(
+        default=False,
+        metadata={"help": "Keep the checkpoint-N folders (weights + optimizer state) in --output_dir after the run "
+                  "finished; by default they are removed once the final model, summary and card are written, so "
+                  "that the folder holds only what loads and ships."},
+    )  # fmt: skip
+
+
+def _checkpoints(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.glob("checkpoint-*") if path.is_dir() and path.name[11:].isdigit())
+
+
+def remove_finished_checkpoints(folder: str | Path) -> int:
+    """Remove a finished run's ``checkpoint-N`` folders from ``folder``; say so in one line; return how many."""
+    folder = Path(folder)
+    finished = _checkpoints(folder)
+    if not finished:
+        return 0
+    size = sum(path.stat().st_size for checkpoint in finished for path in checkpoint.rglob("*") if path.is_file())
+    for checkpoint in finished:
+        shutil.rmtree(checkpoint)
+    print(f"Removed {len(finished)} checkpoint(s) ({size / 1e6:.1f} MB) from {folder}: the final model is saved "
+          "(--keep_checkpoints true keeps them).")  # fmt: skip
+    return len(finished)
+
+
 def move_aside_earlier_checkpoints(folder: Path) -> Path | None:
     """Move the ``checkpoint-N`` folders of an earlier run into ``superseded-checkpoints-<time>/``; return it."""
-    earlier = sorted(path for path in folder.glob("checkpoint-*") if path.is_dir() and path.name[11:].isdigit())
+    earlier = _checkpoints(folder)
     if not earlier:
         return None
     target = folder / f"superseded-checkpoints-{time.strftime('%Y%m%d-%H%M%S')}"

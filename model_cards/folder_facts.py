@@ -139,10 +139,18 @@ def _is_hub_id(name: str | None) -> bool:
 
 
 def _base_model(summary: dict) -> str | None:
-    """The Hub id of the model this one comes from: the teacher of a distillation, the starting model of a
-    fine-tuning. A local folder is followed to the base model its own card names (the main job fine-tunes the
-    student folder it just distilled); a local path never becomes metadata."""
-    source = summary.get("teacher") or summary.get("model_name_or_path")
+    """The Hub id of the model whose weights this one's started from: the teacher a student was initialized from
+    (its layers copied), the model a fine-tuning started from. A student distilled from random weights has none —
+    its teacher taught it but gave it no weights, and the card names the teacher in its recipe instead. A local
+    folder is followed to the base model its own card names (the main job fine-tunes a student it just distilled
+    here); a local path never becomes metadata."""
+    initialization = summary.get("teacher_initialization")
+    if initialization:
+        source = initialization.get("teacher")
+    elif summary.get("model_name_or_path"):
+        source = summary["model_name_or_path"]
+    else:
+        return None
     if source == PACKAGED_TEACHER:
         return PACKAGED_TEACHER_HUB_ID
     if _is_hub_id(source):
@@ -154,6 +162,14 @@ def _base_model(summary: dict) -> str | None:
         base = ModelCard.load(card).data.base_model
         return base if isinstance(base, str) else None
     return None
+
+
+def model_reference(name_or_path: str) -> str:
+    """How a card names a model it does not take weights from (a teacher): its Hub id where it has one, else the
+    folder's name (never its local path)."""
+    if name_or_path == PACKAGED_TEACHER:
+        return PACKAGED_TEACHER_HUB_ID
+    return name_or_path if _is_hub_id(name_or_path) else Path(name_or_path).name
 
 
 def _bundled_wikitext(paths: list[str]) -> bool:

@@ -24,6 +24,7 @@ from .folder_facts import (
     WIKITEXT_HUB_ID,
     FolderFacts,
     is_local_dataset,
+    model_reference,
     read_folder_facts,
 )
 
@@ -203,7 +204,7 @@ def _recipe_text(facts: FolderFacts) -> str:
         lines.append(f"- Converted one to one from {code(Path(summary['converted_from']).name)} (largest output "
                      f"difference on a probe input: {summary.get('max_abs_difference')})")  # fmt: skip
     if summary.get("teacher"):
-        lines.append(f"- Teacher: {code(facts.base_model or Path(summary['teacher']).name)}"
+        lines.append(f"- Teacher: {code(model_reference(str(summary['teacher'])))}"
                      + (f", through a teacher assistant ({summary['teacher_assistant']})" if summary.get("teacher_assistant") else ""))  # fmt: skip
     initialization = summary.get("teacher_initialization")
     if summary.get("model_name_or_path") and initialization:

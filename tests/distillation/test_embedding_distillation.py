@@ -72,7 +72,7 @@ def test_interrupted_run_resumes_from_its_sentence_transformers_checkpoint(data,
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     constant = ["--lr_scheduler_type", "constant"]
     assert main(_flags(data, straight, "--max_steps", "6", "--save_strategy", "no", *constant)) == 0
-    assert main(_flags(data, resumed, "--max_steps", "3", "--save_steps", "3", *constant)) == 0
+    assert main(_flags(data, resumed, "--max_steps", "3", "--save_steps", "3", "--keep_checkpoints", "true", *constant)) == 0
     assert (resumed / "checkpoint-3" / "modules.json").is_file()  # every checkpoint is a sentence-transformers folder
     assert main(_flags(data, resumed, "--max_steps", "6", "--save_steps", "3", "--resume_from_checkpoint", "last",
                        *constant)) == 0

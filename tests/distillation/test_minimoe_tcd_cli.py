@@ -172,7 +172,7 @@ def test_sigkill_then_resume_finishes_every_step(tmp_path, vanilla_teacher, meth
         lambda *extra: _tcd(vanilla_teacher, output, 24, *extra))  # fmt: skip
     kill_after_checkpoint(build(), output / "checkpoint-4")
     assert not (output / "run_summary.json").exists()
-    run_cli(build("--resume_from_checkpoint", "last"))
+    run_cli(build("--resume_from_checkpoint", "last", "--keep_checkpoints", "true"))
     history = json.loads((output / "checkpoint-24" / "trainer_state.json").read_text())["log_history"]
     trained_steps = {entry["step"] for entry in history if "loss" in entry and "eval_loss" not in entry}
     assert trained_steps == set(range(1, 25))

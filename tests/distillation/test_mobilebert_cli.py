@@ -40,7 +40,7 @@ def test_two_process_accelerate_run_trains_saves_and_loads(tmp_path, teacher_dir
 
 
 def test_sigkill_and_resume_keeps_every_stage_length(tmp_path, teacher_dir):
-    arguments = ["--save_steps", "4", "--per_device_train_batch_size", "16"]
+    arguments = ["--save_steps", "4", "--per_device_train_batch_size", "16", "--keep_checkpoints", "true"]
     uninterrupted = tmp_path / "uninterrupted"
     run_cli(_distill_arguments(teacher_dir, uninterrupted, 40, 12) + arguments)
     expected = stage_steps(uninterrupted / "checkpoint-40")

@@ -23,5 +23,6 @@ def main_job_run(tmp_path_factory):
     run_cli(["distill", "minimoe", "--student_overrides", TINY_MINIMOE, "--output_dir", str(student),
              "--max_steps", "2", "--per_device_train_batch_size", "8", "--logging_steps", "1", "--save_steps", "1",
              "--report_to", "tensorboard", "--finetune", "true", "--compare", "false", "--finetune_args", FINETUNE_ARGS,
+             "--keep_checkpoints", "true",  # kept, so that push's allow-list is tested against real checkpoints
              *QUICK_DATA, *quiet])  # fmt: skip
     return student, student.parent / "student-sst2"

@@ -118,3 +118,36 @@ def test_convert_writes_a_card_naming_its_source(tmp_path):
     card = ModelCard.load(tmp_path / "converted" / "README.md")
     assert card.data.pipeline_tag == "fill-mask" and "arxiv:2004.02984" in card.data.tags
     assert "Converted one to one from `compact`" in card.text
+
+
+@pytest.mark.parametrize(
+    "summary, base_model",
+    [({"teacher": "all-MiniLM-L6-v2", "teacher_initialization": {"teacher": "all-MiniLM-L6-v2", "layer_map": [1, 3, 5],
+                                                           "hidden_channels": "all"}},
+      "sentence-transformers/all-MiniLM-L6-v2"),
+     ({"teacher": "all-MiniLM-L6-v2"}, None),  # distilled from random weights: taught, not copied
+     ({"model_name_or_path": "minimoe-4l-192h", "task_distillation": {"teacher": "/runs/teacher", "alpha": 0.5,
+                                                                                   "temperature": 2.0}}, None),
+     ({"model_name_or_path": "google-bert/bert-base-uncased"}, "google-bert/bert-base-uncased"),
+     ({"model_name_or_path": "/home/alice/checkpoints/model"}, None)],
+    ids=["teacher-initialized", "random-init-student", "random-init-task-distilled", "hub-fine-tune", "local-path"],
+)  # fmt: skip
+def test_base_model_is_where_the_weights_came_from(tmp_path, summary, base_model):
+    folder = _saved_tiny_model(tmp_path / "model", auto_name="AutoModel")
+    (folder / "run_summary.json").write_text(json.dumps(summary))
+    card = build_model_card(folder, "user/tiny")
+    assert card.data.base_model == base_model
+    if summary.get("teacher"):  # the teacher is named in the recipe either way, by its Hub id
+        assert "- Teacher: `sentence-transformers/all-MiniLM-L6-v2`" in card.text
+    assert "/home/alice" not in str(card)
+
+
+def test_a_local_random_init_student_passes_no_base_model_to_its_fine_tune(tmp_path):
+    student = _saved_tiny_model(tmp_path / "student", auto_name="AutoModel")
+    (student / "run_summary.json").write_text(json.dumps({"teacher": "all-MiniLM-L6-v2", "command_line": "distill"}))
+    (student / "README.md").write_text(str(build_model_card(student, "user/student")))
+    fine_tuned = _saved_tiny_model(tmp_path / "fine-tuned")
+    (fine_tuned / "run_summary.json").write_text(json.dumps({"model_name_or_path": str(student)}))
+    card = build_model_card(fine_tuned, "user/fine-tuned")
+    assert card.data.base_model is None
+    assert "`student`, is a local student (not on the Hub): distilled from `all-MiniLM-L6-v2`" in card.text

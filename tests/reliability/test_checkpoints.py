@@ -57,9 +57,9 @@ def _trained_steps(checkpoint) -> set[int]:
 
 @pytest.fixture(scope="module")
 def three_checkpoints(tmp_path_factory):
-    """A finished 3-step pre-training run with a checkpoint after every step."""
+    """A finished 3-step pre-training run with a checkpoint after every step, kept after the run."""
     output = tmp_path_factory.mktemp("pretrained") / "run"
-    run_cli(_pretrain(output, 3))
+    run_cli(_pretrain(output, 3, "--keep_checkpoints", "true"))
     return output
 
 
@@ -144,7 +144,7 @@ def test_sigkill_while_a_checkpoint_is_written_then_last_completes(tmp_path):
     """Killed the moment a checkpoint folder appears (while Trainer is writing it), the run resumes from the
     newest complete checkpoint, trains every step and rotates down to the newest complete checkpoints."""
     output = tmp_path / "run"
-    arguments = _pretrain(output, 12, "--save_total_limit", "2")
+    arguments = _pretrain(output, 12, "--save_total_limit", "2", "--keep_checkpoints", "true")
     kill_when_path_exists(arguments, output / "checkpoint-4", poll_seconds=0.001)
     assert not (output / "run_summary.json").exists()
     result = run_cli(arguments + ["--resume_from_checkpoint", "last"])

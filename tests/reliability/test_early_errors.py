@@ -188,6 +188,32 @@ def test_a_misspelt_override_field_is_refused_on_the_command_line(tmp_path, comm
         main(arguments)
 
 
+@pytest.mark.parametrize(("field", "message"), [
+    ("num_layers", "has no field `num_layers`: compact-bert calls it `num_hidden_layers`"),
+    ("num_experts_per_tok", "has no field `num_experts_per_tok`: compact-bert's MoE layers route each token to exactly "
+                            "one expert"),
+    ("hidden_dropout", "has no field `hidden_dropout`: did you mean `hidden_dropout_prob`"),
+    ("colour", "has no field `colour`: its fields: .*num_experts"),
+])  # fmt: skip
+def test_an_override_field_the_config_does_not_define_is_refused(tmp_path, field, message):
+    """transformers' names for our fields and other unknown names were stored and ignored without a word."""
+    arguments = _command("distill minimoe", tmp_path, "--student_overrides", json.dumps({field: 2}))
+    with pytest.raises(SystemExit, match=rf"--student_overrides: MiniMoEConfig {message}"):
+        main(arguments)
+
+
+def test_model_overrides_with_a_model_folder_are_refused(tmp_path):
+    from compact_bert.distillation.data import packaged_teacher_dir
+    from compact_bert.finetuning.bundled_data import bundled_sst2_files
+
+    files = bundled_sst2_files()
+    arguments = ["finetune", "--model_name_or_path", str(packaged_teacher_dir()), "--model_overrides",
+                 '{"num_hidden_layers": 2}', "--train_file", str(files["train"]), "--validation_file",
+                 str(files["validation"]), "--output_dir", str(tmp_path / "run")]  # fmt: skip
+    with pytest.raises(SystemExit, match=r"--model_overrides applies to presets only: .* is a model folder"):
+        main(arguments)
+
+
 def test_the_command_prints_a_settings_error_without_a_traceback(tmp_path):
     result = subprocess.run(cli_command(_command("pretrain", tmp_path, "--per_device_train_batch_size", "0")),
                             env=environment(), capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -38,13 +38,29 @@ def test_a_folder_in_use_by_a_live_process_is_refused_and_a_dead_ones_lock_is_ta
 
 def test_a_fresh_run_moves_an_earlier_runs_checkpoints_aside(data, tmp_path, capsys):  # noqa: F811
     output = tmp_path / "run"
-    assert main(_flags(data, output, "--max_steps", "4", "--save_steps", "2")) == 0
+    keep = ["--keep_checkpoints", "true"]
+    assert main(_flags(data, output, "--max_steps", "4", "--save_steps", "2", *keep)) == 0
     assert sorted(path.name for path in output.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     capsys.readouterr()
-    assert main(_flags(data, output, "--max_steps", "2", "--save_steps", "1", "--save_total_limit", "2")) == 0
+    assert main(_flags(data, output, "--max_steps", "2", "--save_steps", "1", "--save_total_limit", "2", *keep)) == 0
     assert "Moved 2 checkpoint(s) of an earlier run" in capsys.readouterr().out
     assert sorted(path.name for path in output.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     aside = next(output.glob("superseded-checkpoints-*"))
     assert sorted(path.name for path in aside.iterdir()) == ["checkpoint-2", "checkpoint-4"]
     state = json.loads((output / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["max_steps"] == 2  # the new run's own checkpoint, not the earlier run's
+
+
+def test_a_finished_run_leaves_a_model_folder_without_checkpoints(data, tmp_path, capsys):  # noqa: F811
+    """Checkpoints (weights + optimizer state) serve an interrupted run; once the final model, summary and card are
+    written they go, so that copying the folder copies what loads. ``--keep_checkpoints true`` keeps them."""
+    output = tmp_path / "run"
+    assert main(_flags(data, output, "--max_steps", "2", "--save_steps", "1")) == 0
+    printed = capsys.readouterr().out
+    assert f"Removed 2 checkpoint(s) (" in printed and f"MB) from {output}: the final model is saved" in printed
+    assert not list(output.glob("checkpoint-*"))
+    assert {"model.safetensors", "README.md", "run_summary.json", "modules.json"} <= {path.name for path in output.iterdir()}
+    kept = tmp_path / "kept"
+    assert main(_flags(data, kept, "--max_steps", "2", "--save_steps", "1", "--keep_checkpoints", "true")) == 0
+    assert sorted(path.name for path in kept.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert "Removed" not in capsys.readouterr().out
