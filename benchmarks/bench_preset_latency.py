@@ -5,7 +5,8 @@ in the same rounds, the plain path (``weight_packing(False)``: every linear map 
 their ratio.
 
 moe-bert-base (3.68B parameters, 14.7 GB of fp32 weights) is skipped: it does not fit comfortably in this
-machine's 24 GB next to the others. Run: ``python benchmarks/bench_preset_latency.py``
+machine's 24 GB next to the others. Run: ``python benchmarks/bench_preset_latency.py [PRESET ...]`` (default:
+every preset).
 """
 
 from __future__ import annotations
@@ -33,12 +34,15 @@ def _median_latencies(name: str, input_ids: torch.Tensor) -> dict[str, float]:
     return compare_latencies({"default": call, "plain": on_plain_path(call)}, rounds=15, warmup=2)
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    unknown = [name for name in names if name not in PRESETS]
+    if unknown:
+        raise SystemExit(f"Unknown preset(s) {', '.join(unknown)}; valid presets: {', '.join(PRESETS)}.")
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch 1 x 128 tokens")
     input_ids = torch.randint(1000, 30000, (1, 128))
     print("| preset | latency (ms) | plain path (ms) | default / plain |\n|---|---|---|---|")
-    for name in PRESETS:
+    for name in names or PRESETS:
         if name in SKIPPED:
             print(f"| {name} | - ({SKIPPED[name]}) | | |")
             continue
@@ -49,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

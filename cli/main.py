@@ -74,7 +74,16 @@ def main(argv: list[str] | None = None) -> int:
             module = importlib.import_module(f"{__package__}.{module_name}")
             return _run_training(module, argv[len(prefix) :])
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    from ..distillation.run_errors import RunSettingsError
+
+    try:
+        return args.handler(args)
+    except RunSettingsError as error:
+        raise SystemExit(f"compact-bert: {error}") from error
+    except SystemExit as error:  # the same one-line form for every command's early exit with a message
+        if isinstance(error.code, str) and not error.code.startswith("compact-bert: "):
+            raise SystemExit(f"compact-bert: {error.code}") from error
+        raise
 
 
 def _without_progress_bars() -> None:
@@ -104,6 +113,11 @@ def _run_training(module, argv: list[str]) -> int:
     except (RunSettingsError, TrainingDivergedError, UnsupportedPrecisionError) as error:
         _close_process_group(wait_for_others=False)
         raise SystemExit(f"compact-bert: {error}") from error
+    except SystemExit as error:  # a command's own early exit with a message: the same one-line form
+        if isinstance(error.code, str) and not error.code.startswith("compact-bert: "):
+            _close_process_group(wait_for_others=False)
+            raise SystemExit(f"compact-bert: {error.code}") from error
+        raise
     _close_process_group(wait_for_others=True)
     return status
 

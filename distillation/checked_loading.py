@@ -38,6 +38,21 @@ def _listing(names: list[str], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def _unreadable_weights(folder: str | Path) -> str:
+    """The name of the first ``*.safetensors`` file in ``folder`` whose header cannot be read (the one a failed load
+    stumbled on), else the names of all of them."""
+    from safetensors import SafetensorError, safe_open
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    for file in files:
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                handle.keys()
+        except (SafetensorError, OSError):
+            return file.name
+    return ", ".join(file.name for file in files) or "(none found)"
+
+
 def load_checked(auto_class, folder: str | Path, role: str, require_every_weight: bool = False, **from_pretrained):
     """``auto_class.from_pretrained(folder, **from_pretrained)``, refused when the weights file cannot be read or the
     backbone's weights do not match the model the config describes; ``role`` names the flag or argument. With
@@ -47,11 +62,12 @@ def load_checked(auto_class, folder: str | Path, role: str, require_every_weight
     try:
         model, info = auto_class.from_pretrained(folder, output_loading_info=True, **from_pretrained)
     except SafetensorError as error:
-        raise WeightsLoadError(f"{role} {folder}: its weights file cannot be read ({error}): it is truncated or "
-                               "corrupt; save or download it again.") from None  # fmt: skip
+        raise WeightsLoadError(f"{role} {folder}: its weights file {_unreadable_weights(folder)} cannot be read "
+                               f"({error}): it is truncated or corrupt; save or download it again.") from None  # fmt: skip
     except OSError as error:
         if "safetensors" in str(error).lower() or "deserializ" in str(error).lower():
-            raise WeightsLoadError(f"{role} {folder}: its weights file cannot be read ({error}).") from None
+            raise WeightsLoadError(f"{role} {folder}: its weights file {_unreadable_weights(folder)} cannot be read "
+                                   f"({error}).") from None  # fmt: skip
         raise
     missing, unexpected = backbone_mismatches(info)
     if require_every_weight:

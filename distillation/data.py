@@ -97,7 +97,7 @@ class CorpusArguments:
 
 def _check_text_file(path: Path) -> None:
     if not path.is_file():
-        raise FileNotFoundError(f"Corpus file {path} does not exist.")
+        raise RunSettingsError(f"Corpus file {path} does not exist.")
     data = path.read_bytes()
     if not data.strip():
         raise RunSettingsError(f"Corpus file {path} is empty.")
@@ -127,12 +127,15 @@ def resolve_text_files(sources: list[str]) -> list[Path]:
         if path.is_dir():
             found = sorted(path.rglob("*.txt"))
             if not found:
-                raise ValueError(f"Corpus folder {path} contains no .txt files.")
+                raise RunSettingsError(f"Corpus folder {path} contains no .txt files (a folder is read as its *.txt "
+                                       "files; a `datasets` folder needs the dataset_info.json or dataset_dict.json "
+                                       "that save_to_disk writes).")
             files.extend(found)
         elif path.exists():
             files.append(path)
         else:
-            raise FileNotFoundError(f"Corpus path {path} does not exist.")
+            raise RunSettingsError(f"Corpus path {path} does not exist: give UTF-8 .txt files, folders of them, or a "
+                                   "folder written by `datasets`' save_to_disk.")
     for file in files:
         _check_text_file(file)
     return files
@@ -140,7 +143,7 @@ def resolve_text_files(sources: list[str]) -> list[Path]:
 
 def _is_saved_dataset(source: str) -> bool:
     path = Path(source)
-    return path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "state.json").is_file())
+    return path.is_dir() and any((path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
 
 
 def load_text_corpus(
@@ -152,10 +155,20 @@ def load_text_corpus(
 ):
     """A ``datasets`` dataset with a ``text`` column, from files/folders, a saved dataset, or a dataset name."""
     if dataset_name:
-        dataset = datasets.load_dataset(dataset_name, dataset_config_name, split="train", streaming=streaming)
+        try:
+            dataset = datasets.load_dataset(dataset_name, dataset_config_name, split="train", streaming=streaming)
+        except (OSError, ValueError, ConnectionError) as error:  # unknown name, offline, no such config or split
+            raise RunSettingsError(f"--dataset_name {dataset_name}: `datasets` cannot load its train split "
+                                   f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}).") from None
     elif len(sources) == 1 and _is_saved_dataset(sources[0]):
-        dataset = datasets.load_from_disk(sources[0])
+        try:
+            dataset = datasets.load_from_disk(sources[0])
+        except (OSError, ValueError) as error:
+            raise RunSettingsError(f"Corpus folder {sources[0]} cannot be read as a saved dataset: {error}") from None
         if isinstance(dataset, datasets.DatasetDict):
+            if "train" not in dataset:
+                raise RunSettingsError(f"Corpus folder {sources[0]} is a DatasetDict without a 'train' split (its "
+                                       f"splits: {', '.join(dataset)}); save the split to use with save_to_disk.")
             dataset = dataset["train"]
     else:
         files = resolve_text_files(sources) if sources else bundled_corpus_files("train")
@@ -165,10 +178,20 @@ def load_text_corpus(
         text_column = "text"
     columns = dataset.column_names if dataset.column_names is not None else [text_column]
     if text_column not in columns:
-        raise ValueError(f"The corpus has no column {text_column!r} (columns: {columns}); set `text_column`.")
+        raise RunSettingsError(f"The corpus has no column {text_column!r} (columns: {columns}); set --text_column.")
     if text_column != "text":
         dataset = dataset.rename_column(text_column, "text")
-    return dataset.filter(lambda example: bool(example["text"].strip()))
+    origin = dataset_name or ", ".join(str(source) for source in sources) or "the bundled corpus"
+    return dataset.filter(lambda example, index: _has_text(example["text"], index, origin, text_column), with_indices=True)
+
+
+def _has_text(value, index: int, origin: str, column: str) -> bool:
+    """Whether a corpus row holds text to train on (blank rows are skipped); a row that holds no string (``None``,
+    a number) is an error that names the row, rather than a crash inside ``datasets``."""
+    if not isinstance(value, str):
+        raise RunSettingsError(f"Corpus {origin}: row {index} of column {column!r} is {value!r} "
+                               f"({type(value).__name__}), not text; every row must be a string.")  # fmt: skip
+    return bool(value.strip())
 
 
 def build_block_dataset(text_dataset, tokenizer: PreTrainedTokenizerBase, block_size: int, with_pairs: bool):
@@ -196,12 +219,12 @@ def build_block_dataset(text_dataset, tokenizer: PreTrainedTokenizerBase, block_
 def check_model_compatibility(config, tokenizer: PreTrainedTokenizerBase, block_size: int) -> None:
     """Fail before training when blocks or tokenizer cannot fit the model."""
     if block_size > config.max_position_embeddings:
-        raise ValueError(
+        raise RunSettingsError(
             f"`block_size` ({block_size}) exceeds the model's `max_position_embeddings` "
             f"({config.max_position_embeddings}); use --block_size {config.max_position_embeddings} or less."
         )
     if len(tokenizer) != config.vocab_size:
-        raise ValueError(
+        raise RunSettingsError(
             f"The tokenizer has {len(tokenizer)} tokens but the model's `vocab_size` is {config.vocab_size}; "
             "use the tokenizer the model was built for (default: bert-base-uncased WordPiece, 30522 tokens)."
         )

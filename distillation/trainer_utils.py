@@ -177,6 +177,12 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
         )
     if corpus.max_eval_blocks is not None:
         eval_blocks = eval_blocks.select(range(min(corpus.max_eval_blocks, len(eval_blocks))))
+    if len(eval_blocks) == 0:
+        raise RunSettingsError(
+            f"The held-out corpus ({', '.join(eval_sources) if corpus.eval_corpus else 'the bundled held-out slice'}) "
+            f"yields no block of {corpus.block_size} tokens, so the run could not be evaluated; give --eval_corpus "
+            "more text or a smaller --block_size."
+        )
     if (next(iter(train), None) is None) if corpus.streaming else len(train) == 0:
         raise RunSettingsError(f"The corpus yields no block of {corpus.block_size} tokens; give it more text.")
     return train, eval_blocks

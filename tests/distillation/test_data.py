@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-
 import datasets
 import pytest
 import torch
 
 from compact_bert.configuration import MiniMoEConfig
+from compact_bert.distillation.run_errors import RunSettingsError
 from compact_bert.distillation.trainer_utils import prepare_block_datasets
 from tests.conftest import shared_data
 from compact_bert.distillation.data import (
@@ -65,7 +65,7 @@ def test_folders_streaming_and_saved_datasets(tmp_path, tokenizer):
 
 
 def test_bad_files_are_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match="missing.txt does not exist"):
+    with pytest.raises(RunSettingsError, match="missing.txt does not exist"):
         resolve_text_files([str(tmp_path / "missing.txt")])
     (tmp_path / "empty.txt").write_text("  \n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="empty.txt is empty"):
