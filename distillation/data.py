@@ -7,6 +7,8 @@ training starts and reported with the file, line or field at fault.
 
 from __future__ import annotations
 
+import codecs
+
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -95,28 +97,42 @@ class CorpusArguments:
             raise ValueError("Pass either `corpus` or `dataset_name`, not both.")
 
 
-def _check_text_file(path: Path) -> None:
+def _check_text_file(path: Path, chunk_bytes: int = 1 << 20) -> None:
+    """A corpus file must be non-blank UTF-8 text without NUL bytes. Read in chunks of ``chunk_bytes`` with an
+    incremental decoder, so that checking a corpus larger than memory (``--streaming``) costs one chunk of memory."""
     if not path.is_file():
         raise RunSettingsError(f"Corpus file {path} does not exist.")
-    data = path.read_bytes()
-    if not data.strip():
-        raise RunSettingsError(f"Corpus file {path} is empty.")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise RunSettingsError(
-            f"Corpus file {path} is not UTF-8: byte {data[error.start]:#04x} at line {line} (offset {error.start}); "
-            "re-encode it as UTF-8."
-        ) from None
-    nul = data.find(b"\x00")
-    if nul >= 0:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, offset, has_text, nul, nul_count = 1, 0, False, None, 0
+    with path.open("rb") as handle:
+        while True:
+            chunk = handle.read(chunk_bytes)
+            pending = decoder.getstate()[0]  # the bytes of a character split by the previous chunk
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as error:
+                data = pending + chunk
+                line += data[: error.start].count(b"\n")
+                raise RunSettingsError(
+                    f"Corpus file {path} is not UTF-8: byte {data[error.start]:#04x} at line {line} (offset "
+                    f"{offset - len(pending) + error.start}); re-encode it as UTF-8."
+                ) from None
+            if not chunk:
+                break
+            if nul is None and (found := chunk.find(b"\x00")) >= 0:
+                nul = (line + chunk[:found].count(b"\n"), offset + found)
+            nul_count += chunk.count(b"\x00")
+            has_text = has_text or not chunk.isspace()
+            line += chunk.count(b"\n")
+            offset += len(chunk)
+    if nul is not None:
         # NUL is valid UTF-8 but never part of text: a binary or zero-filled (truncated, preallocated) file.
-        line, count = data[:nul].count(b"\n") + 1, data.count(b"\x00")
         raise RunSettingsError(
-            f"Corpus file {path} contains NUL bytes ({count} of {len(data)} bytes, the first at line "
-            f"{line}, offset {nul}): it is binary or zero-filled, not text; give UTF-8 text files."
+            f"Corpus file {path} contains NUL bytes ({nul_count} of {offset} bytes, the first at line {nul[0]}, offset "
+            f"{nul[1]}): it is binary or zero-filled, not text; give UTF-8 text files."
         )
+    if not has_text:
+        raise RunSettingsError(f"Corpus file {path} is empty.")
 
 
 def resolve_text_files(sources: list[str]) -> list[Path]:

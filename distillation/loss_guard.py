@@ -3,8 +3,9 @@
 A learning rate a few orders of magnitude too high does not crash: the loss climbs to 1e10 or the weights turn
 NaN, and the run goes on to save a useless model as if it had succeeded. transformers' default
 ``logging_nan_inf_filter`` even hides a NaN step loss from the logged ``loss``. Every compact-bert trainer
-installs ``LossGuardCallback``, which checks each training log (and forces one before every checkpoint save, so
-that no checkpoint is written from a state that was not checked) and raises ``TrainingDivergedError`` when
+installs ``LossGuardCallback``, which checks each training log (and forces one at the first step, as the reference,
+and before every checkpoint save and the final model's, so that nothing is saved from a state that was not checked,
+whatever ``--logging_steps`` is) and raises ``TrainingDivergedError`` when
 
 - the logged loss is NaN or infinite,
 - the logged loss exceeds ``explosion_factor`` (``DEFAULT_LOSS_EXPLOSION_FACTOR`` = 100) times the first logged
@@ -53,8 +54,11 @@ class LossGuardCallback(TrainerCallback):
         )
 
     def on_step_end(self, args, state, control, **kwargs):
-        # The loss of the steps since the last log is only known when it is logged: log before every save.
-        if control.should_save:
+        # The loss of the steps since the last log is only known when it is logged: log before every save,
+        # including the final model's (the last step, or a stop), and log the first step as the reference a later
+        # loss is compared with, so that the check does not depend on --logging_steps.
+        last = control.should_training_stop or (state.max_steps > 0 and state.global_step >= state.max_steps)
+        if control.should_save or last or (self.reference is None and state.global_step == 1):
             control.should_log = True
 
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):

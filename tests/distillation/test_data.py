@@ -186,3 +186,50 @@ def test_long_paragraphs_are_cut_into_blocks_without_a_length_warning():
         library_logger.removeHandler(recorder)
     assert len(blocks) > 4
     assert not [message for message in recorder.messages if "longer than the specified maximum" in message]
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 2, 3, 7, 1 << 20])
+def test_corpus_files_are_checked_chunk_by_chunk_with_the_same_answers(tmp_path, chunk_bytes):
+    """The UTF-8, NUL and blank checks read a corpus in chunks (``--streaming`` corpora larger than memory); a
+    character split between chunks is still valid, and errors name the same line and offset at any chunk size."""
+    from compact_bert.distillation.data import _check_text_file
+
+    good = tmp_path / "good.txt"
+    good.write_text("naïve café — ok\n日本語\n", encoding="utf-8")
+    _check_text_file(good, chunk_bytes)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("héllo\nwörld\n".encode() + b"caf\xe9\n")
+    with pytest.raises(RunSettingsError, match=r"bad\.txt is not UTF-8: byte 0xe9 at line 3 \(offset 17\)"):
+        _check_text_file(bad, chunk_bytes)
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes("end in the middle of é".encode()[:-1])
+    with pytest.raises(RunSettingsError, match=r"cut\.txt is not UTF-8: byte 0xc3 at line 1"):
+        _check_text_file(cut, chunk_bytes)
+    zeros = tmp_path / "zeros.txt"
+    zeros.write_bytes(b"text\nmore\x00\x00\n")
+    with pytest.raises(RunSettingsError, match=r"NUL bytes \(2 of 12 bytes, the first at line 2, offset 9\)"):
+        _check_text_file(zeros, chunk_bytes)
+    blank = tmp_path / "blank.txt"
+    blank.write_bytes(b" \n\t\n")
+    with pytest.raises(RunSettingsError, match=r"blank\.txt is empty"):
+        _check_text_file(blank, chunk_bytes)
+
+
+def test_checking_a_large_corpus_holds_one_chunk_in_memory(tmp_path):
+    """`--streaming` is for corpora larger than memory: the check before it must not read a file whole."""
+    import tracemalloc
+
+    from compact_bert.distillation.data import _check_text_file
+
+    large = tmp_path / "large.txt"
+    with large.open("w", encoding="utf-8") as handle:
+        for index in range(500_000):
+            handle.write(f"Sentence number {index} of a corpus that is larger than any chunk, with é and 日本.\n")
+    assert large.stat().st_size > 40_000_000
+    tracemalloc.start()
+    try:
+        _check_text_file(large)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8_000_000, f"checking a {large.stat().st_size / 1e6:.0f} MB file held {peak / 1e6:.1f} MB"

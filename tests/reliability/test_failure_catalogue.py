@@ -88,6 +88,9 @@ CASES = [
     # -- numbers
     ("seed-out-of-range", lambda t: _pretrain(t, "--seed", "-1"), r"--seed"),
     ("negative-learning-rate", lambda t: _pretrain(t, "--learning_rate", "-1"), r"--learning_rate"),
+    ("diverged-with-logging-steps-beyond-the-run",
+     lambda t: _pretrain(t, "--max_steps", "8", "--learning_rate", "1e4", "--logging_steps", "1000", "--save_strategy", "no"),
+     r"Training diverged at step 8: .*no final model was written"),
     # -- fine-tuning data and models
     ("finetune-mixed-label-kinds",
      lambda t: _finetune(t, "--train_file", str(_write(t / "mixed.jsonl", '{"sentence": "good", "label": 1}\n'
@@ -109,7 +112,7 @@ def test_each_failure_ends_in_one_message_naming_its_cause(tmp_path, build, mess
     text = str(raised.value.code)
     assert text.startswith("compact-bert: "), text
     assert re.search(message, text), text
-    assert not (tmp_path / "run" / "model.safetensors").exists(), "the run trained before failing"
+    assert not (tmp_path / "run" / "model.safetensors").exists(), "a model was saved although the run failed"
 
 
 @pytest.mark.parametrize("case", ["corpus-saved-dataset-with-none", "finetune-truncated-weights"])
