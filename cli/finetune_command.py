@@ -168,11 +168,21 @@ def label_config_fields(task_type: str, label_names: list[str] | None) -> dict:
 
 
 def _load_tokenizer(model_args: FinetuneModelArguments):
+    """``--tokenizer_name``, else the model folder's own tokenizer, else bert-base-uncased's. A ``--tokenizer_name``
+    whose vocabulary differs from the one saved with the model is refused: every id would index another token's
+    embedding."""
     source = model_args.tokenizer_name
-    if source is None and Path(model_args.model_name_or_path).is_dir():
-        folder = Path(model_args.model_name_or_path)
-        source = str(folder) if any((folder / name).is_file() for name in TOKENIZER_FILES) else None
-    return default_tokenizer() if source is None else AutoTokenizer.from_pretrained(source)
+    folder = Path(model_args.model_name_or_path)
+    own = str(folder) if folder.is_dir() and any((folder / name).is_file() for name in TOKENIZER_FILES) else None
+    try:
+        tokenizer = default_tokenizer() if (source or own) is None else AutoTokenizer.from_pretrained(source or own)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"--tokenizer_name {source}: no tokenizer loads from it ({error}).") from None
+    if source is not None and own is not None:
+        if AutoTokenizer.from_pretrained(own).get_vocab() != tokenizer.get_vocab():
+            raise SystemExit(f"--tokenizer_name {source}: its vocabulary is not the one saved with the model in {own}; "
+                             "drop --tokenizer_name to use the model's own tokenizer.")  # fmt: skip
+    return tokenizer
 
 
 def build_model(model_args: FinetuneModelArguments, task_type: str, label_names, training_args: FinetuneConfig):
@@ -202,9 +212,10 @@ def build_model(model_args: FinetuneModelArguments, task_type: str, label_names,
 
 
 def _check_fits(config, tokenizer, max_length: int) -> None:
-    if len(tokenizer) > config.vocab_size:
-        raise SystemExit(f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}; "
-                         "pass the model's tokenizer with --tokenizer_name.")  # fmt: skip
+    if len(tokenizer) != config.vocab_size:
+        raise SystemExit(f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}: "
+                         "its ids would index other tokens' embeddings; pass the model's own tokenizer with "
+                         "--tokenizer_name (or, for a preset, --model_overrides with its vocab_size).")  # fmt: skip
     if max_length > config.max_position_embeddings:
         raise SystemExit(f"--max_seq_length {max_length} exceeds the model's max_position_embeddings "
                          f"({config.max_position_embeddings}).")  # fmt: skip

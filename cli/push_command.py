@@ -56,6 +56,7 @@ def check_push_arguments(args: argparse.Namespace) -> str | None:
                          "directly inside it (e.g. a training command's --output_dir).")  # fmt: skip
     if args.keep_card and not (folder / "README.md").is_file():
         raise SystemExit(f"push: --keep-card, but {folder} has no README.md to keep.")
+    check_weights_load(folder)
     try:
         validate_repo_id(args.repo_id)
     except HFValidationError as error:
@@ -73,6 +74,24 @@ def check_push_arguments(args: argparse.Namespace) -> str | None:
         raise SystemExit("push: no Hub token; pass --token, set HF_TOKEN, or log in with `hf auth login` (a token with "
                          "write access).")  # fmt: skip
     return token
+
+
+def check_weights_load(folder: Path) -> None:
+    """The folder's model loads with every backbone weight from its files (``load_checked``): a truncated
+    safetensors file or weights that do not fit the config fail here, before anything is listed as ready to
+    upload — a dry run included."""
+    import transformers
+
+    from ..distillation.checked_loading import load_checked
+    from ..distillation.compat import FROM_PRETRAINED_KWARGS
+    from ..distillation.run_errors import RunSettingsError
+
+    try:
+        load_checked(transformers.AutoModel, folder, "push: DIR", **FROM_PRETRAINED_KWARGS)
+    except RunSettingsError as error:
+        raise SystemExit(str(error)) from None
+    except (OSError, ValueError, KeyError) as error:
+        raise SystemExit(f"push: DIR {folder}: its model does not load, so it is not pushed: {error}") from None
 
 
 def _size(size: int) -> str:

@@ -61,6 +61,20 @@ def _truncated_model(folder: Path) -> Path:
     return folder
 
 
+def _tokenizer_folder(folder: Path, swap_first_tokens: bool = False, size: int | None = None) -> Path:
+    """A WordPiece tokenizer from the teacher's vocabulary: with two tokens swapped (same size, other ids), or cut
+    to ``size`` tokens."""
+    from transformers import BertTokenizerFast
+
+    vocabulary = (packaged_teacher_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    if swap_first_tokens:
+        vocabulary[1000], vocabulary[1001] = vocabulary[1001], vocabulary[1000]
+    vocabulary = vocabulary[:size] if size else vocabulary
+    _write(folder / "vocab.txt", "\n".join(vocabulary) + "\n")
+    BertTokenizerFast.from_pretrained(folder).save_pretrained(folder)
+    return folder
+
+
 # (case id, argv from tmp_path, the message's regex). Every argv is built lazily: cases create their own inputs.
 CASES = [
     # -- corpora
@@ -101,7 +115,18 @@ CASES = [
     ("finetune-model-overrides-with-a-folder",
      lambda t: _finetune(t, "--model_name_or_path", str(packaged_teacher_dir()), "--model_overrides", '{"num_hidden_layers": 2}'),
      r"--model_overrides applies to presets only"),
+    ("finetune-tokenizer-of-another-vocabulary",
+     lambda t: _finetune(t, "--model_name_or_path", str(packaged_teacher_dir()), "--tokenizer_name",
+                         str(_tokenizer_folder(t / "swapped", swap_first_tokens=True))),
+     r"--tokenizer_name .*swapped: its vocabulary is not the one saved with the model"),
+    ("finetune-tokenizer-of-another-size",
+     lambda t: _finetune(t, "--tokenizer_name", str(_tokenizer_folder(t / "small", size=500))),
+     r"The tokenizer has 500 tokens but the model's vocab_size is 30522"),
     ("finetune-unknown-metric", lambda t: _finetune(t, "--metric_for_best_model", "bogus"), r"--metric_for_best_model"),
+    # -- shipping
+    ("push-dry-run-truncated-weights",
+     lambda t: ["push", str(_truncated_model(t / "model")), "user/model", "--dry-run"],
+     r"push: DIR .*model: its weights file model\.safetensors cannot be read"),
 ]  # fmt: skip
 
 
