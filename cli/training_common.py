@@ -15,7 +15,12 @@ from transformers import HfArgumentParser
 
 from ..configuration import PRESETS, preset_config
 from ..distillation.atomic_files import write_text_atomically
-from ..distillation.checkpoints import CheckpointManifestCallback, resolve_resume_checkpoint, run_identity
+from ..distillation.checkpoints import (
+    CheckpointManifestCallback,
+    completes_final_save,
+    resolve_resume_checkpoint,
+    run_identity,
+)
 from ..distillation.checked_loading import load_checked
 from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 from ..distillation.console_log import concise_line, verbose
@@ -177,10 +182,13 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     manifests = CheckpointManifestCallback(identity)
     trainer.add_callback(manifests)
     with owned_output_folder(training_args.output_dir, resume is not None, training_args.process_index == 0):
-        try:
-            trainer.train(resume_from_checkpoint=resume)
-        finally:
-            manifests.give_back_rotation(trainer.args)
+        if completes_final_save(resume, training_args.max_steps):
+            _load_finished_checkpoint(trainer, resume)
+        else:
+            try:
+                trainer.train(resume_from_checkpoint=resume)
+            finally:
+                manifests.give_back_rotation(trainer.args)
         trainer.save_model(training_args.output_dir)
     if training_args.should_save:
         Path(training_args.output_dir, TRAINING_ARGS_FILE).unlink(missing_ok=True)
@@ -202,6 +210,15 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
             remove_finished_checkpoints(training_args.output_dir)
         print(json.dumps(summary, indent=2) if verbose() else summary_line(summary))
     return summary
+
+
+def _load_finished_checkpoint(trainer, checkpoint: str) -> None:
+    """The model and state of a checkpoint at ``--max_steps`` (a run stopped during its final save): nothing is
+    left to train, so Trainer's resume (which would run a step past it) is bypassed and the save is completed."""
+    from transformers import TrainerState
+
+    trainer._load_from_checkpoint(checkpoint)
+    trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
 
 
 def summary_line(summary: dict) -> str:

@@ -173,9 +173,23 @@ def _check_resumable(folder: Path, identity: dict, max_steps: int) -> None:
                          + "; ".join(differences) + ". Resume it with the command and model settings that wrote it, "
                          "or train into a new --output_dir.")  # fmt: skip
     step = int(manifest.get("global_step", _checkpoint_step(folder) or 0))
+    if max_steps > 0 and step == max_steps and not (folder.parent / "run_summary.json").is_file():
+        # The run trained every step but never wrote its summary: it was stopped during the final save. Resuming
+        # trains nothing and completes that save (model, tokenizer, evaluation, summary, card).
+        logger.warning("%s is at --max_steps %d but the run's final save did not finish: completing it.", folder, step)
+        return
     if max_steps > 0 and step >= max_steps:
         raise ValueError(f"{folder} is at step {step}, which is not below --max_steps {max_steps}: nothing is left to "
                          f"train. Raise --max_steps above {step}, or train into a new --output_dir.")  # fmt: skip
+
+
+def completes_final_save(checkpoint: str | Path | None, max_steps: int) -> bool:
+    """Whether resuming from ``checkpoint`` trains nothing and only completes an interrupted final save (see
+    ``resolve_resume_checkpoint``): it is at ``max_steps``."""
+    if checkpoint is None or max_steps <= 0:
+        return False
+    manifest, _ = _read_manifest(Path(checkpoint))
+    return int((manifest or {}).get("global_step", _checkpoint_step(Path(checkpoint)) or 0)) >= max_steps
 
 
 def resolve_resume_checkpoint(
@@ -187,7 +201,8 @@ def resolve_resume_checkpoint(
     complete ``checkpoint-N`` of ``output_dir``; every newer incomplete one is logged with the reason it was
     skipped) or a folder (which must be complete). Raises ``ValueError`` naming the folder and what is wrong
     when nothing complete exists, or the checkpoint comes from another method or model shape, or it is already
-    at or past ``max_steps`` (when positive)."""
+    at or past ``max_steps`` (when positive) — except a checkpoint at ``max_steps`` in a folder without its run
+    summary, where the run was stopped during its final save: resuming from it completes that save."""
     if requested is None or str(requested).strip() == "":
         return None
     output_dir = Path(output_dir)

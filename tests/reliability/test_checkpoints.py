@@ -180,3 +180,23 @@ def test_rotation_never_deletes_the_last_complete_checkpoint(tmp_path):
     assert "no compact_bert_manifest.json" in checkpoint_problem(tmp_path / "checkpoint-2")
     chosen = resolve_resume_checkpoint(tmp_path, "last", run_identity(trainer), max_steps=3)
     assert chosen == str(tmp_path / "checkpoint-1")
+
+
+def test_a_run_stopped_during_its_final_save_is_completed_by_resuming(tmp_path):
+    """Killed while writing the final model (after the last checkpoint, before the summary), the folder held
+    partial files and `--resume_from_checkpoint last` could only refuse ('nothing is left to train'); now it
+    trains nothing and completes the save from the last checkpoint."""
+    from safetensors.torch import load_file
+
+    output = tmp_path / "run"
+    run_cli(_pretrain(output, 2, "--keep_checkpoints", "true"))
+    expected = load_file(output / "checkpoint-2" / "model.safetensors")
+    for name in ("run_summary.json", "README.md", "model.safetensors", "tokenizer.json", "config.json"):
+        (output / name).unlink()
+    result = run_cli(_pretrain(output, 2, "--resume_from_checkpoint", "last"))
+    assert "but the run's final save did not finish: completing it" in result.stdout + result.stderr
+    summary = json.loads((output / "run_summary.json").read_text())
+    assert summary["optimizer_steps"] == 2 and (output / "README.md").is_file() and (output / "tokenizer.json").is_file()
+    completed = load_file(output / "model.safetensors")
+    assert all(torch.equal(completed[name], tensor) for name, tensor in expected.items())
+    assert not list(output.glob("checkpoint-*")), "the completed run removes its checkpoints like any finished run"
