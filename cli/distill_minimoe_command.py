@@ -35,7 +35,7 @@ from ..finetuning.bundled_data import bundled_sst2_files
 from ..distillation.teacher_init_runner import start_from_teacher
 from .main_job_comparison import COMPARISON_FLAGS, comparison_table, inherited_flags, run_comparison, time_comparison
 from .main_job_shipping import print_shipping_summary, ship_when_possible
-from ..modeling.model_stats import count_parameters
+from ..modeling.model_stats import count_parameters, meta_model
 from . import finetune_command
 from .training_common import (
     build_from_preset,
@@ -234,10 +234,12 @@ def _main_job(student_args, finetune_args, training_args) -> dict:
         finetune_args.finetune_train_file, finetune_args.finetune_validation_file, student_flags,
         shlex.split(finetune_args.finetune_args), student_output_dir=finetune_args.finetune_output_dir,
     ))  # fmt: skip
-    student = transformers.AutoModel.from_pretrained(summary["finetune_output_dir"])
-    total, active = count_parameters(student)
+    # Counted on the meta device from the config: loading the classifier folder's weights into a base model only to
+    # count them would print transformers' report of the classifier weights it leaves out.
+    config = transformers.AutoConfig.from_pretrained(summary["finetune_output_dir"])
+    total, active = count_parameters(meta_model(config))
     summary.update({"student_total_params": total, "student_active_params_per_token": active,
-                    "teacher_initialization": student.config.teacher_initialization})  # fmt: skip
+                    "teacher_initialization": config.teacher_initialization})  # fmt: skip
     return summary
 
 

@@ -489,6 +489,9 @@ def _model_config(model_args: FinetuneModelArguments):
         if parse_json_object(model_args.model_overrides, "model_overrides"):
             raise SystemExit(f"--model_overrides applies to presets only: {name} is a model folder, whose weights fit "
                              "its own config.json (start from a preset to change the shape, or drop --model_overrides).")
-        return AutoConfig.from_pretrained(name)
+        try:
+            return AutoConfig.from_pretrained(name)
+        except (OSError, ValueError, KeyError) as error:
+            raise SystemExit(f"--model_name_or_path {name}: its config.json cannot be read: {error}") from None
     raise SystemExit(f"--model_name_or_path {name!r} is neither a model folder (with config.json) nor a preset "
                      f"({', '.join(sorted(PRESETS))}).")  # fmt: skip

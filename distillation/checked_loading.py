@@ -11,11 +11,15 @@ a ``SafetensorError`` traceback.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from pathlib import Path
 
 from .run_errors import RunSettingsError
 
-__all__ = ["WeightsLoadError", "backbone_mismatches", "load_checked"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["WeightsLoadError", "backbone_mismatches", "load_checked", "unreadable_weights_file"]
 
 # Task heads and poolers (transformers' names): a weight whose name passes through none of them is the backbone's.
 _HEAD_PARTS = ("classifier", "qa_outputs", "cls.", "lm_head", "pooler", "pre_classifier", "vocab_", "score.",
@@ -38,7 +42,7 @@ def _listing(names: list[str], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _unreadable_weights(folder: str | Path) -> str:
+def unreadable_weights_file(folder: str | Path) -> str:
     """The name of the first ``*.safetensors`` file in ``folder`` whose header cannot be read (the one a failed load
     stumbled on), else the names of all of them."""
     from safetensors import SafetensorError, safe_open
@@ -60,13 +64,14 @@ def load_checked(auto_class, folder: str | Path, role: str, require_every_weight
     from safetensors import SafetensorError
 
     try:
-        model, info = auto_class.from_pretrained(folder, output_loading_info=True, **from_pretrained)
+        with _without_transformers_load_report():
+            model, info = auto_class.from_pretrained(folder, output_loading_info=True, **from_pretrained)
     except SafetensorError as error:
-        raise WeightsLoadError(f"{role} {folder}: its weights file {_unreadable_weights(folder)} cannot be read "
+        raise WeightsLoadError(f"{role} {folder}: its weights file {unreadable_weights_file(folder)} cannot be read "
                                f"({error}): it is truncated or corrupt; save or download it again.") from None  # fmt: skip
     except OSError as error:
         if "safetensors" in str(error).lower() or "deserializ" in str(error).lower():
-            raise WeightsLoadError(f"{role} {folder}: its weights file {_unreadable_weights(folder)} cannot be read "
+            raise WeightsLoadError(f"{role} {folder}: its weights file {unreadable_weights_file(folder)} cannot be read "
                                    f"({error}).") from None  # fmt: skip
         raise
     missing, unexpected = backbone_mismatches(info)
@@ -83,4 +88,24 @@ def load_checked(auto_class, folder: str | Path, role: str, require_every_weight
             f"{role} {folder}: " + "; ".join(parts) + f". Its config.json builds a {type(model).__name__} that these "
             "weights do not fill: they would start random. Check that config.json and the weights belong together."
         )
+    new_head = sorted(info.get("missing_keys") or ())
+    if new_head:
+        logger.info("%s %s: a new task head (%s) starts from random weights.", role, folder, _listing(new_head))
     return model
+
+
+@contextlib.contextmanager
+def _without_transformers_load_report():
+    """transformers prints its own table of missing / unexpected weights on every load (8 lines for a new
+    classifier); ``load_checked`` reads that report itself and refuses what matters, so the table is kept off the
+    console unless ``--verbose``."""
+    from .console_log import verbose
+
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    level = report_logger.level
+    if not verbose():
+        report_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        report_logger.setLevel(level)

@@ -19,6 +19,7 @@ from ..evaluation.sts import StsPairs, evaluate_sts
 from ..modeling.signals import SubmoduleRecorder
 from .embedding_config import EmbeddingDistillationConfig
 from .losses import self_attention_relation_loss
+from .run_errors import RunSettingsError
 from .teachers import relation_module_names
 from .trainer_utils import DistillationTrainer, with_balance_loss
 
@@ -31,7 +32,7 @@ TRAINING_ARGS_NAME = "training_args.bin"
 def embedding_distillation_loss(student_embeddings: torch.Tensor, teacher_embeddings: torch.Tensor) -> torch.Tensor:
     """Mean squared error over every component, as sentence-transformers' ``MSELoss`` (``nn.MSELoss()``)."""
     if student_embeddings.shape != teacher_embeddings.shape:
-        raise ValueError(
+        raise RunSettingsError(
             f"Student embeddings {tuple(student_embeddings.shape)} and teacher embeddings "
             f"{tuple(teacher_embeddings.shape)} differ: a student narrower than its teacher needs a projection."
         )
@@ -44,7 +45,7 @@ class EmbeddingDistillationTrainer(DistillationTrainer):
 
     def __init__(self, model, teacher, args: EmbeddingDistillationConfig, sts_pairs: StsPairs | None = None, **kwargs):
         if teacher.config.vocab_size != model.config.vocab_size:
-            raise ValueError(
+            raise RunSettingsError(
                 f"Teacher vocab_size {teacher.config.vocab_size} differs from the student's {model.config.vocab_size}; "
                 "both must read the same token ids."
             )
@@ -114,6 +115,6 @@ class EmbeddingDistillationTrainer(DistillationTrainer):
         restored = load_sentence_embedder(resume_from_checkpoint)
         embedder.encoder.load_state_dict(restored.encoder.state_dict())
         if (embedder.projection is None) != (restored.projection is None):
-            raise ValueError(f"{resume_from_checkpoint} and this run differ in whether the student has a projection.")
+            raise RunSettingsError(f"{resume_from_checkpoint} and this run differ in whether the student has a projection.")
         if embedder.projection is not None:
             embedder.projection.load_state_dict(restored.projection.state_dict())

@@ -14,6 +14,7 @@ import torch
 from ..modeling.signals import SubmoduleRecorder
 from .losses import self_attention_relation_loss
 from .minimoe_config import MiniMoEDistillationConfig
+from .run_errors import RunSettingsError
 from .teachers import relation_module_names, resolve_layer
 from .trainer_utils import DistillationTrainer, with_balance_loss
 
@@ -25,7 +26,7 @@ class MiniMoEDistillationTrainer(DistillationTrainer):
 
     def __init__(self, model, teacher, args: MiniMoEDistillationConfig, **kwargs):
         if teacher.config.vocab_size != model.config.vocab_size:
-            raise ValueError(
+            raise RunSettingsError(
                 f"Teacher vocab_size {teacher.config.vocab_size} differs from the student's {model.config.vocab_size}; "
                 "both must read the same token ids."
             )
@@ -34,7 +35,7 @@ class MiniMoEDistillationTrainer(DistillationTrainer):
         self.student_layer = "auxiliary" if uses_auxiliary else model.config.num_hidden_layers - 1
         for role, config in (("teacher", teacher.config), ("student", model.config)):
             if config.hidden_size % args.num_relation_heads:
-                raise ValueError(
+                raise RunSettingsError(
                     f"`num_relation_heads` ({args.num_relation_heads}) must divide the {role}'s all-head size "
                     f"({config.hidden_size})."
                 )

@@ -26,15 +26,25 @@ from .losses import (
 )
 from .mobilebert_config import MobileBertDistillationConfig, build_base_scheduler
 from .mobilebert_stages import Stage, parameter_unit, plan_stages, stage_at, unit_lr_scale
+from .run_errors import RunSettingsError
 from .trainer_utils import DistillationTrainer
 
 __all__ = ["MobileBertDistillationTrainer", "check_mobilebert_compatibility", "copy_embeddings_and_heads"]
 
 logger = logging.getLogger(__name__)
 
+# The bottleneck families whose feature maps a MobileBERT student can be taught layer by layer (paper 001 §3.5).
+_BOTTLENECK_TYPES = ("ib_bert", "compact_mobilebert", "mobilebert")
+
 
 def check_mobilebert_compatibility(teacher_config, student_config, args: MobileBertDistillationConfig) -> None:
     """Layer-wise transfer compares layer ℓ with layer ℓ, feature map with feature map, head with head."""
+    if teacher_config.model_type not in _BOTTLENECK_TYPES:
+        raise RunSettingsError(
+            f"The teacher is a {teacher_config.model_type!r} model; MobileBERT knowledge transfer needs an IB-BERT "
+            f"teacher ({', '.join(repr(kind) for kind in _BOTTLENECK_TYPES)}: feature maps and attention of the "
+            "student's shape, e.g. `compact-bert pretrain --preset ib-bert-large`)."
+        )
     fields = ["hidden_size", "num_hidden_layers", "vocab_size"]
     if args.attention_weight > 0:
         fields.append("num_attention_heads")
@@ -46,7 +56,7 @@ def check_mobilebert_compatibility(teacher_config, student_config, args: MobileB
         if getattr(teacher_config, name, None) != getattr(student_config, name, None)
     ]
     if problems:
-        raise ValueError(
+        raise RunSettingsError(
             f"Teacher and student are incompatible for MobileBERT knowledge transfer ({args.strategy}): "
             + "; ".join(problems)
             + ". Feature maps (hidden_size), layers and attention heads must match; JKT/PKT also copy the "
@@ -99,7 +109,7 @@ class MobileBertDistillationTrainer(DistillationTrainer):
         num_layers = model.config.num_hidden_layers
         steps_per_stage = args.steps_per_stage or max(1, args.max_steps // (2 * num_layers))
         if args.strategy == "pkt" and steps_per_stage * num_layers > args.max_steps:
-            raise ValueError(
+            raise RunSettingsError(
                 f"PKT needs {num_layers} layer stages of {steps_per_stage} steps, more than max_steps "
                 f"({args.max_steps}); lower --steps_per_stage or raise --max_steps."
             )

@@ -16,6 +16,7 @@ from transformers import default_data_collator
 
 from ..modeling.signals import SubmoduleRecorder, signal_module_name
 from .losses import cosine_relation_loss, query_key_relation_loss, sample_token_groups
+from .run_errors import RunSettingsError
 from .tcd_config import TransferCapabilityDistillationConfig
 from .teachers import resolve_layer
 from .trainer_utils import DistillationTrainer, with_balance_loss
@@ -49,7 +50,7 @@ def _check_evaluation_holds_a_group(eval_dataset, data_collator, args: TransferC
         return
     blocks = min(args.per_device_eval_batch_size, len(eval_dataset))
     if blocks * block_size < args.token_group_size:
-        raise ValueError(
+        raise RunSettingsError(
             f"An evaluation batch holds {blocks * block_size} tokens ({blocks} block(s) of {block_size}: "
             f"--per_device_eval_batch_size {args.per_device_eval_batch_size}, {len(eval_dataset)} evaluation blocks), "
             f"fewer than one relation group (--token_group_size {args.token_group_size}), so eval_trunk_loss and "
@@ -66,7 +67,7 @@ def _check_batch_holds_the_sample(train_dataset, data_collator, args: TransferCa
         return
     tokens_per_batch = args.per_device_train_batch_size * block_size
     if tokens_per_batch < args.sampled_tokens:
-        raise ValueError(
+        raise RunSettingsError(
             f"--sampled_tokens {args.sampled_tokens} exceeds the {tokens_per_batch} tokens of a batch "
             f"(per_device_train_batch_size {args.per_device_train_batch_size} x block_size {block_size}); lower "
             "--sampled_tokens (a multiple of --token_group_size) or raise the batch or block size."
@@ -82,16 +83,16 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
         layer_map = args.parsed_layer_map
         if layer_map is None:
             if student_layers != teacher_layers:
-                raise ValueError(
+                raise RunSettingsError(
                     f"The student has {student_layers} layers and the teacher {teacher_layers}; relations are aligned "
                     "layer by layer, so pass --layer_map (the teacher layer for each student layer)."
                 )
             layer_map = list(range(student_layers))
         if len(layer_map) != student_layers:
-            raise ValueError(f"`layer_map` needs one teacher layer per student layer ({student_layers}), got {len(layer_map)}.")
+            raise RunSettingsError(f"`layer_map` needs one teacher layer per student layer ({student_layers}), got {len(layer_map)}.")
         self.layer_map = [resolve_layer(layer, teacher_layers, "layer_map entry") for layer in layer_map]
         if args.attention_weight > 0 and teacher.config.num_attention_heads != model.config.num_attention_heads:
-            raise ValueError(
+            raise RunSettingsError(
                 f"Attention relations compare head by head: the teacher has {teacher.config.num_attention_heads} heads, "
                 f"the student {model.config.num_attention_heads}; set --attention_weight 0 or match the heads."
             )

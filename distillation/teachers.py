@@ -14,6 +14,7 @@ import transformers
 from ..modeling.signals import signal_module_name
 from .compat import FROM_PRETRAINED_KWARGS
 from .data import PACKAGED_TEACHER, packaged_teacher_dir
+from .run_errors import RunSettingsError
 
 __all__ = ["load_encoder", "relation_module_names", "resolve_layer", "resolve_model_path"]
 
@@ -24,7 +25,7 @@ def resolve_model_path(name_or_path: str) -> Path:
         return packaged_teacher_dir()
     path = Path(name_or_path)
     if not (path / "config.json").is_file():
-        raise ValueError(
+        raise RunSettingsError(
             f"Teacher {name_or_path!r} is neither a model folder (no config.json there) nor the packaged "
             f"teacher's short name {PACKAGED_TEACHER!r}."
         )
@@ -42,7 +43,7 @@ def resolve_layer(layer: int, num_layers: int, role: str) -> int:
     """Python-style layer index (-1 = last) → 0-based index, with a clear error when out of range."""
     resolved = layer + num_layers if layer < 0 else layer
     if not 0 <= resolved < num_layers:
-        raise ValueError(f"`{role}` {layer} is out of range for a model with {num_layers} layers.")
+        raise RunSettingsError(f"`{role}` {layer} is out of range for a model with {num_layers} layers.")
     return resolved
 
 

@@ -150,6 +150,7 @@ def export_module_with_dynamo(model: nn.Module, output_names: tuple[str, ...], o
             dynamic_shapes=dynamic_shapes,
             opset_version=opset,
             optimize=True,
+            verbose=False,  # its progress lines (16 for an export with int8) are not the user's business
         )
     program.save(str(onnx_path), external_data=_parameter_bytes(model) > 1_800_000_000)
 

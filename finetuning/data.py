@@ -8,6 +8,8 @@ shows — fails before any model is built, with the file, line or column at faul
 
 from __future__ import annotations
 
+import math
+
 import csv
 import gzip
 import io
@@ -360,11 +362,15 @@ def _regression_values(values, lines, source: str, column: str) -> list[float]:
     result = []
     for value, line in zip(values, lines):
         try:
-            result.append(float(value))
+            number = float(value)
         except (TypeError, ValueError):
+            number = None
+        if number is None or not math.isfinite(number):  # float('nan') parses: a NaN target makes every loss NaN
             raise ValueError(
-                f"{source}:{line}: column {column!r} holds {value!r}, not a number (regression labels must be numeric)."
+                f"{source}:{line}: column {column!r} holds {value!r}, not a finite number (regression labels must be "
+                "numeric)."
             ) from None
+        result.append(number)
     return result
 
 

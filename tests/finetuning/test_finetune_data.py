@@ -202,7 +202,7 @@ def test_csv_and_jsonl_with_named_columns(tmp_path):
 
 def test_regression_labels_must_be_numeric(tmp_path):
     train = _write(tmp_path / "train.tsv", "sentence1\tsentence2\tlabel\na\tb\t3.5\nc\td\tfive\n")
-    with pytest.raises(ValueError, match=r"train\.tsv:3: column 'label' holds 'five', not a number"):
+    with pytest.raises(ValueError, match=r"train\.tsv:3: column 'label' holds 'five', not a finite number"):
         load_finetuning_data(FinetuneDataArguments(task_name="stsb", train_file=str(train)))
     good = _write(tmp_path / "good.tsv", "sentence1\tsentence2\tlabel\na\tb\t3.5\nc\td\t1\n")
     splits = load_finetuning_data(FinetuneDataArguments(task_name="stsb", train_file=str(good)))

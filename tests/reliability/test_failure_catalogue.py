@@ -75,6 +75,32 @@ def _tokenizer_folder(folder: Path, swap_first_tokens: bool = False, size: int |
     return folder
 
 
+def _tiny_minimoe_folder(folder: Path) -> Path:
+    from transformers import AutoModelForMaskedLM
+
+    from compact_bert.configuration import MiniMoEConfig
+
+    AutoModelForMaskedLM.from_config(MiniMoEConfig(**{**TINY, "num_experts": 2})).save_pretrained(folder)
+    return folder
+
+
+def _truncated_mobilebert(folder: Path) -> Path:
+    from transformers import AutoModel
+
+    from tests.conftest import tiny_configs
+
+    AutoModel.from_config(tiny_configs()["mobilebert"]).save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return folder
+
+
+def _config_only(folder: Path, truncate: bool = False) -> Path:
+    text = (packaged_teacher_dir() / "config.json").read_text()
+    _write(folder / "config.json", text[: len(text) // 2] if truncate else text)
+    return folder
+
+
 # (case id, argv from tmp_path, the message's regex). Every argv is built lazily: cases create their own inputs.
 CASES = [
     # -- corpora
@@ -99,6 +125,14 @@ CASES = [
      r"The tokenizer has 30522 tokens but the model's `vocab_size` is 1000"),
     ("config-transformers-name", lambda t: _pretrain(t, overrides={"num_layers": 2}),
      r"--model_overrides: MoEBertConfig has no field `num_layers`: compact-bert calls it `num_hidden_layers`"),
+    ("teacher-layer-out-of-range",
+     lambda t: ["distill", "minimoe", "--finetune", "false", "--teacher_layer", "9", "--output_dir", str(t / "run"),
+                "--max_steps", "1", "--corpus", str(HELD_OUT), "--block_size", "32", *QUIET],
+     r"`teacher_layer` 9 is out of range for a model with 6 layers"),
+    ("mobilebert-teacher-of-another-family",
+     lambda t: ["distill", "mobilebert", "--teacher", str(_tiny_minimoe_folder(t / "minimoe")), "--output_dir",
+                str(t / "run"), "--max_steps", "1", "--corpus", str(HELD_OUT), "--block_size", "32", *QUIET],
+     r"The teacher is a 'minimoe' model; MobileBERT knowledge transfer needs an IB-BERT teacher"),
     # -- numbers
     ("seed-out-of-range", lambda t: _pretrain(t, "--seed", "-1"), r"--seed"),
     ("negative-learning-rate", lambda t: _pretrain(t, "--learning_rate", "-1"), r"--learning_rate"),
@@ -122,8 +156,22 @@ CASES = [
     ("finetune-tokenizer-of-another-size",
      lambda t: _finetune(t, "--tokenizer_name", str(_tokenizer_folder(t / "small", size=500))),
      r"The tokenizer has 500 tokens but the model's vocab_size is 30522"),
+    ("finetune-folder-without-weights",
+     lambda t: _finetune(t, "--model_name_or_path", str(_config_only(t / "config-only"))), r"config-only"),
+    ("finetune-truncated-config",
+     lambda t: _finetune(t, "--model_name_or_path", str(_config_only(t / "half-config", truncate=True))),
+     r"half-config.*config\.json"),
+    ("finetune-nan-regression-label",
+     lambda t: _finetune(t, "--task_type", "regression",
+                         "--train_file", str(_write(t / "scores.tsv", "sentence\tlabel\nfine\t0.5\nodd\tnan\n")),
+                         "--validation_file", str(_write(t / "dev.tsv", "sentence\tlabel\nok\t1.0\n"))),
+     r"scores\.tsv:3: column 'label' holds 'nan', not a finite number"),
     ("finetune-unknown-metric", lambda t: _finetune(t, "--metric_for_best_model", "bogus"), r"--metric_for_best_model"),
-    # -- shipping
+    # -- conversion and shipping
+    ("convert-truncated-weights", lambda t: ["convert", str(_truncated_mobilebert(t / "mobilebert")), str(t / "out")],
+     r"convert: source .*mobilebert: its weights file model\.safetensors cannot be read"),
+    ("convert-into-a-file", lambda t: ["convert", str(packaged_teacher_dir()), str(_write(t / "taken.txt", "x"))],
+     r"convert: target .*taken\.txt is a file"),
     ("push-dry-run-truncated-weights",
      lambda t: ["push", str(_truncated_model(t / "model")), "user/model", "--dry-run"],
      r"push: DIR .*model: its weights file model\.safetensors cannot be read"),
