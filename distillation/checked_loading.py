@@ -97,15 +97,24 @@ def load_checked(auto_class, folder: str | Path, role: str, require_every_weight
 @contextlib.contextmanager
 def _without_transformers_load_report():
     """transformers prints its own table of missing / unexpected weights on every load (8 lines for a new
-    classifier); ``load_checked`` reads that report itself and refuses what matters, so the table is kept off the
-    console unless ``--verbose``."""
+    classifier; "Some weights of ... were not initialized" on 4.57); ``load_checked`` reads that report itself and
+    refuses what matters, so the table is kept off the console unless ``--verbose``. A filter, not a log level:
+    transformers 5 runs an extra tensor-parallel check (and warns from it) whenever its loader's level is raised."""
     from .console_log import verbose
 
     report_logger = logging.getLogger("transformers.modeling_utils")
-    level = report_logger.level
+    report_filter = _DropLoadReport()
     if not verbose():
-        report_logger.setLevel(logging.ERROR)
+        report_logger.addFilter(report_filter)
     try:
         yield
     finally:
-        report_logger.setLevel(level)
+        report_logger.removeFilter(report_filter)
+
+
+class _DropLoadReport(logging.Filter):
+    _FRAGMENTS = ("LOAD REPORT", "were not initialized from the model checkpoint", "were not used when initializing")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(fragment in message for fragment in self._FRAGMENTS)

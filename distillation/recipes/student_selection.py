@@ -16,7 +16,8 @@ the main job's settings on the bundled slice and scores them on the selection se
 - ``minimoe-3l split``: 4 experts of 384 neurons each (MoEBERT split of the FFN: a quarter of its cost), KD + aug.
 
 Run: ``python -m compact_bert.distillation.recipes.student_selection --output_dir runs/student_selection`` (about
-30 minutes per seed on 2 CPU cores; ``--seeds 0 1`` for two). Needs ``../shared/data/sst2/train.tsv``
+30 minutes per seed on 2 CPU cores; ``--seeds 0 1`` for two; ``--candidates 0 4`` for the main job's student and
+the upcycled MoE only). Needs ``../shared/data/sst2/train.tsv``
 (``--data_dir``).
 """
 
@@ -76,7 +77,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output_dir", default="runs/student_selection")
     parser.add_argument("--data_dir", default=str(DEFAULT_DATA_DIR))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--candidates", type=int, nargs="+", default=None,
+                        help=f"Indices of the candidates to train (0-{len(CANDIDATES) - 1}, in the order of the module "
+                             "docstring after the baseline; default: all). Teacher and baseline always run.")  # fmt: skip
     args = parser.parse_args(argv)
+    chosen = range(len(CANDIDATES)) if args.candidates is None else args.candidates
+    if any(not 0 <= index < len(CANDIDATES) for index in chosen):
+        raise SystemExit(f"--candidates: indices run from 0 to {len(CANDIDATES) - 1}, got {args.candidates}.")
     output = Path(args.output_dir)
     glue_train = Path(args.data_dir) / "sst2" / "train.tsv"
     if not glue_train.is_file():
@@ -98,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
                                       "--init_from_teacher", pretrained, "--output_dir",
                                       str(output / f"seed-{seed}" / "baseline"), *seeded])  # fmt: skip
         for index, (name, (model, flags)) in enumerate(CANDIDATES.items()):
+            if index not in chosen:
+                continue
             flags = [flag.format(teacher=teacher_dir, pretrained=pretrained) for flag in flags]
             runs[name] = _finetune(["--model_name_or_path", model, *flags, "--output_dir",
                                     str(output / f"seed-{seed}" / f"candidate-{index}"), *seeded])  # fmt: skip

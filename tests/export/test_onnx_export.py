@@ -98,7 +98,7 @@ def test_cli_exports_and_prints_parity(tmp_path, capsys):
     assert config.model_type == "minimoe" and config.num_labels == 3
 
 
-def test_export_says_nothing_about_torchvision_or_exporter_internals(tmp_path):
+def test_export_says_nothing_about_torchvision_or_exporter_internals(tmp_path, capfd):
     import logging
     import warnings
 
@@ -123,6 +123,7 @@ def test_export_says_nothing_about_torchvision_or_exporter_internals(tmp_path):
     finally:
         registry.removeHandler(recorder)
     assert not [message for message in recorder.messages if "torchvision" in message]
+    assert "[torch.onnx]" not in capfd.readouterr().out  # the exporter's progress lines (8 per graph)
     noise = [str(warning.message) for warning in caught
              if "LeafSpec" in str(warning.message) or "will not be used, since it shares" in str(warning.message)]  # fmt: skip
     assert not noise

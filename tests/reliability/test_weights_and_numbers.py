@@ -321,3 +321,39 @@ def test_exporting_a_base_model_as_a_classifier_is_refused(tmp_path):
     folder = _save(AutoModel.from_config(tiny_configs()["minimoe"]), tmp_path / "model")
     with pytest.raises(SystemExit, match=r"weight\(s\) missing .*classifier"):
         main(["export", "onnx", str(folder), str(tmp_path / "onnx"), "--task", "token-classification"])
+
+
+def test_a_checked_load_keeps_transformers_load_report_off_the_console(monkeypatch):
+    """load_checked reads transformers' load report itself (refusing missing backbone weights), so the report's
+    table (8 lines for a new classifier) is not printed — nor the tensor-parallel warning transformers 5 adds when
+    its loader's log level is raised; ``--verbose`` shows the table."""
+    import logging
+
+    from transformers import AutoModelForSequenceClassification
+
+    from compact_bert.distillation.checked_loading import load_checked
+    from compact_bert.distillation.console_log import VERBOSE_VARIABLE
+    from compact_bert.distillation.data import packaged_teacher_dir
+
+    class Recorder(logging.Handler):
+        def __init__(self):
+            super().__init__(level=logging.DEBUG)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    recorder = Recorder()
+    library = logging.getLogger("transformers")
+    library.addHandler(recorder)
+    try:
+        monkeypatch.delenv(VERBOSE_VARIABLE, raising=False)
+        load_checked(AutoModelForSequenceClassification, packaged_teacher_dir(), "--model_name_or_path", num_labels=2)
+        quiet = list(recorder.messages)
+        monkeypatch.setenv(VERBOSE_VARIABLE, "1")
+        load_checked(AutoModelForSequenceClassification, packaged_teacher_dir(), "--model_name_or_path", num_labels=2)
+    finally:
+        library.removeHandler(recorder)
+    assert not [message for message in quiet if "LOAD REPORT" in message or "not sharded" in message
+                or "were not initialized" in message], quiet  # fmt: skip
+    assert any("LOAD REPORT" in message or "were not initialized" in message for message in recorder.messages[len(quiet):])
