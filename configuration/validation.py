@@ -138,7 +138,7 @@ def reject_unknown_fields(config_class: type, given: Iterable[str]) -> None:
         if "__init__" in vars(klass) and klass is not object:
             known |= set(inspect.signature(vars(klass)["__init__"]).parameters) - {"self", "kwargs", "args"}
     for name in given:
-        if name in known:
+        if name in known or isinstance(getattr(config_class, name, None), property):  # e.g. `num_labels`
             continue
         if name in TRANSFORMERS_ALIASES:
             hint = TRANSFORMERS_ALIASES[name]

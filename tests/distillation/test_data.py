@@ -165,27 +165,15 @@ def test_streaming_corpus_yields_the_same_blocks(tokenizer, tmp_path):
 
 
 def test_long_paragraphs_are_cut_into_blocks_without_a_length_warning():
-    import logging
-
     from compact_bert.distillation.data import default_tokenizer
+    from tests.log_records import recorded_messages
 
-    class Recorder(logging.Handler):
-        messages: list[str] = []
-
-        def emit(self, record):
-            self.messages.append(record.getMessage())
-
-    library_logger = logging.getLogger("transformers")  # transformers' records stop here (propagate off)
-    recorder = Recorder(level=logging.WARNING)
-    library_logger.addHandler(recorder)
-    try:
+    with recorded_messages("transformers") as messages:  # transformers' records stop there (propagate off)
         fresh = default_tokenizer()  # the tokenizer warns once per instance: a fresh one shows whether it would
         paragraph = " ".join(f"word{index}" for index in range(700))  # > 512 tokens, as many corpus lines are
         blocks = build_block_dataset(datasets.Dataset.from_dict({"text": [paragraph]}), fresh, 128, with_pairs=False)
-    finally:
-        library_logger.removeHandler(recorder)
     assert len(blocks) > 4
-    assert not [message for message in recorder.messages if "longer than the specified maximum" in message]
+    assert not [message for message in messages if "longer than the specified maximum" in message]
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 2, 3, 7, 1 << 20])

@@ -51,12 +51,16 @@ def test_loss_terms_are_averaged_over_processes(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     recorded = json.loads((tmp_path / "terms.json").read_text())
     train_logs = [entry for entry in recorded["log_history"] if "process_step" in entry]
-    assert [entry["step"] for entry in train_logs] == [2, 4]
+    # Every 2 steps (--logging_steps 2), and step 1: the loss guard's reference log.
+    assert [entry["step"] for entry in train_logs] == [1, 2, 4]
+    previous = 0
     for entry in train_logs:
-        # Steps s-2 and s-1 on process 0 (values s-2, s-1) and process 1 (10 + s-2, 10 + s-1).
+        # The steps since the last log on process 0 (values: the step indices) and process 1 (10 + each index).
+        window = range(previous, entry["step"])
         assert entry["process_index"] == pytest.approx(0.5)
-        assert entry["process_step"] == pytest.approx(entry["step"] + 3.5)
+        assert entry["process_step"] == pytest.approx(sum(window) / len(window) + 5)
         assert entry["mlm_loss"] > 0
+        previous = entry["step"]
     assert recorded["metrics"]["eval_process_index"] == pytest.approx(0.5)
 
 

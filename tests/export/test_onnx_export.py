@@ -102,27 +102,15 @@ def test_export_says_nothing_about_torchvision_or_exporter_internals(tmp_path, c
     import logging
     import warnings
 
-    class Recorder(logging.Handler):
-        def __init__(self):
-            super().__init__(level=logging.DEBUG)
-            self.messages = []
+    from tests.log_records import recorded_messages
 
-        def emit(self, record):
-            self.messages.append(record.getMessage())
-
-    recorder = Recorder()
-    registry = logging.getLogger("torch.onnx._internal.exporter._registration")
-    registry.addHandler(recorder)
-    registry.setLevel(logging.WARNING)
     save_tiny_model("minimoe", "text-classification", tmp_path / "model")
-    try:
+    with recorded_messages("torch.onnx._internal.exporter._registration", logging.WARNING) as messages:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             export_onnx(tmp_path / "model", tmp_path / "onnx", "text-classification", exporter="dynamo",
                         example_inputs=constant_example())  # fmt: skip
-    finally:
-        registry.removeHandler(recorder)
-    assert not [message for message in recorder.messages if "torchvision" in message]
+    assert not [message for message in messages if "torchvision" in message]
     assert "[torch.onnx]" not in capfd.readouterr().out  # the exporter's progress lines (8 per graph)
     noise = [str(warning.message) for warning in caught
              if "LeafSpec" in str(warning.message) or "will not be used, since it shares" in str(warning.message)]  # fmt: skip

@@ -103,7 +103,7 @@ def test_last_resumes_from_the_newest_complete_checkpoint(run_copy, damage, reas
         os.truncate(damaged, damaged.stat().st_size // 2)
     else:
         (newest / "trainer_state.json").unlink()
-    result = run_cli(_pretrain(run_copy, 4, "--resume_from_checkpoint", "last"))
+    result = run_cli(_pretrain(run_copy, 4, "--resume_from_checkpoint", "last", "--keep_checkpoints", "true"))
     assert f"Not resuming from {newest}: {reason}" in result.stdout
     assert f"Resuming from {run_copy / 'checkpoint-2'}" in result.stdout
     assert json.loads((run_copy / "run_summary.json").read_text())["optimizer_steps"] == 4

@@ -327,33 +327,19 @@ def test_a_checked_load_keeps_transformers_load_report_off_the_console(monkeypat
     """load_checked reads transformers' load report itself (refusing missing backbone weights), so the report's
     table (8 lines for a new classifier) is not printed — nor the tensor-parallel warning transformers 5 adds when
     its loader's log level is raised; ``--verbose`` shows the table."""
-    import logging
-
     from transformers import AutoModelForSequenceClassification
 
     from compact_bert.distillation.checked_loading import load_checked
     from compact_bert.distillation.console_log import VERBOSE_VARIABLE
     from compact_bert.distillation.data import packaged_teacher_dir
+    from tests.log_records import recorded_messages
 
-    class Recorder(logging.Handler):
-        def __init__(self):
-            super().__init__(level=logging.DEBUG)
-            self.messages = []
-
-        def emit(self, record):
-            self.messages.append(record.getMessage())
-
-    recorder = Recorder()
-    library = logging.getLogger("transformers")
-    library.addHandler(recorder)
-    try:
+    with recorded_messages("transformers") as messages:
         monkeypatch.delenv(VERBOSE_VARIABLE, raising=False)
         load_checked(AutoModelForSequenceClassification, packaged_teacher_dir(), "--model_name_or_path", num_labels=2)
-        quiet = list(recorder.messages)
+        quiet = list(messages)
         monkeypatch.setenv(VERBOSE_VARIABLE, "1")
         load_checked(AutoModelForSequenceClassification, packaged_teacher_dir(), "--model_name_or_path", num_labels=2)
-    finally:
-        library.removeHandler(recorder)
     assert not [message for message in quiet if "LOAD REPORT" in message or "not sharded" in message
                 or "were not initialized" in message], quiet  # fmt: skip
-    assert any("LOAD REPORT" in message or "were not initialized" in message for message in recorder.messages[len(quiet):])
+    assert any("LOAD REPORT" in message or "were not initialized" in message for message in messages[len(quiet):])
