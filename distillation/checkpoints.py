@@ -172,7 +172,7 @@ def _check_resumable(folder: Path, identity: dict, max_steps: int) -> None:
         raise ValueError(f"{folder} belongs to another kind of run and cannot be resumed by this one: "
                          + "; ".join(differences) + ". Resume it with the command and model settings that wrote it, "
                          "or train into a new --output_dir.")  # fmt: skip
-    step = int(manifest.get("global_step", _checkpoint_step(folder) or 0))
+    step = _manifest_step(folder, manifest)
     if max_steps > 0 and step == max_steps and not (folder.parent / "run_summary.json").is_file():
         # The run trained every step but never wrote its summary: it was stopped during the final save. Resuming
         # trains nothing and completes that save (model, tokenizer, evaluation, summary, card).
@@ -188,8 +188,12 @@ def completes_final_save(checkpoint: str | Path | None, max_steps: int) -> bool:
     ``resolve_resume_checkpoint``): it is at ``max_steps``."""
     if checkpoint is None or max_steps <= 0:
         return False
-    manifest, _ = _read_manifest(Path(checkpoint))
-    return int((manifest or {}).get("global_step", _checkpoint_step(Path(checkpoint)) or 0)) >= max_steps
+    return _manifest_step(Path(checkpoint), _read_manifest(Path(checkpoint))[0]) >= max_steps
+
+
+def _manifest_step(folder: Path, manifest: dict | None) -> int:
+    """The optimizer step a checkpoint was saved at: its manifest's, else the one in its folder name."""
+    return int((manifest or {}).get("global_step", _checkpoint_step(folder) or 0))
 
 
 def resolve_resume_checkpoint(

@@ -84,10 +84,33 @@ def _build(compiler: str, flags: list[str], target: Path) -> None:
         os.replace(built, target)  # atomic: another process sees no library or a whole one
 
 
-@functools.lru_cache(maxsize=1)
 def load_native_library() -> ctypes.CDLL:
     """The compiled kernel, built on first use (well under a second with gcc) and cached per source, compiler and
-    CPU. Raises ``NativeKernelUnavailable`` where no compiler can build it."""
+    CPU. Raises ``NativeKernelUnavailable`` where no compiler can build it — the same error on every later call,
+    without probing the compiler again (``auto`` asks at every loss call)."""
+    outcome = _load_once()
+    if isinstance(outcome, NativeKernelUnavailable):
+        raise outcome
+    return outcome
+
+
+def _clear_cache() -> None:
+    """Forget the loaded library or the failure (tests that change the compiler or the cache folder)."""
+    _load_once.cache_clear()
+
+
+load_native_library.cache_clear = _clear_cache
+
+
+@functools.lru_cache(maxsize=1)
+def _load_once() -> ctypes.CDLL | NativeKernelUnavailable:
+    try:
+        return _build_and_load()
+    except NativeKernelUnavailable as error:
+        return error
+
+
+def _build_and_load() -> ctypes.CDLL:
     compiler = _compiler()
     try:
         version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout

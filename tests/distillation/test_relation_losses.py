@@ -221,5 +221,9 @@ def test_auto_falls_back_to_pytorch_operations_without_a_compiler(monkeypatch, t
             native.load_native_library()
         student, teacher, mask = _relation_case(6, 1)
         _assert_same_loss_and_gradients(student, teacher, mask, kernel="auto", rtol=1e-6)
+        probes = []
+        monkeypatch.setattr(native, "_compiler", lambda: probes.append(1))
+        assert resolve_relation_kernel("auto", torch.device("cpu")) == "eager"
+        assert probes == [], "the compiler is probed once per process, not at every loss call"
     finally:
         native.load_native_library.cache_clear()
