@@ -11,7 +11,7 @@ import pytest
 import compact_bert
 
 ROOT = Path(compact_bert.__file__).resolve().parent
-NOT_PACKAGED = {"tests", ".ci", "build", "benchmarks", "docs", "compact_bert.egg-info"}
+NOT_PACKAGED = {"tests", ".ci", "build", "benchmarks", "docs", "utils", "compact_bert.egg-info"}
 
 
 def test_every_folder_of_code_is_listed_as_a_package():
@@ -35,3 +35,14 @@ def test_the_native_relation_kernel_source_ships_with_the_package():
     if pyproject.is_file():
         package_data = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"]
         assert "*.c" in package_data["compact_bert.distillation.relation_kernels"]
+
+
+def test_every_model_types_remote_code_is_listed_as_a_package():
+    """Saving copies ``modeling/remote_code/<model_type>/*.py``: a folder missing from the list would make
+    ``save_pretrained`` of that family fail in an installed compact-bert."""
+    pyproject = ROOT / "pyproject.toml"
+    if not pyproject.is_file():
+        pytest.skip("an installed compact-bert: the wheel's own tests save every family")
+    listed = set(tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["packages"])
+    folders = {f"compact_bert.modeling.remote_code.{path.name}" for path in (ROOT / "modeling" / "remote_code").iterdir()}
+    assert folders and folders <= listed

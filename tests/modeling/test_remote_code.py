@@ -1,11 +1,9 @@
 """Saved folders hold exactly two self-contained code files that load through ``trust_remote_code`` in a fresh
-process that cannot import compact-bert, on this transformers line and the other; the bundler ships only
-what a family uses and fails clearly on sources it cannot bundle."""
+process that cannot import compact-bert, on this transformers line and the other; they are copies of the
+committed files of ``modeling/remote_code/`` (whose generation ``tests/utils/test_hub_code.py`` tests)."""
 
 from __future__ import annotations
 
-import ast
-import importlib
 import json
 import os
 import shutil
@@ -16,7 +14,7 @@ import pytest
 import torch
 
 from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
-from compact_bert.modeling.remote_code import RemoteCodeError, bundle_remote_code
+from compact_bert.modeling.hub_saving import REMOTE_CODE_ROOT
 from tests.conftest import random_batch, tiny_configs
 from tests.remote_code_helpers import load_in_fresh_process
 
@@ -72,71 +70,19 @@ def test_folders_saved_under_this_transformers_line_load_under_the_other(saved_h
     load_in_fresh_process(cases, work / "other-line", python=OTHER_PYTHON)
 
 
-def _defined_and_read_names(text: str) -> set[str]:
-    tree = ast.parse(text)
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} | {
-        node.name for node in ast.walk(tree) if isinstance(node, (ast.ClassDef, ast.FunctionDef))
-    }
-
-
-def _imported_roots(text: str) -> set[str]:
-    roots = set()
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            roots.add("." if node.level else node.module.split(".")[0])
-    return roots
-
-
-@pytest.mark.parametrize("config_id", ["ib_bert", "mobilebert", "minimoe", "moe_bert"])
-def test_bundle_imports_only_torch_transformers_and_the_standard_library(config_id):
-    model_class = AUTO_CLASSES_BY_CONFIG[type(tiny_configs()[config_id])]["AutoModel"]
-    files = bundle_remote_code(model_class)
-    assert files == bundle_remote_code(model_class), "bundling must be deterministic"
-    model_type = model_class.config_class.model_type
-    configuration, modeling = files[f"configuration_{model_type}.py"], files[f"modeling_{model_type}.py"]
-    for text in files.values():
-        external = _imported_roots(text) - {"."}
-        assert external <= {"__future__", "torch", "transformers"} | set(sys.stdlib_module_names), external
-        assert "ast" not in external
-        package_only = {"bundle_remote_code", "write_remote_code", "SavesRemoteCode", "SourceIndex", "RemoteCodeError"}
-        assert not package_only & _defined_and_read_names(text)
-        assert "PRESETS" not in text and "__all__ = [" in text
-    assert "." not in _imported_roots(configuration)
-    assert f"from .configuration_{model_type} import {model_class.config_class.__name__}\n" in modeling
-    assert f"class {model_class.config_class.__name__}(" not in modeling
-
-
-def _top_level_names(files: dict[str, str]) -> set[str]:
-    names = set()
-    for text in files.values():
-        for node in ast.parse(text).body:
-            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-                names.add(node.name)
-            elif isinstance(node, ast.Assign):
-                names.update(target.id for target in node.targets if isinstance(target, ast.Name))
-    return names
-
-
-def test_each_family_ships_only_the_definitions_it_uses():
-    def shipped(config_id):
-        return _top_level_names(
-            bundle_remote_code(AUTO_CLASSES_BY_CONFIG[type(tiny_configs()[config_id])]["AutoModel"])
-        )
-
-    routing = {"TopOneRouter", "HashRouter", "MoEFeedForward", "ExpertDispatch", "route", "route_tokens",
-               "load_balancing_loss", "ROUTER_TYPES", "SparseBertConfigBase", "SparseBertLayer"}  # fmt: skip
-    for config_id, other_family in (("ib_bert", "CompactMobileBertConfig"), ("mobilebert", "IBBertConfig")):
-        assert not (routing | {other_family, "MiniMoEConfig", "MoEBertConfig"}) & shipped(config_id), config_id
-    minimoe = shipped("minimoe")
-    assert {"TopOneRouter", "HashRouter", "MoEFeedForward", "MiniMoEConfig"} <= minimoe
-    assert not {"MoEBertConfig", "BottleneckBertConfig", "BottleneckBertLayer", "MINIMOE_PRESETS", "_student"} & minimoe
+def test_saving_copies_the_committed_files_and_generates_no_code(saved_heads):
+    """What a folder ships is the reviewed, committed file of its model type, byte for byte. The generator is not
+    part of the installed package: the wheel stage of CI runs this file, so saving there proves it needs none."""
+    cases, _ = saved_heads
+    for case in cases:
+        for name in (f"configuration_{case['model_type']}.py", f"modeling_{case['model_type']}.py"):
+            committed = REMOTE_CODE_ROOT / case["model_type"] / name
+            assert (Path(case["folder"]) / name).read_bytes() == committed.read_bytes(), name
 
 
 def test_saving_over_an_earlier_layout_removes_our_old_code_files_only(tmp_path):
-    # The many-file layout copied every module a family reached, the writer included.
-    shutil.copy(sys.modules["compact_bert.modeling.remote_code"].__file__, tmp_path / "remote_code.py")
+    # The many-file layout of the first releases copied every module a family reached.
+    shutil.copy(sys.modules["compact_bert.modeling.moe_layer"].__file__, tmp_path / "moe_layer.py")
     (tmp_path / "configuration_moe_bert.py").write_text('"""Generated by compact-bert; do not edit by hand."""\n')
     (tmp_path / "my_script.py").write_text('"""The user\'s own file."""\n')
     config = tiny_configs()["ib_bert"]
@@ -144,140 +90,3 @@ def test_saving_over_an_earlier_layout_removes_our_old_code_files_only(tmp_path)
     assert sorted(path.name for path in tmp_path.glob("*.py")) == [
         "configuration_ib_bert.py", "modeling_ib_bert.py", "my_script.py"
     ]  # fmt: skip
-
-
-# A package of its own, to check the rules on sources that the real package does not (yet) exercise.
-FAKE_CONFIGURATION = """
-from __future__ import annotations
-
-from transformers import PretrainedConfig
-
-
-class FakeBertConfig(PretrainedConfig):
-    model_type = "fake_bert"
-
-    def __init__(self, hidden_size: int = 4, **kwargs):
-        super().__init__(**kwargs)
-        self.hidden_size = hidden_size
-"""
-FAKE_HUB_SAVING = '''
-class SavesRemoteCode:
-    """Stand-in for the package-only mixin of ``modeling/hub_saving.py``."""
-
-    def save_pretrained(self, *args, **kwargs):
-        return super().save_pretrained(*args, **kwargs)
-'''
-FAKE_MODELING = """
-from __future__ import annotations
-
-import torch
-from transformers import PreTrainedModel
-
-from .configuration_fake import FakeBertConfig
-from .hub_saving import SavesRemoteCode
-{extra_imports}
-
-class FakeBertModel(SavesRemoteCode, PreTrainedModel):
-    config_class = FakeBertConfig
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.dense = torch.nn.Linear(config.hidden_size, config.hidden_size)
-        self.post_init()
-
-    def forward(self, hidden_states):
-        return self.dense(hidden_states)
-{extra_code}
-
-AUTO_CLASSES = {{"AutoModel": FakeBertModel}}
-"""
-
-
-def _fake_model_class(tmp_path, monkeypatch, extra_imports="", extra_code="", extra_files=None):
-    package = f"fake_bert_{tmp_path.name.replace('-', '_')}"
-    files = {"__init__.py": "", "configuration_fake.py": FAKE_CONFIGURATION, "hub_saving.py": FAKE_HUB_SAVING,
-             "modeling_fake.py": FAKE_MODELING.format(extra_imports=extra_imports, extra_code=extra_code),
-             **(extra_files or {})}  # fmt: skip
-    (tmp_path / package).mkdir()
-    for name, text in files.items():
-        (tmp_path / package / name).write_text(text)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return importlib.import_module(f"{package}.modeling_fake").FakeBertModel
-
-
-def test_package_only_bases_are_dropped_and_the_bundle_runs(tmp_path, monkeypatch):
-    layers = (
-        "# Comment above.\ndef double(x):\n    # Comment inside.\n    return 2 * x\n\n\ndef unused():\n    return 0\n"
-    )
-    extra_code = "\n    def doubled(self, x):\n        return layers.double(x)\n"
-    model_class = _fake_model_class(tmp_path, monkeypatch, "from . import layers\n", extra_code, {"layers.py": layers})
-    files = bundle_remote_code(model_class)
-    modeling = files["modeling_fake_bert.py"]
-    assert "class FakeBertModel(PreTrainedModel):" in modeling
-    assert "# Comment above.\ndef double(x):\n    # Comment inside.\n" in modeling and "return double(x)" in modeling
-    assert "unused" not in modeling
-    assert "SavesRemoteCode" not in modeling and "hub_saving" not in modeling and "AUTO_CLASSES" not in modeling
-    bundle = tmp_path / f"bundled_{tmp_path.name}"
-    bundle.mkdir()
-    (bundle / "__init__.py").write_text("")
-    for name, text in files.items():
-        (bundle / name).write_text(text)
-    model_class = importlib.import_module(f"{bundle.name}.modeling_fake_bert").FakeBertModel
-    assert "save_pretrained" not in model_class.__dict__ and model_class.__mro__[1].__name__ == "PreTrainedModel"
-    model = model_class(model_class.config_class(hidden_size=3))
-    assert model(torch.ones(1, 3)).shape == (1, 3) and model.doubled(3) == 6
-
-
-TWO_HELPERS = {"helpers_a.py": "def _helper():\n    return 1\n\n\ndef first():\n    return _helper()\n",
-               "helpers_b.py": "def _helper():\n    return 2\n\n\ndef second():\n    return _helper()\n"}  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("extra_imports", "extra_code", "extra_files", "message"),
-    [
-        ("", "\n    def hub(self):\n        return SavesRemoteCode\n", {}, r"modeling_fake\.py:23 .*package-only"),
-        (
-            "",
-            "\n    def helper(self):\n        return undefined_helper()\n",
-            {},
-            r"modeling_fake\.py:23 .*`undefined_helper`",
-        ),
-        (
-            "import safetensors",
-            "\n    def helper(self):\n        return safetensors\n",
-            {},
-            r"modeling_fake\.py:11 \(FakeBertModel\) needs `import safetensors`; remote code may import only",
-        ),
-        (
-            "from .helpers_a import first\nfrom .helpers_b import second",
-            "\n    def helpers(self):\n        return first(), second()\n",
-            TWO_HELPERS,
-            r"`_helper` would be defined twice .*helpers_a\.py:1 .*helpers_b\.py:1|helpers_b\.py:1 .*helpers_a\.py:1",
-        ),
-    ],
-    ids=["package-only-name-in-a-body", "unresolvable-name", "unavailable-import", "name-collision"],
-)
-def test_sources_that_cannot_be_bundled_fail_naming_file_and_line(
-    tmp_path, monkeypatch, extra_imports, extra_code, extra_files, message
-):
-    model_class = _fake_model_class(tmp_path, monkeypatch, extra_imports, extra_code, extra_files)
-    with pytest.raises(RemoteCodeError, match=message):
-        bundle_remote_code(model_class)
-
-
-CACHE_HELPERS = "_CACHE = {}\n\n\ndef remember(key, value):\n    _CACHE[key] = value\n    return _CACHE\n"
-
-
-def test_a_function_filling_a_module_level_cache_bundles_but_a_top_level_modification_fails(tmp_path, monkeypatch):
-    """A ``def`` body runs after import (packed-weight caches do this); only import-time modifications are refused."""
-    extra_code = "\n    def cached(self):\n        return remember('a', 1)\n"
-    model_class = _fake_model_class(tmp_path, monkeypatch, "from .cache import remember\n", extra_code,
-                                    {"cache.py": CACHE_HELPERS})  # fmt: skip
-    modeling = bundle_remote_code(model_class)["modeling_fake_bert.py"]
-    assert "_CACHE = {}" in modeling and "_CACHE[key] = value" in modeling
-    package = tmp_path / "modified_at_import"
-    package.mkdir()
-    model_class = _fake_model_class(package, monkeypatch, "from .cache import remember\n", extra_code,
-                                    {"cache.py": CACHE_HELPERS + "\n\n_CACHE['b'] = 2\n"})  # fmt: skip
-    with pytest.raises(RemoteCodeError, match=r"cache\.py:9 .*modifies `_CACHE`"):
-        bundle_remote_code(model_class)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 __all__ = ["PACKAGE_ONLY_MODULES", "Definition", "ExternalImport", "RemoteCodeError", "SourceIndex"]
 
-# Modules that exist only in the installed package (saving to the Hub, this writer): never shipped.
-PACKAGE_ONLY_MODULES = ("remote_code", "remote_code_closure", "hub_saving")
+# Package modules that are never shipped: saving to the Hub copies the generated files, it is not model code.
+PACKAGE_ONLY_MODULES = ("hub_saving",)
 
 
 class RemoteCodeError(ValueError):
