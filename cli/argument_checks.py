@@ -9,7 +9,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
-from ..distillation.run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 
 __all__ = ["check_output_dir", "check_training_arguments"]
 

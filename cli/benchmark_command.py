@@ -132,7 +132,7 @@ def _load_model(args: argparse.Namespace, folder: Path | None):
     architecture = (getattr(config, "architectures", None) or [""])[0]
     suffix = next((suffix for suffix in _HEAD_SUFFIXES if architecture.endswith(suffix)), None)
     auto_class = getattr(transformers, f"AutoModel{suffix}") if suffix else transformers.AutoModel
-    from ..distillation.checked_loading import WeightsLoadError, load_checked
+    from ..training.checked_loading import WeightsLoadError, load_checked
 
     try:
         return load_checked(auto_class, folder, "MODEL").eval()

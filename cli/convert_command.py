@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from safetensors import SafetensorError
 
-    from ..distillation.checked_loading import unreadable_weights_file
+    from ..training.checked_loading import unreadable_weights_file
 
     if not args.source.is_dir():
         raise SystemExit(f"convert: source {args.source} is not a folder.")

@@ -23,7 +23,7 @@ from ..distillation.data import PACKAGED_TEACHER
 from ..distillation.embedding_config import EmbeddingDistillationConfig
 from ..distillation.embedding_data import EmbeddingDistillationCollator, teacher_sentence_embeddings, tokenize_sentences
 from ..distillation.embedding_trainer import EmbeddingDistillationTrainer
-from ..distillation.run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import resolve_model_path
 from ..embeddings.bundled_corpus import bundled_sentence_files
@@ -112,7 +112,7 @@ def load_teacher_embedder(name_or_path: str, pooling: str | None, normalize: boo
                           flag: str = "--teacher"):  # fmt: skip
     """The teacher ``SentenceEmbedder`` and its tokenizer; a folder without sentence-transformers modules needs
     ``pooling``. Errors name ``flag``, the argument the folder came from."""
-    from ..distillation.compat import FROM_PRETRAINED_KWARGS
+    from ..training.compat import FROM_PRETRAINED_KWARGS
 
     try:
         folder = resolve_model_path(name_or_path)

@@ -18,7 +18,7 @@ from pathlib import Path
 import transformers
 
 from ..configuration import PRESETS, MiniMoEConfig, preset_config
-from ..distillation.compat import FROM_PRETRAINED_KWARGS
+from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..distillation.data import (
     PACKAGED_TEACHER,
     CorpusArguments,
@@ -28,7 +28,7 @@ from ..distillation.data import (
 )
 from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
-from ..distillation.run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files

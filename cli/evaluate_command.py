@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..distillation.run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 
 __all__ = ["add_parser", "run"]
 

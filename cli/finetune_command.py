@@ -27,8 +27,8 @@ from transformers import (
 )
 
 from ..configuration import PRESETS, preset_config
-from ..distillation.atomic_files import write_text_atomically
-from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
+from ..training.atomic_files import write_text_atomically
+from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
 from ..distillation.data import PACKAGED_TEACHER, default_tokenizer, packaged_teacher_dir
 from ..finetuning.augmentation import AUGMENTED_COLUMN, augment_split
 from ..finetuning.data import (
@@ -205,7 +205,7 @@ def build_model(model_args: FinetuneModelArguments, task_type: str, label_names,
         config.eval_capacity_factor = None
     if name in PRESETS:
         return auto_class.from_config(config)
-    from ..distillation.checked_loading import load_checked
+    from ..training.checked_loading import load_checked
 
     return load_checked(auto_class, name, "--model_name_or_path", config=config, ignore_mismatched_sizes=True,
                         **FROM_PRETRAINED_KWARGS)  # fmt: skip

@@ -8,7 +8,7 @@ import os
 import sys
 
 from . import benchmark_command, convert_command, evaluate_command, export_command, presets_command, push_command
-from ..distillation.console_log import VERBOSE_VARIABLE
+from ..training.console_log import VERBOSE_VARIABLE
 from .training_common import record_invocation
 
 __all__ = ["build_parser", "main"]
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             module = importlib.import_module(f"{__package__}.{module_name}")
             return _run_training(module, argv[len(prefix) :])
     args = build_parser().parse_args(argv)
-    from ..distillation.run_errors import RunSettingsError
+    from ..training.run_errors import RunSettingsError
 
     try:
         return args.handler(args)
@@ -104,9 +104,9 @@ def _without_progress_bars() -> None:
 def _run_training(module, argv: list[str]) -> int:
     """Settings or data that cannot make a run, a refused precision or a diverged run end the command with its
     message and exit status 1, not a traceback: each is the user's settings, not a bug."""
-    from ..distillation.loss_guard import TrainingDivergedError
-    from ..distillation.precision_checks import UnsupportedPrecisionError
-    from ..distillation.run_errors import RunSettingsError
+    from ..training.loss_guard import TrainingDivergedError
+    from ..training.precision_checks import UnsupportedPrecisionError
+    from ..training.run_errors import RunSettingsError
 
     try:
         status = module.run(argv)

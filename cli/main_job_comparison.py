@@ -73,7 +73,7 @@ def teacher_on_compact_runtime(teacher_folder: str | Path) -> Path:
     import transformers
 
     from ..configuration import MiniMoEConfig
-    from ..distillation.compat import save_tokenizer
+    from ..training.compat import save_tokenizer
     from ..distillation.teacher_init import initialize_from_teacher
 
     teacher = transformers.AutoModelForSequenceClassification.from_pretrained(teacher_folder).eval()

@@ -9,8 +9,8 @@ import transformers
 from transformers import TrainingArguments
 
 from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
-from ..distillation.loss_guard import LossGuardCallback
-from ..distillation.precision_checks import check_precision_supported
+from ..training.loss_guard import LossGuardCallback
+from ..training.precision_checks import check_precision_supported
 from ..distillation.trainer_utils import (
     LossPlotCallback,
     PretrainingTrainer,

@@ -82,9 +82,9 @@ def check_weights_load(folder: Path) -> None:
     upload — a dry run included."""
     import transformers
 
-    from ..distillation.checked_loading import load_checked
-    from ..distillation.compat import FROM_PRETRAINED_KWARGS
-    from ..distillation.run_errors import RunSettingsError
+    from ..training.checked_loading import load_checked
+    from ..training.compat import FROM_PRETRAINED_KWARGS
+    from ..training.run_errors import RunSettingsError
 
     try:
         load_checked(transformers.AutoModel, folder, "push: DIR", **FROM_PRETRAINED_KWARGS)
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         print(card if card is not None else (folder / MODEL_CARD_FILE).read_text(encoding="utf-8"))
         return 0
     if card is not None:
-        from ..distillation.atomic_files import write_text_atomically
+        from ..training.atomic_files import write_text_atomically
 
         write_text_atomically(folder / MODEL_CARD_FILE, str(card))
     commit_url = _upload(folder, files, args, token)

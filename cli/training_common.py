@@ -14,18 +14,18 @@ import transformers
 from transformers import HfArgumentParser
 
 from ..configuration import PRESETS, preset_config
-from ..distillation.atomic_files import write_text_atomically
-from ..distillation.checkpoints import (
+from ..training.atomic_files import write_text_atomically
+from ..training.checkpoints import (
     CheckpointManifestCallback,
     completes_final_save,
     resolve_resume_checkpoint,
     run_identity,
 )
-from ..distillation.checked_loading import load_checked
-from ..distillation.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
-from ..distillation.console_log import concise_line, verbose
-from ..distillation.run_errors import RunSettingsError
-from ..distillation.run_folder import RunFolderArguments, owned_output_folder, remove_finished_checkpoints
+from ..training.checked_loading import load_checked
+from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
+from ..training.console_log import concise_line, verbose
+from ..training.run_errors import RunSettingsError
+from ..training.run_folder import RunFolderArguments, owned_output_folder, remove_finished_checkpoints
 from ..model_cards import write_model_card
 from .argument_checks import check_training_arguments
 
@@ -164,7 +164,7 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     """Train (resuming if asked), save model + tokenizer, evaluate, print and return a summary.
 
     Every checkpoint gets a manifest once complete; ``--resume_from_checkpoint last`` resumes from the newest
-    complete one (see ``distillation/checkpoints.py``), and any checkpoint is refused early, with the reason, when
+    complete one (see ``training/checkpoints.py``), and any checkpoint is refused early, with the reason, when
     it is incomplete, from another method or model shape, or already at ``--max_steps``. The final model folder
     holds no ``training_args.bin`` (Trainer's pickle of the arguments, which nobody needs to load a model), and
     gets its model card (``README.md``) from the summary: the command line is recorded for the card's recipe. Once

@@ -17,7 +17,7 @@ import datasets
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from .run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 
 __all__ = [
     "CorpusArguments",
@@ -254,7 +254,7 @@ class PretrainingCollator:
     masks drawn at collation from a shared random state depend on when the batch was collated, so a run resumed
     from a checkpoint would draw other masks than the run it continues. Collation is therefore deterministic
     (``[CLS] x [SEP]``, or ``[CLS] a [SEP] b [SEP]`` with b the block's own second half), and the compact-bert
-    trainers (``step_randomness.StepSeededRandomnessMixin``) draw the targets of each micro-batch with a generator
+    trainers (``training.trainer.CompactBertTrainer`` with ``draws_randomness_from_step``) draw the targets of each micro-batch with a generator
     seeded from the run's seed and the optimizer step. Outside those trainers, call
     ``collator.draw_training_targets(collator(blocks), generator)``.
 

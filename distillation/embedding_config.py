@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
-from .compat import WarmupSteps
+from ..training.compat import WarmupSteps
 
 __all__ = ["EmbeddingDistillationConfig"]
 

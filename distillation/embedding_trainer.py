@@ -19,7 +19,7 @@ from ..evaluation.sts import StsPairs, evaluate_sts
 from ..modeling.signals import SubmoduleRecorder
 from .embedding_config import EmbeddingDistillationConfig
 from .losses import self_attention_relation_loss
-from .run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from .teachers import relation_module_names
 from .trainer_utils import DistillationTrainer, with_balance_loss
 
@@ -76,7 +76,7 @@ class EmbeddingDistillationTrainer(DistillationTrainer):
         if "relation_loss" in terms:
             loss = loss + self.args.relation_weight * terms["relation_loss"]
         loss = with_balance_loss(loss, outputs.encoder_outputs, terms)
-        self._record_terms(terms, "train" if model.training else "eval")
+        self.record_loss_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):

@@ -14,7 +14,7 @@ import torch
 from ..modeling.signals import SubmoduleRecorder
 from .losses import self_attention_relation_loss
 from .minimoe_config import MiniMoEDistillationConfig
-from .run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from .teachers import relation_module_names, resolve_layer
 from .trainer_utils import DistillationTrainer, with_balance_loss
 
@@ -54,7 +54,7 @@ class MiniMoEDistillationTrainer(DistillationTrainer):
         )
         terms = {"relation_loss": relation}
         loss = with_balance_loss(self.args.relation_weight * relation, outputs, terms)
-        self._record_terms(terms, "train" if model.training else "eval")
+        self.record_loss_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):

@@ -26,7 +26,7 @@ from .losses import (
 )
 from .mobilebert_config import MobileBertDistillationConfig, build_base_scheduler
 from .mobilebert_stages import Stage, parameter_unit, plan_stages, stage_at, unit_lr_scale
-from .run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from .trainer_utils import DistillationTrainer
 
 __all__ = ["MobileBertDistillationTrainer", "check_mobilebert_compatibility", "copy_embeddings_and_heads"]
@@ -223,5 +223,5 @@ class MobileBertDistillationTrainer(DistillationTrainer):
                 loss = pd if loss is None else loss + pd
         if loss is None:
             raise ValueError(f"Stage {stage.name} needs MLM `labels` in the batch (use the pre-training collator).")
-        self._record_terms(terms, "eval" if evaluating else "train")
+        self.record_loss_terms(terms, "eval" if evaluating else "train")
         return (loss, student) if return_outputs else loss

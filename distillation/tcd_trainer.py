@@ -16,7 +16,7 @@ from transformers import default_data_collator
 
 from ..modeling.signals import SubmoduleRecorder, signal_module_name
 from .losses import cosine_relation_loss, query_key_relation_loss, sample_token_groups
-from .run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from .tcd_config import TransferCapabilityDistillationConfig
 from .teachers import resolve_layer
 from .trainer_utils import DistillationTrainer, with_balance_loss
@@ -154,5 +154,5 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
                 loss = loss + self.args.attention_weight * attention
                 terms["attention_relation_loss"] = attention
         loss = with_balance_loss(loss, outputs, terms)
-        self._record_terms(terms, "train" if model.training else "eval")
+        self.record_loss_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss

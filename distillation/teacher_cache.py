@@ -26,8 +26,8 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
-from .checkpoints import file_sha256
-from .run_errors import RunSettingsError
+from ..training.checkpoints import file_sha256
+from ..training.run_errors import RunSettingsError
 
 __all__ = [
     "CACHE_FORMAT",

@@ -103,7 +103,7 @@ def prepare_initialization(student_config, teacher, layer_map, dataset, collator
     """What every student initialized from ``teacher`` needs, checked and measured once before any training: the
     layer map (a bad one is a ``RunSettingsError`` naming ``--layer_map``), calibration batches from ``dataset`` and
     the teacher's activation statistics where the student needs them. Returns ``(statistics, calibration)``."""
-    from .run_errors import RunSettingsError
+    from ..training.run_errors import RunSettingsError
 
     try:
         parse_layer_map(layer_map, teacher.config.num_hidden_layers, student_config.num_hidden_layers)
@@ -120,7 +120,7 @@ def start_from_teacher(student, teacher, teacher_name: str, choice: str, layer_m
     the first blocks of the training corpus."""
     from transformers import DataCollatorWithPadding
 
-    from .run_errors import RunSettingsError
+    from ..training.run_errors import RunSettingsError
 
     if choice not in ("auto", "none"):
         raise RunSettingsError(f"--init_from_teacher must be 'auto' or 'none' here, got {choice!r}.")

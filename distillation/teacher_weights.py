@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 
 __all__ = ["EncoderWeights", "LayerWeights", "TeacherShapeError", "linear_weights", "read_encoder_weights"]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import transformers
 
 from ..modeling.signals import signal_module_name
-from .compat import FROM_PRETRAINED_KWARGS
+from ..training.compat import FROM_PRETRAINED_KWARGS
 from .data import PACKAGED_TEACHER, packaged_teacher_dir
-from .run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 
 __all__ = ["load_encoder", "relation_module_names", "resolve_layer", "resolve_model_path"]
 
@@ -34,7 +34,7 @@ def resolve_model_path(name_or_path: str) -> Path:
 
 def load_encoder(name_or_path: str) -> transformers.PreTrainedModel:
     """The base encoder of a checkpoint (heads dropped): what relation distillation reads."""
-    from .checked_loading import load_checked
+    from ..training.checked_loading import load_checked
 
     return load_checked(transformers.AutoModel, resolve_model_path(name_or_path), "--teacher", **FROM_PRETRAINED_KWARGS)
 

@@ -11,19 +11,16 @@ import torch
 from accelerate.utils import gather_object, model_has_dtensor
 from transformers import Trainer, TrainerCallback
 
-from .console_log import ConciseConsoleMixin
 from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
-from .loss_guard import LossGuardCallback
-from .precision_checks import check_precision_supported
-from .routing_keys import routing_statistics
-from .run_errors import RunSettingsError
-from .step_randomness import StepSeededRandomnessMixin
-from .trainer_guards import RunGuardsMixin
+from ..training.loss_guard import LossGuardCallback
+from ..training.precision_checks import check_precision_supported
+from ..training.routing_keys import routing_statistics
+from ..training.run_errors import RunSettingsError
+from ..training.trainer import CompactBertTrainer
 
 __all__ = [
     "DistillationTrainer",
     "LossPlotCallback",
-    "LossTermsMixin",
     "PretrainingTrainer",
     "freeze_teacher",
     "masked_token_accuracy",
@@ -55,58 +52,7 @@ def prepare_frozen_teacher(teacher: torch.nn.Module, accelerator) -> torch.nn.Mo
     """
     freeze_teacher(teacher)
     prepared = accelerator.prepare_model(teacher, device_placement=not model_has_dtensor(teacher), evaluation_mode=True)
-    # The Trainer prepares the student for an evaluation run before training only while the accelerator has
-    # prepared no model yet (and forgets every prepared model when training starts): the teacher must not count.
-    accelerator._models[:] = [model for model in accelerator._models if model is not prepared]
     return freeze_teacher(prepared)
-
-
-class LossTermsMixin:
-    """Collects named loss terms in ``compute_loss`` and logs their means with the Trainer's own logs.
-
-    Terms are summed on the device (no host synchronisation per step) and, at each log, summed over every
-    process before dividing by the number of recorded values: the logged value is the mean over all
-    processes, like the Trainer's own ``loss``, not the main process's share.
-    """
-
-    def _recorded_terms(self, prefix: str) -> dict[str, tuple]:
-        if not hasattr(self, "_loss_terms"):
-            self._loss_terms = {"train": {}, "eval": {}}
-        return self._loss_terms[prefix]
-
-    def _record_terms(self, terms: dict[str, torch.Tensor | float], prefix: str) -> None:
-        recorded = self._recorded_terms(prefix)
-        for name, value in terms.items():
-            value = value.detach().double() if torch.is_tensor(value) else torch.tensor(float(value), dtype=torch.float64)
-            total, count = recorded.get(name, (0.0, 0))
-            recorded[name] = (value + total, count + 1)
-
-    def _mean_terms(self, prefix: str) -> dict[str, float]:
-        """Means of the terms recorded since the last log, over every process."""
-        recorded = self._recorded_terms(prefix)
-        names = sorted(recorded)
-        accelerator = self.accelerator
-        if accelerator.num_processes > 1:
-            # Every process must take part with the same names, also one that recorded a term the others did not.
-            names = sorted(set().union(*gather_object([names])))
-        if not names:
-            return {}
-        device = accelerator.device
-        sums = [recorded[name][0] if name in recorded else 0.0 for name in names]
-        totals = torch.stack([torch.as_tensor(value, dtype=torch.float64).to(device) for value in sums])
-        counts = torch.tensor([float(recorded[name][1]) if name in recorded else 0.0 for name in names],
-                              dtype=torch.float64, device=device)  # fmt: skip
-        packed = torch.stack([totals, counts])
-        if accelerator.num_processes > 1:
-            packed = accelerator.reduce(packed, reduction="sum")
-        recorded.clear()
-        return {name: float(total / count) for name, total, count in zip(names, *packed.tolist()) if count > 0}
-
-    def log(self, logs: dict[str, float], *args, **kwargs) -> None:
-        prefix = "eval" if any(key.startswith("eval_") for key in logs) else "train"
-        for name, mean in self._mean_terms(prefix).items():
-            logs[f"eval_{name}" if prefix == "eval" else name] = mean
-        super().log(logs, *args, **kwargs)
 
 
 class LossPlotCallback(TrainerCallback):
@@ -188,21 +134,25 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
     return train, eval_blocks
 
 
-class PretrainingTrainer(ConciseConsoleMixin, StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
-    """transformers' Trainer with the run guards (no run without an optimizer step, evaluation of every held-out
-    block, disk-full errors that name the folder) and masks / dropout drawn from the step (``step_randomness``): the
-    model computes its own MLM (+ NSP) loss."""
+class PretrainingTrainer(CompactBertTrainer):
+    """The base trainer for models that compute their own MLM (+ NSP) loss, masks and dropout drawn from the step."""
 
     training_unit = "blocks"
+    draws_randomness_from_step = True
 
 
-class DistillationTrainer(ConciseConsoleMixin, LossTermsMixin, StepSeededRandomnessMixin, RunGuardsMixin, Trainer):
-    """Base of every compact-bert distillation trainer: holds a frozen teacher prepared by the Trainer's
-    accelerator, logs named loss terms, writes the loss plot, stops a diverged run (``LossGuardCallback``), has
-    the run guards of ``trainer_guards`` and draws masks, dropout and loss sampling from the step
-    (``step_randomness``, so a resumed run continues the same run). Subclasses check compatibility, then call this."""
+class DistillationTrainer(CompactBertTrainer):
+    """Base of every compact-bert distillation trainer: holds a frozen teacher, logs named loss terms, writes the
+    loss plot, stops a diverged run (``LossGuardCallback``), and draws masks, dropout and loss sampling from the
+    step (so a resumed run continues the same run). Subclasses check compatibility, then call this.
+
+    The teacher is frozen here and handed to the Trainer's accelerator (device, mixed-precision autocast,
+    ``torch.compile``) the first time ``self.teacher`` is read, which is in the first ``compute_loss``: by then the
+    Trainer has prepared the student, whether for training or for an evaluation before training (which it does only
+    while the accelerator has prepared no model)."""
 
     training_unit = "blocks"
+    draws_randomness_from_step = True
 
     def __init__(self, model, teacher, args, **kwargs):
         check_precision_supported(args, model=model, teacher=teacher)
@@ -210,9 +160,16 @@ class DistillationTrainer(ConciseConsoleMixin, LossTermsMixin, StepSeededRandomn
         # compute_loss returns a per-batch mean that does not use `num_items_in_batch`: both transformers lines
         # then divide it by the gradient-accumulation steps themselves.
         self.model_accepts_loss_kwargs = False
-        self.teacher = prepare_frozen_teacher(teacher, self.accelerator)
+        self._frozen_teacher = freeze_teacher(teacher)
+        self._prepared_teacher = None
         self.add_callback(LossPlotCallback())
         self.add_callback(LossGuardCallback())
+
+    @property
+    def teacher(self) -> torch.nn.Module:
+        if self._prepared_teacher is None:
+            self._prepared_teacher = prepare_frozen_teacher(self._frozen_teacher, self.accelerator)
+        return self._prepared_teacher
 
 
 def with_balance_loss(loss: torch.Tensor, outputs, terms: dict) -> torch.Tensor:

@@ -25,8 +25,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ..distillation.atomic_files import write_text_atomically
-from ..distillation.run_errors import RunSettingsError
+from ..training.atomic_files import write_text_atomically
+from ..training.run_errors import RunSettingsError
 from .pooling import POOLING_MODES, SentenceEmbedder
 
 __all__ = [
@@ -185,7 +185,7 @@ def load_sentence_embedder(folder: str | Path, head: EmbeddingHead | None = None
     import transformers
 
     from .. import modeling  # noqa: F401  (registers the compact-bert Auto classes)
-    from ..distillation.checked_loading import load_checked
+    from ..training.checked_loading import load_checked
 
     head = head or read_embedding_head(folder)
     encoder = load_checked(transformers.AutoModel, folder, role, **from_pretrained)
@@ -241,7 +241,7 @@ def write_sentence_transformers_modules(folder: str | Path, embedder: SentenceEm
 def save_sentence_embedder(embedder: SentenceEmbedder, folder: str | Path, tokenizer=None) -> None:
     """A complete sentence-transformers folder: the encoder (``save_pretrained``, remote code included), the
     tokenizer and the module files."""
-    from ..distillation.compat import save_tokenizer
+    from ..training.compat import save_tokenizer
 
     folder = Path(folder)
     embedder.encoder.save_pretrained(folder)

@@ -13,7 +13,7 @@ import csv
 import io
 from pathlib import Path
 
-from ..distillation.run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from ..finetuning.data import read_utf8_text
 
 __all__ = ["TEXT_COLUMNS", "read_sentences"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from ..distillation.run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from ..finetuning.data import read_utf8_text
 
 __all__ = [

@@ -77,7 +77,7 @@ def load_for_export(model_dir, task: str, sequence_length: int) -> tuple[nn.Modu
     import transformers
 
     from .. import modeling  # noqa: F401  (registers the Auto classes)
-    from ..distillation.checked_loading import load_checked
+    from ..training.checked_loading import load_checked
 
     config_dict = check_export_folder(model_dir)
     export_task = resolve_task(task, config_dict.get("model_type"))

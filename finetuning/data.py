@@ -220,7 +220,7 @@ def read_utf8_text(path: Path) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
-        from ..distillation.run_errors import RunSettingsError
+        from ..training.run_errors import RunSettingsError
 
         raise RunSettingsError(f"{path}:{line}: byte {raw[error.start:error.start + 1]!r} is not UTF-8 ({error.reason}); "
                          "save the file as UTF-8.") from None  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
-from ..distillation.compat import TRANSFORMERS_5
+from ..training.compat import TRANSFORMERS_5
 
 __all__ = ["FinetuneConfig"]
 

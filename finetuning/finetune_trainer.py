@@ -9,13 +9,11 @@ number (paper 003's MoE-BERT), the trainer also logs the two parts separately â€
 from __future__ import annotations
 
 import numpy as np
-from transformers import Trainer
 
-from ..distillation.console_log import ConciseConsoleMixin
-from ..distillation.loss_guard import LossGuardCallback
-from ..distillation.precision_checks import check_precision_supported
-from ..distillation.trainer_guards import RunGuardsMixin
-from ..distillation.trainer_utils import LossTermsMixin, routing_statistics
+from ..training.loss_guard import LossGuardCallback
+from ..training.precision_checks import check_precision_supported
+from ..training.routing_keys import routing_statistics
+from ..training.trainer import CompactBertTrainer
 
 __all__ = ["FinetuneTrainer", "build_compute_metrics", "check_eval_keeps_every_token", "split_loss_terms"]
 
@@ -40,9 +38,9 @@ def check_eval_keeps_every_token(config) -> None:
         )
 
 
-class FinetuneTrainer(ConciseConsoleMixin, LossTermsMixin, RunGuardsMixin, Trainer):
-    """``Trainer`` that logs the task loss and the balance loss separately (train and eval) with the routing
-    statistics of MoE models, with the run guards of ``distillation/trainer_guards.py``. The optimized and
+class FinetuneTrainer(CompactBertTrainer):
+    """The base trainer, logging the task loss and the balance loss separately (train and eval) with the routing
+    statistics of MoE models. The optimized and
     reported ``loss`` is unchanged: the model's own. Refuses ``--fp16`` for NoNorm models and stops a diverged
     run (``LossGuardCallback``)."""
 
@@ -54,7 +52,7 @@ class FinetuneTrainer(ConciseConsoleMixin, LossTermsMixin, RunGuardsMixin, Train
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
-        self._record_terms(split_loss_terms(loss, outputs), "train" if model.training else "eval")
+        self.record_loss_terms(split_loss_terms(loss, outputs), "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss
 
 
@@ -124,7 +122,7 @@ def metric_names(task_type: str, label_names: list[str] | None, glue_task: str |
 def check_metric_name(name: str, task_type: str, label_names: list[str] | None, glue_task: str | None = None) -> None:
     """``--metric_for_best_model`` must name a metric this task's evaluation reports (with or without ``eval_``),
     checked before training instead of failing at the first evaluation."""
-    from ..distillation.run_errors import RunSettingsError
+    from ..training.run_errors import RunSettingsError
 
     valid = metric_names(task_type, label_names, glue_task)
     if name.removeprefix("eval_") not in valid:

@@ -22,9 +22,9 @@ import datasets
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification, Trainer
 
-from ..distillation.compat import FROM_PRETRAINED_KWARGS
+from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..distillation.losses import soft_target_loss, token_soft_target_loss
-from ..distillation.run_errors import RunSettingsError
+from ..training.run_errors import RunSettingsError
 from ..distillation.teacher_cache import (
     cached_teacher_outputs,
     data_fingerprint,
@@ -198,5 +198,5 @@ class TaskDistillationTrainer(FinetuneTrainer):
                 distillation = soft_target_loss(logits, teacher_logits.to(logits.device), temperature)
             loss = alpha * terms["task_loss"] + (1.0 - alpha) * distillation + terms.get("balance_loss", 0.0)
             terms["distillation_loss"] = distillation
-        self._record_terms(terms, "train" if model.training else "eval")
+        self.record_loss_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss

@@ -18,7 +18,7 @@ from pathlib import Path
 from transformers import AutoConfig
 
 from ..distillation.data import PACKAGED_TEACHER, bundled_corpus_files
-from ..distillation.routing_keys import ROUTING_KEY
+from ..training.routing_keys import ROUTING_KEY
 from ..finetuning.data import GLUE_TASKS
 from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
 from .hub_files import hub_files

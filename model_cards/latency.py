@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..distillation.atomic_files import write_text_atomically
+from ..training.atomic_files import write_text_atomically
 
 __all__ = ["LATENCY_FILE", "LatencyReport", "RuntimeLatency", "read_latency", "write_latency"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from ..distillation.atomic_files import write_text_atomically
+from ..training.atomic_files import write_text_atomically
 from .folder_facts import (
     FLOPS_SEQUENCE_LENGTH,
     GLUE_HUB_ID,

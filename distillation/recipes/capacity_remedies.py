@@ -29,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..routing_keys import ROUTING_KEY
+from ...training.routing_keys import ROUTING_KEY
 from .downstream import mean_and_spread, write_results
 from .student_results import TASKS, check_data, recipe_parser, run_once, training_flags
 

@@ -31,7 +31,7 @@ class ProcessTermsTrainer(DistillationTrainer):
             self.teacher(input_ids=inputs["input_ids"])
         rank = self.accelerator.process_index
         terms = {"process_index": rank, "process_step": 10 * rank + self.state.global_step, "mlm_loss": outputs.loss}
-        self._record_terms(terms, "train" if model.training else "eval")
+        self.record_loss_terms(terms, "train" if model.training else "eval")
         return (outputs.loss, outputs) if return_outputs else outputs.loss
 
 

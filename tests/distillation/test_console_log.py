@@ -1,4 +1,4 @@
-"""One short console line per logging step (``distillation/console_log.py``); the full logs stay on disk."""
+"""One short console line per logging step (``training/console_log.py``); the full logs stay on disk."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 from compact_bert.cli import finetune_command
-from compact_bert.distillation.console_log import VERBOSE_VARIABLE, concise_line
+from compact_bert.training.console_log import VERBOSE_VARIABLE, concise_line
 
 from tests.conftest import shared_data
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from compact_bert.configuration import MiniMoEConfig
-from compact_bert.distillation.run_errors import RunSettingsError
+from compact_bert.training.run_errors import RunSettingsError
 from compact_bert.distillation.trainer_utils import prepare_block_datasets
 from tests.conftest import shared_data
 from compact_bert.distillation.data import (

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import TrainerCallback, get_scheduler
 
-from compact_bert.distillation.compat import TRANSFORMERS_5
+from compact_bert.training.compat import TRANSFORMERS_5
 
 from compact_bert.distillation.data import PretrainingCollator
 from compact_bert.distillation.mobilebert_config import MobileBertDistillationConfig

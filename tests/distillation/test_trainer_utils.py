@@ -13,7 +13,7 @@ from tokenizers import BertWordPieceTokenizer
 from transformers import TrainingArguments
 
 from compact_bert.cli.training_common import parse_arguments
-from compact_bert.distillation.compat import save_tokenizer, translate_legacy_training_flags
+from compact_bert.training.compat import save_tokenizer, translate_legacy_training_flags
 from compact_bert.distillation.data import default_tokenizer
 from compact_bert.configuration import MiniMoEConfig
 from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig
@@ -35,12 +35,14 @@ def test_teacher_is_prepared_by_the_accelerator_in_evaluation_mode(tmp_path):
     args = MiniMoEDistillationConfig(output_dir=str(tmp_path), max_steps=1, num_relation_heads=2, bf16=True,
                                      use_cpu=True, report_to="none")  # fmt: skip
     trainer = MiniMoEDistillationTrainer(model=student, teacher=teacher, args=args)
+    # Prepared when first read (in the first loss), after the Trainer prepared the student: the accelerator's
+    # state is never edited, and an evaluation before training still prepares the student.
+    assert not hasattr(teacher, "_original_forward") and not teacher.training
     assert trainer.teacher is teacher  # evaluation mode: never wrapped for gradient synchronisation
     assert hasattr(teacher, "_original_forward")  # the accelerator's mixed-precision autocast wraps its forward
     assert all(same_device(parameter.device, trainer.accelerator.device) for parameter in teacher.parameters())
     assert not teacher.training and not any(parameter.requires_grad for parameter in teacher.parameters())
     assert trainer.model_accepts_loss_kwargs is False  # the per-batch mean is divided by accumulation steps
-    assert all(model is not teacher for model in trainer.accelerator._models)  # the student's own preparation
 
 
 def test_loss_terms_are_averaged_over_processes(tmp_path):

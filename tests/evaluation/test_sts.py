@@ -8,7 +8,7 @@ import gzip
 import pytest
 import torch
 
-from compact_bert.distillation.run_errors import RunSettingsError
+from compact_bert.training.run_errors import RunSettingsError
 from compact_bert.evaluation.sts import (
     bundled_sts_validation,
     paraphrase_recall_at_1,

@@ -305,7 +305,7 @@ def test_label_list_with_duplicates_or_empty_entries_is_refused(tmp_path, labels
     ("ner", ["O", "B-PER", "I-PER"], None, "overall_f1"),
 ])  # fmt: skip
 def test_metric_for_best_model_is_checked_against_the_tasks_metrics(task_type, labels, glue, good):
-    from compact_bert.distillation.run_errors import RunSettingsError
+    from compact_bert.training.run_errors import RunSettingsError
     from compact_bert.finetuning.finetune_trainer import check_metric_name
 
     check_metric_name(good, task_type, labels, glue)

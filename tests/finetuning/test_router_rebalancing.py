@@ -84,7 +84,7 @@ def _skewed_folder(tmp_path):
     from transformers import AutoModelForSequenceClassification
 
     from compact_bert.configuration import preset_config
-    from compact_bert.distillation.compat import save_tokenizer
+    from compact_bert.training.compat import save_tokenizer
     from compact_bert.distillation.data import default_tokenizer
 
     model = AutoModelForSequenceClassification.from_config(preset_config("minimoe-3l-96h", num_labels=2))

@@ -14,7 +14,7 @@ import time
 
 from transformers import AutoTokenizer
 
-from compact_bert.distillation.compat import LOAD_TIME_TOKENIZER_KEYS
+from compact_bert.training.compat import LOAD_TIME_TOKENIZER_KEYS
 from compact_bert.distillation.data import packaged_teacher_dir
 from compact_bert.model_cards import build_model_card
 from compact_bert.model_cards.model_card import tokenizer_type

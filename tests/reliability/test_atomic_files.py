@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from compact_bert.distillation.atomic_files import write_text_atomically
+from compact_bert.training.atomic_files import write_text_atomically
 
 
 def test_failed_write_keeps_the_old_file_and_leaves_nothing_behind(tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 ``--resume_from_checkpoint last`` ends with exactly the weights of the uninterrupted run, on CPU.
 
 Each command's randomness is covered: data order (Trainer's seeded sampler, consumed batches skipped on resume),
-MLM masks and NSP pairs (drawn per optimizer step, ``distillation/step_randomness.py``), dropout (seeded per
+MLM masks and NSP pairs (drawn per optimizer step, ``training/step_randomness.py``), dropout (seeded per
 micro-batch) and TCD's sampled token groups (``step_generator``). Before these were drawn from the step, the final
 weights of a resumed run differed from the uninterrupted run's by 0.003-0.022. ``finetune`` draws only dropout, from
 the global random state that Trainer saves with each checkpoint and restores on resume; nothing else draws from it
@@ -24,9 +24,9 @@ from safetensors.torch import load_file
 
 from transformers import TrainingArguments
 
-from compact_bert.distillation.checkpoints import MANIFEST_NAME
+from compact_bert.training.checkpoints import MANIFEST_NAME
 from compact_bert.distillation.data import PretrainingCollator
-from compact_bert.distillation.step_randomness import StepSeededRandomnessMixin
+from compact_bert.training.step_randomness import draw_training_targets, run_seed
 from compact_bert.distillation.trainer_utils import PretrainingTrainer
 from compact_bert.modeling import CompactMobileBertForPreTraining, IBBertForPreTraining
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, REPO_ROOT, cli_command, environment, run_cli
@@ -68,19 +68,12 @@ def test_resumed_trainer_continues_the_same_run(tmp_path, accumulation):
     assert len(losses) == 1
 
 
-class _TrainerParts(StepSeededRandomnessMixin):
-    """Just what the mixin reads from a Trainer: the arguments, the state and the collator."""
-
-    def __init__(self, process_index: int, step: int):
-        self.args = SimpleNamespace(seed=0, process_index=process_index)
-        self.state = SimpleNamespace(global_step=step)
-        self.data_collator = PretrainingCollator(tokenizer(), 0.15, next_sentence_prediction=True)
-
-
 def _drawn_labels(process_index: int, step: int, micro_batch: int) -> torch.Tensor:
-    trainer = _TrainerParts(process_index, step)
-    batch = trainer.data_collator([{"input_ids": list(range(1000, 1061))} for _ in range(8)])
-    return trainer._with_training_targets(batch, trainer._seed("training targets", step, micro_batch))["labels"]
+    """The masks the trainer draws for this micro-batch (what it reads of a run: the seed and the process)."""
+    args = SimpleNamespace(seed=0, process_index=process_index)
+    collator = PretrainingCollator(tokenizer(), 0.15, next_sentence_prediction=True)
+    batch = collator([{"input_ids": list(range(1000, 1061))} for _ in range(8)])
+    return draw_training_targets(collator, batch, run_seed(args, "training targets", step, micro_batch))["labels"]
 
 
 def test_masks_depend_on_step_micro_batch_and_process_only():

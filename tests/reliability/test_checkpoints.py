@@ -15,7 +15,7 @@ import transformers
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from compact_bert.cli.training_common import train_and_report
-from compact_bert.distillation.checkpoints import (
+from compact_bert.training.checkpoints import (
     MANIFEST_NAME,
     checkpoint_problem,
     resolve_resume_checkpoint,

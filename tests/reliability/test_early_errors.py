@@ -15,12 +15,12 @@ from transformers import BertConfig, BertModel, TrainingArguments
 
 from compact_bert.cli.main import main
 from compact_bert.configuration import MoEBertConfig
-from compact_bert.distillation.compat import save_tokenizer
+from compact_bert.training.compat import save_tokenizer
 from compact_bert.distillation.data import PretrainingCollator, resolve_text_files
 from compact_bert.distillation.tcd_config import TransferCapabilityDistillationConfig
 from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillationTrainer
 from compact_bert.distillation.trainer_utils import PretrainingTrainer
-from compact_bert.distillation.write_errors import OutputWriteError
+from compact_bert.training.write_errors import OutputWriteError
 from compact_bert.modeling import MoEBertForMaskedLM
 from tests.distillation.cli_helpers import HELD_OUT, QUIET, cli_command, environment
 from tests.distillation.helpers import held_out_blocks, tokenizer

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from compact_bert.cli.main import main
-from compact_bert.distillation.run_folder import LOCK_FILE, OutputFolderInUseError, owned_output_folder
+from compact_bert.training.run_folder import LOCK_FILE, OutputFolderInUseError, owned_output_folder
 from tests.distillation.test_embedding_distillation import _flags, data  # noqa: F401  (the shared data fixture)
 
 

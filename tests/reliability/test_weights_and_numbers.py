@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, TrainingArguments
 
-from compact_bert.distillation.precision_checks import UnsupportedPrecisionError, check_precision_supported
+from compact_bert.training.precision_checks import UnsupportedPrecisionError, check_precision_supported
 from compact_bert.modeling import IBBertForPreTraining
 from compact_bert.modeling.checkpoint_checks import CheckpointMismatchError
 from tests.conftest import tiny_configs
@@ -212,7 +212,7 @@ def test_diverging_learning_rate_stops_the_run_and_keeps_the_last_good_checkpoin
 def _guard_call(logs: dict, model=None, output_dir: str = "unused"):
     from transformers import TrainerControl, TrainerState
 
-    from compact_bert.distillation.loss_guard import LossGuardCallback
+    from compact_bert.training.loss_guard import LossGuardCallback
 
     guard, state = LossGuardCallback(), TrainerState()
     arguments = type("Arguments", (), {"output_dir": output_dir})()
@@ -223,7 +223,7 @@ def _guard_call(logs: dict, model=None, output_dir: str = "unused"):
 
 
 def test_loss_guard_stops_on_nan_loss_and_on_nan_weights_behind_a_filtered_loss():
-    from compact_bert.distillation.loss_guard import TrainingDivergedError
+    from compact_bert.training.loss_guard import TrainingDivergedError
 
     model = torch.nn.Linear(2, 2)
     _guard_call({"loss": 300.0, "learning_rate": 1e-3}, model)  # 75× the first loss: still within 100×
@@ -241,7 +241,7 @@ def test_loss_guard_stops_on_nan_loss_and_on_nan_weights_behind_a_filtered_loss(
 def test_loss_guard_logs_before_every_save_so_no_unchecked_state_is_saved():
     from transformers import TrainerControl, TrainerState
 
-    from compact_bert.distillation.loss_guard import LossGuardCallback
+    from compact_bert.training.loss_guard import LossGuardCallback
 
     control = TrainerControl(should_save=True, should_log=False)
     LossGuardCallback().on_step_end(None, TrainerState(), control)
@@ -256,7 +256,7 @@ def test_loss_guard_measures_each_mobilebert_stage_against_its_own_first_loss():
     a new ``stage`` restarts the reference, and an explosion inside the new stage still stops the run."""
     from transformers import TrainerControl, TrainerState
 
-    from compact_bert.distillation.loss_guard import LossGuardCallback, TrainingDivergedError
+    from compact_bert.training.loss_guard import LossGuardCallback, TrainingDivergedError
 
     guard, state = LossGuardCallback(), TrainerState()
     arguments = type("Arguments", (), {"output_dir": "unused"})()
@@ -279,7 +279,7 @@ def _without(folder: Path, fragment: str) -> None:
 
 def test_teacher_with_missing_ffn_weights_is_refused_with_the_list(tmp_path):
     from compact_bert.distillation.teachers import load_encoder
-    from compact_bert.distillation.checked_loading import WeightsLoadError
+    from compact_bert.training.checked_loading import WeightsLoadError
 
     from transformers import BertConfig, BertModel
 
@@ -293,7 +293,7 @@ def test_teacher_with_missing_ffn_weights_is_refused_with_the_list(tmp_path):
 
 def test_truncated_weights_are_named_not_a_safetensors_traceback(tmp_path):
     from compact_bert.distillation.teachers import load_encoder
-    from compact_bert.distillation.checked_loading import WeightsLoadError
+    from compact_bert.training.checked_loading import WeightsLoadError
 
     folder = _save(AutoModel.from_config(tiny_configs()["minimoe"]), tmp_path / "teacher")
     data = (folder / "model.safetensors").read_bytes()
@@ -303,7 +303,7 @@ def test_truncated_weights_are_named_not_a_safetensors_traceback(tmp_path):
 
 
 def test_config_of_another_model_type_over_the_weights_is_refused(tmp_path):
-    from compact_bert.distillation.checked_loading import WeightsLoadError, load_checked
+    from compact_bert.training.checked_loading import WeightsLoadError, load_checked
 
     from transformers import BertConfig, BertModel, DistilBertConfig
 
@@ -329,8 +329,8 @@ def test_a_checked_load_keeps_transformers_load_report_off_the_console(monkeypat
     its loader's log level is raised; ``--verbose`` shows the table."""
     from transformers import AutoModelForSequenceClassification
 
-    from compact_bert.distillation.checked_loading import load_checked
-    from compact_bert.distillation.console_log import VERBOSE_VARIABLE
+    from compact_bert.training.checked_loading import load_checked
+    from compact_bert.training.console_log import VERBOSE_VARIABLE
     from compact_bert.distillation.data import packaged_teacher_dir
     from tests.log_records import recorded_messages
 

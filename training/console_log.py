@@ -16,7 +16,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from .routing_keys import ROUTING_KEY
 
-__all__ = ["VERBOSE_VARIABLE", "ConciseConsoleMixin", "concise_line", "verbose"]
+__all__ = ["VERBOSE_VARIABLE", "ConcisePrinterCallback", "ConciseProgressCallback", "concise_line", "verbose"]
 
 VERBOSE_VARIABLE = "COMPACT_BERT_VERBOSE"
 _HIDDEN = {"total_flos", "epoch", "step"}
@@ -62,27 +62,17 @@ def concise_line(logs: dict, global_step: int, max_steps: int) -> str:
     return " | ".join([head, *values])
 
 
-class _ConcisePrinter(PrinterCallback):
+class ConcisePrinterCallback(PrinterCallback):
+    """transformers' printer (no tqdm), one ``concise_line`` per log."""
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_local_process_zero and logs:
             print(concise_line(logs, state.global_step, state.max_steps), flush=True)
 
 
-class _ConciseProgress(ProgressCallback):
+class ConciseProgressCallback(ProgressCallback):
+    """transformers' progress bar, one ``concise_line`` per log written above it."""
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs and self.training_bar is not None:
             self.training_bar.write(concise_line(logs, state.global_step, state.max_steps))
-
-
-class ConciseConsoleMixin:
-    """Put before ``Trainer`` in a trainer's bases: its console callbacks print ``concise_line``s."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if verbose():
-            return
-        for default, concise in ((PrinterCallback, _ConcisePrinter), (ProgressCallback, _ConciseProgress)):
-            present = [callback for callback in self.callback_handler.callbacks if type(callback) is default]
-            if present:
-                self.remove_callback(default)
-                self.add_callback(concise)
