@@ -31,7 +31,7 @@ from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig  
 from compact_bert.distillation.minimoe_trainer import MiniMoEDistillationTrainer  # noqa: E402
 from compact_bert.distillation.mobilebert_config import MobileBertDistillationConfig  # noqa: E402
 from compact_bert.distillation.mobilebert_trainer import MobileBertDistillationTrainer  # noqa: E402
-from compact_bert.distillation.recipes.mobilebert_small import STUDENT, TEACHER  # noqa: E402
+from examples.mobilebert_small import STUDENT, TEACHER  # noqa: E402
 from compact_bert.distillation.tcd_config import TransferCapabilityDistillationConfig  # noqa: E402
 from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillationTrainer  # noqa: E402
 from compact_bert.distillation.teachers import load_encoder  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 import compact_bert
 
 ROOT = Path(compact_bert.__file__).resolve().parent
-NOT_PACKAGED = {"tests", ".ci", "build", "benchmarks", "docs", "utils", "compact_bert.egg-info"}
+NOT_PACKAGED = {"tests", ".ci", "build", "benchmarks", "docs", "examples", "utils", "compact_bert.egg-info"}
 
 
 def test_every_folder_of_code_is_listed_as_a_package():

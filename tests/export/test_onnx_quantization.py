@@ -87,7 +87,7 @@ def test_bad_label_line_is_named(tmp_path):
 
 
 def test_int8_accuracy_recipe_writes_its_table(exported, tmp_path):
-    from compact_bert.distillation.recipes import int8_accuracy
+    from examples import int8_accuracy
 
     assert int8_accuracy.main([str(exported.parent / "model"), "--output_dir", str(tmp_path / "runs"), "--limit", "40"]) == 0
     (row,) = json.loads((tmp_path / "runs" / "results.json").read_text())

@@ -6,7 +6,7 @@ tokens per expert, per MoE block), and the downstream quality of each distilled 
 and CoNLL-2003 dev entity F1 after fine-tuning (``downstream.py``; seed s fine-tunes the student distilled
 with seed s, so the spread covers both stages).
 
-Run: ``python -m compact_bert.distillation.recipes.minimoe_vs_minilm --output_dir runs/minimoe_vs_minilm``
+Run: ``python -m examples.minimoe_vs_minilm --output_dir runs/minimoe_vs_minilm``
 (about 45 minutes on 2 CPU cores; the fine-tuning data: ``--data_dir``, default ``../shared/data``).
 """
 

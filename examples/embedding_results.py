@@ -20,7 +20,7 @@ at batch 1 x 128 and batch 32 x 128, interleaved in one process against the teac
 Every finished run leaves ``recipe_run.json`` in its folder and is not repeated when the recipe is run again.
 Outcome: ``results.md`` and ``results.json`` in ``--output_dir``.
 
-Run: ``python -m compact_bert.distillation.recipes.embedding_results --output_dir runs/embedding_results``;
+Run: ``python -m examples.embedding_results --output_dir runs/embedding_results``;
 ``--measure FOLDER ...`` times other folders (the default command's student) the same way.
 """
 
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import torch
 
-from ...cli import distill_embeddings_command
-from ..teachers import resolve_model_path
+from compact_bert.cli import distill_embeddings_command
+from compact_bert.distillation.teachers import resolve_model_path
 
 __all__ = ["SHAPES", "main", "measure_latency", "seconds_per_step"]
 
@@ -50,11 +50,11 @@ _PROBE_STEPS = 8
 def seconds_per_step(shape: str, cache_dir: Path) -> float:
     """CPU seconds (all threads) per optimizer step of ``shape`` on the default training batches: the median of
     ``_PROBE_STEPS`` steps of forward, MSE, backward and AdamW, after one warm-up step."""
-    from ...distillation.embedding_data import EmbeddingDistillationCollator, tokenize_sentences
-    from ...distillation.embedding_config import EmbeddingDistillationConfig
-    from ...distillation.embedding_trainer import embedding_distillation_loss
-    from ...embeddings.bundled_corpus import bundled_sentence_files
-    from ...embeddings.sentences import read_sentences
+    from compact_bert.distillation.embedding_data import EmbeddingDistillationCollator, tokenize_sentences
+    from compact_bert.distillation.embedding_config import EmbeddingDistillationConfig
+    from compact_bert.distillation.embedding_trainer import embedding_distillation_loss
+    from compact_bert.embeddings.bundled_corpus import bundled_sentence_files
+    from compact_bert.embeddings.sentences import read_sentences
 
     settings = EmbeddingDistillationConfig(output_dir=str(cache_dir / "probe"), report_to="none")
     teacher, tokenizer = distill_embeddings_command.load_teacher_embedder(TEACHER, None, True, settings.max_seq_length)
@@ -103,10 +103,10 @@ def _run(folder: Path, arguments: list[str]) -> dict:
 def _export(model_dir: Path, output_dir: Path) -> dict[str, Path]:
     """``model.onnx`` (pooling and normalisation inside) and ``model_quantized.onnx`` of a sentence-transformers
     folder; the packaged teacher (a BertModel) is exported by the same dynamo path as compact-bert's families."""
-    from ...embeddings.sentence_transformers_folder import load_sentence_embedder
-    from ...export.onnx_exporter import export_module_with_dynamo, random_graph_inputs
-    from ...export.onnx_quantization import QUANTIZED_FILE, quantize_onnx_file
-    from ...export.sentence_embedding_parity import check_sentence_transformers_parity
+    from compact_bert.embeddings.sentence_transformers_folder import load_sentence_embedder
+    from compact_bert.export.onnx_exporter import export_module_with_dynamo, random_graph_inputs
+    from compact_bert.export.onnx_quantization import QUANTIZED_FILE, quantize_onnx_file
+    from compact_bert.export.sentence_embedding_parity import check_sentence_transformers_parity
 
     onnx_path, int8_path = output_dir / "model.onnx", output_dir / QUANTIZED_FILE
     if not int8_path.is_file():
@@ -122,8 +122,8 @@ def _export(model_dir: Path, output_dir: Path) -> dict[str, Path]:
 def measure_latency(folders: dict[str, Path], output_dir: Path) -> dict:
     """Median milliseconds of every model in eager PyTorch, ONNX Runtime and int8 ONNX Runtime, at batch 1 x 128
     and 32 x 128, all interleaved in one process per input shape."""
-    from ...embeddings.sentence_transformers_folder import load_sentence_embedder
-    from ...evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
+    from compact_bert.embeddings.sentence_transformers_folder import load_sentence_embedder
+    from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
 
     exported = {name: _export(folder, output_dir / "onnx" / name) for name, folder in folders.items()}
     embedders = {name: load_sentence_embedder(folder).eval() for name, folder in folders.items()}

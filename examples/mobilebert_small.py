@@ -2,7 +2,7 @@
 student with each strategy (AKT, JKT, PKT) for the same number of steps, fine-tune each student on SST-2
 (``downstream.py``; paper 001 Table 8's direction: PKT >= JKT >= AKT); print a Markdown results table.
 
-Run: ``python -m compact_bert.distillation.recipes.mobilebert_small --output_dir runs/mobilebert_small``
+Run: ``python -m examples.mobilebert_small --output_dir runs/mobilebert_small``
 (about 25 minutes on 2 CPU cores). Data: the bundled WikiText-2 slice for training and the bundled held-out
 slice for the pre-training numbers; the shared GLUE SST-2 files (``--data_dir``, default ``../shared/data``)
 for fine-tuning, with one run per ``--seeds`` value from the same distilled student.

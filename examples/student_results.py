@@ -25,7 +25,7 @@ Every finished run leaves ``recipe_run.json`` in its folder and is not repeated 
 interruption loses at most the run in progress. Outcome: ``results.md`` (the tables), ``results.json`` (every number)
 and ``accuracy_vs_latency.png`` in ``--output_dir``.
 
-Run: ``python -m compact_bert.distillation.recipes.student_results --output_dir runs/student_results`` (about 30
+Run: ``python -m examples.student_results --output_dir runs/student_results`` (about 30
 minutes per seed on 2 CPU cores: 61 minutes for the README's two seeds). Needs ``sst2/validation.tsv`` and
 ``conll2003/{train,validation}.txt`` under ``--data_dir`` (the shared data beside a checkout).
 """
@@ -39,10 +39,10 @@ import sys
 import time
 from pathlib import Path
 
-from ...cli import finetune_command
-from ...cli.main_job_comparison import COMPARISON_FLAGS
-from ...finetuning.bundled_data import bundled_sst2_files
-from ..teachers import resolve_model_path
+from compact_bert.cli import finetune_command
+from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
+from compact_bert.distillation.teachers import resolve_model_path
 from .downstream import DEFAULT_DATA_DIR
 from .student_results_report import write_report
 
@@ -137,7 +137,7 @@ def measure_latency(folders: dict[str, Path]) -> dict[str, float]:
     """Median eager milliseconds at batch 1 x 128 of every folder's classifier, interleaved in one process."""
     import transformers
 
-    from ...evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
+    from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
 
     models = {name: transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
               for name, folder in folders.items()}  # fmt: skip

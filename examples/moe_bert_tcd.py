@@ -13,7 +13,7 @@ the relation losses, so the table shows how far from the teacher's relations eac
 fine-tuning and 1e-3 for LoRA (r = 8, the registered default targets: attention, FFN / experts), the GLUE dev
 set, one run per ``--seeds`` value.
 
-Run: ``python -m compact_bert.distillation.recipes.moe_bert_tcd --output_dir runs/moe_bert_tcd``
+Run: ``python -m examples.moe_bert_tcd --output_dir runs/moe_bert_tcd``
 (about an hour on 2 CPU cores).
 
 ``--start teacher`` asks the same question of students that start from the teacher (issue 20): a width-reduced
@@ -21,7 +21,7 @@ MoE-BERT (6 layers, H=192, 6 heads, FFN 768, 8 experts; ``STUDENT_FROM_TEACHER``
 by ``--init_from_teacher auto`` (layer i from layer i, the teacher's most important 192 channels, 6 heads and 768
 FFN neurons, the FFN upcycled into every expert, routers balanced), then pre-trained with and without TCD exactly
 as above. ``--modes full`` skips the LoRA column. Run:
-``python -m compact_bert.distillation.recipes.moe_bert_tcd --start teacher --modes full --output_dir
+``python -m examples.moe_bert_tcd --start teacher --modes full --output_dir
 runs/moe_bert_tcd_teacher_init`` (about 30 minutes).
 """
 
@@ -33,7 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..data import PACKAGED_TEACHER, packaged_teacher_dir
+from compact_bert.distillation.data import PACKAGED_TEACHER, packaged_teacher_dir
 from .downstream import DEFAULT_DATA_DIR, TASKS, check_data_dir, finetune_seeds, mean_and_spread, write_results
 
 __all__ = ["STUDENT", "main"]

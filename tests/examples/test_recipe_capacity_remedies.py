@@ -1,11 +1,11 @@
-"""The capacity-remedies recipe (``distillation/recipes/capacity_remedies.py``): what it reads from a run's log."""
+"""The capacity-remedies recipe (``examples/capacity_remedies.py``): what it reads from a run's log."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from compact_bert.distillation.recipes.capacity_remedies import REMEDIES, routing_log
+from examples.capacity_remedies import REMEDIES, routing_log
 
 
 def test_routing_numbers_are_the_worst_block_of_the_runs_own_log(tmp_path):

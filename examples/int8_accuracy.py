@@ -8,7 +8,7 @@ files are evaluated on the 872 dev sentences (the bundled copy of the GLUE dev s
 ``--tflite`` (the ``tflite`` extra) also converts each folder at batch 1 × 64 tokens with dynamic-range int8
 (``compact-bert export tflite ... --quantize int8``) and evaluates both files the same way::
 
-    python -m compact_bert.distillation.recipes.int8_accuracy FOLDER [FOLDER ...] --output_dir runs/int8_accuracy [--tflite]
+    python -m examples.int8_accuracy FOLDER [FOLDER ...] --output_dir runs/int8_accuracy [--tflite]
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from ...evaluation.exported_accuracy import compare_exported_models
-from ...export.onnx_exporter import export_onnx
-from ...export.onnx_quantization import quantize_onnx
-from ...finetuning.bundled_data import bundled_sst2_files
+from compact_bert.evaluation.exported_accuracy import compare_exported_models
+from compact_bert.export.onnx_exporter import export_onnx
+from compact_bert.export.onnx_quantization import quantize_onnx
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
 __all__ = ["TFLITE_SEQUENCE_LENGTH", "main", "measure_folder"]
 
@@ -50,7 +50,7 @@ def measure_folder(model_dir: Path, output_dir: Path, limit: int | None = None, 
                  {"fp32": quantized.float_path, "int8": quantized.quantized_path}, export.max_abs_diff,
                  quantized.float_bytes, quantized.quantized_bytes, limit, tokenizer)]  # fmt: skip
     if tflite:
-        from ...export.tflite_exporter import export_tflite
+        from compact_bert.export.tflite_exporter import export_tflite
 
         converted = export_tflite(model_dir, output_dir / "tflite", "text-classification", TFLITE_SEQUENCE_LENGTH,
                                   quantize="int8")  # fmt: skip
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"no config.json in {', '.join(missing)}: pass folders written by save_pretrained.")
     if args.tflite:
-        from ...export.tflite_exporter import check_tflite_installed
+        from compact_bert.export.tflite_exporter import check_tflite_installed
 
         try:
             check_tflite_installed()

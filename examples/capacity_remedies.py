@@ -17,7 +17,7 @@ Reported per remedy: the dev metric per seed, the largest expert share at the fi
 of real tokens dropped past their FFN (first logged step, and the mean over training; the worst block), read from
 the run's own training log (``trainer_state.json``, logged every 10 steps). Nothing is selected on the dev sets.
 
-Run: ``python -m compact_bert.distillation.recipes.capacity_remedies --output_dir runs/capacity_remedies`` (about 11
+Run: ``python -m examples.capacity_remedies --output_dir runs/capacity_remedies`` (about 11
 minutes on 2 CPU cores).
 """
 
@@ -29,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ...training.routing_keys import ROUTING_KEY
+from compact_bert.training.routing_keys import ROUTING_KEY
 from .downstream import mean_and_spread, write_results
 from .student_results import TASKS, check_data, recipe_parser, run_once, training_flags
 

@@ -1,4 +1,4 @@
-"""The student-results recipe (``distillation/recipes/student_results.py``) and its report: resumable runs, the
+"""The student-results recipe (``examples/student_results.py``) and its report: resumable runs, the
 tables' arithmetic, paper 002's verdicts and the picture."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS
-from compact_bert.distillation.recipes import student_results
-from compact_bert.distillation.recipes.student_results_report import directions, task_table, write_report
+from examples import student_results
+from examples.student_results_report import directions, task_table, write_report
 
 from tests.conftest import shared_data
 
@@ -88,7 +88,7 @@ def test_a_task_distilled_run_keeps_its_teacher_logits_in_its_own_folder(tmp_pat
 
 
 def test_the_report_rebuilds_from_a_run_stopped_before_its_latency_step(tmp_path, capsys):
-    from compact_bert.distillation.recipes.student_results_report import main
+    from examples.student_results_report import main
 
     (tmp_path / "sst2" / "seed-0").mkdir(parents=True)
     (tmp_path / "runs.json").write_text(json.dumps(_runs((0.80, 0.82), (0.78, 0.79))))

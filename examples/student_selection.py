@@ -15,7 +15,7 @@ the main job's settings on the bundled slice and scores them on the selection se
 - ``minimoe-3l upcycled``: 4 upcycled experts per FFN (copies of the teacher's), KD + aug;
 - ``minimoe-3l split``: 4 experts of 384 neurons each (MoEBERT split of the FFN: a quarter of its cost), KD + aug.
 
-Run: ``python -m compact_bert.distillation.recipes.student_selection --output_dir runs/student_selection`` (about
+Run: ``python -m examples.student_selection --output_dir runs/student_selection`` (about
 30 minutes per seed on 2 CPU cores; ``--seeds 0 1`` for two; ``--candidates 0 4`` for the main job's student and
 the upcycled MoE only). Needs ``../shared/data/sst2/train.tsv``
 (``--data_dir``).
@@ -29,10 +29,10 @@ import random
 import statistics
 from pathlib import Path
 
-from ...cli import finetune_command
-from ...cli.main_job_comparison import COMPARISON_FLAGS, baseline_overrides
-from ...finetuning.bundled_data import bundled_sst2_files
-from ..teachers import resolve_model_path
+from compact_bert.cli import finetune_command
+from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS, baseline_overrides
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
+from compact_bert.distillation.teachers import resolve_model_path
 from .downstream import DEFAULT_DATA_DIR
 
 __all__ = ["CANDIDATES", "main", "write_selection_set"]

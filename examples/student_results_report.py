@@ -1,7 +1,7 @@
 """Tables, paper directions and the accuracy-against-latency picture of ``student_results``.
 
 Kept apart from the runs so that the report can be rebuilt from a run folder
-(``python -m compact_bert.distillation.recipes.student_results_report runs/student_results``: ``results.json``, or
+(``python -m examples.student_results_report runs/student_results``: ``results.json``, or
 ``runs.json`` when the run stopped before its latency step) and tested without training anything.
 """
 

@@ -1,4 +1,4 @@
-"""The recipes' fine-tuning stage (``distillation/recipes/downstream.py``): data checks, seeds, reported values."""
+"""The recipes' fine-tuning stage (``examples/downstream.py``): data checks, seeds, reported values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from compact_bert.distillation.recipes.downstream import (
+from examples.downstream import (
     TASKS,
     check_data_dir,
     finetune_seeds,

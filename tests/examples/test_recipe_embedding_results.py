@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from compact_bert.distillation.recipes.embedding_results import SHAPES, write_report
+from examples.embedding_results import SHAPES, write_report
 from compact_bert.embeddings.bundled_corpus import bundled_sentence_files, stsb_sentence_slice
 from tests.conftest import shared_data
 
