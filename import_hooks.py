@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable
 
 __all__ = ["after_import"]
 
@@ -55,5 +55,7 @@ def after_import(module_name: str, callback: Callable[[ModuleType], None]) -> No
     module = sys.modules.get(module_name)
     if module is not None:
         callback(module)
-    elif not any(isinstance(finder, _RunAfterImport) and finder.module_name == module_name for finder in sys.meta_path):
+    elif not any(
+        isinstance(finder, _RunAfterImport) and finder.module_name == module_name for finder in sys.meta_path
+    ):
         sys.meta_path.insert(0, _RunAfterImport(module_name, callback))

@@ -23,19 +23,18 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies  # noqa: E402
+from timing import compare_latencies
 
-from compact_bert.configuration import preset_config  # noqa: E402
-from compact_bert.distillation.data import PretrainingCollator, default_tokenizer  # noqa: E402
-from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig  # noqa: E402
-from compact_bert.distillation.minimoe_trainer import MiniMoEDistillationTrainer  # noqa: E402
-from compact_bert.distillation.mobilebert_config import MobileBertDistillationConfig  # noqa: E402
-from compact_bert.distillation.mobilebert_trainer import MobileBertDistillationTrainer  # noqa: E402
-from examples.mobilebert_small import STUDENT, TEACHER  # noqa: E402
-from compact_bert.distillation.tcd_config import TransferCapabilityDistillationConfig  # noqa: E402
-from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillationTrainer  # noqa: E402
-from compact_bert.distillation.teachers import load_encoder  # noqa: E402
-from compact_bert.modeling import (  # noqa: E402
+from compact_bert.configuration import preset_config
+from compact_bert.distillation.data import PretrainingCollator, default_tokenizer
+from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig
+from compact_bert.distillation.minimoe_trainer import MiniMoEDistillationTrainer
+from compact_bert.distillation.mobilebert_config import MobileBertDistillationConfig
+from compact_bert.distillation.mobilebert_trainer import MobileBertDistillationTrainer
+from compact_bert.distillation.tcd_config import TransferCapabilityDistillationConfig
+from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillationTrainer
+from compact_bert.distillation.teachers import load_encoder
+from compact_bert.modeling import (
     CompactMobileBertForPreTraining,
     IBBertForPreTraining,
     MiniMoEForMaskedLM,
@@ -43,6 +42,7 @@ from compact_bert.modeling import (  # noqa: E402
     MoEBertForMaskedLM,
     MoEBertModel,
 )
+from examples.mobilebert_small import STUDENT, TEACHER
 
 COMMON = {"report_to": "none", "use_cpu": True, "disable_tqdm": True, "max_steps": 10}
 
@@ -58,9 +58,11 @@ def _batch(with_pairs: bool) -> dict:
 
 def _report(label: str, times: dict[str, float], target: str) -> None:
     distill, plain, teacher = times["distillation_step"], times["mlm_step"], times["teacher_forward"]
-    print(f"{label}: distillation step {distill * 1e3:.0f} ms, MLM step {plain * 1e3:.0f} ms, "
-          f"teacher forward {teacher * 1e3:.0f} ms -> {distill / plain:.2f}x the MLM step, "
-          f"{(distill - teacher) / plain:.2f}x it after subtracting the teacher forward ({target})")  # fmt: skip
+    print(
+        f"{label}: distillation step {distill * 1e3:.0f} ms, MLM step {plain * 1e3:.0f} ms, "
+        f"teacher forward {teacher * 1e3:.0f} ms -> {distill / plain:.2f}x the MLM step, "
+        f"{(distill - teacher) / plain:.2f}x it after subtracting the teacher forward ({target})"
+    )
 
 
 def _measure(distill_trainer, plain_trainer, teacher_call, batch, rounds: int = 8) -> dict[str, float]:
@@ -87,34 +89,45 @@ def main() -> None:
     teacher = IBBertForPreTraining(preset_config("ib-bert-large", **TEACHER)).eval()
     student_config = preset_config("mobilebert", **STUDENT)
     distill = MobileBertDistillationTrainer(
-        model=CompactMobileBertForPreTraining(student_config), teacher=teacher,
+        model=CompactMobileBertForPreTraining(student_config),
+        teacher=teacher,
         args=MobileBertDistillationConfig(output_dir=output, strategy="akt", **COMMON),
-    )  # fmt: skip
-    plain = Trainer(model=CompactMobileBertForPreTraining(student_config), args=TrainingArguments(output_dir=output, **COMMON))
+    )
+    plain = Trainer(
+        model=CompactMobileBertForPreTraining(student_config), args=TrainingArguments(output_dir=output, **COMMON)
+    )
     inputs = {key: batch[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
-    teacher_call = lambda: teacher(**inputs, output_hidden_states=True, output_attentions=True)  # noqa: E731
+    teacher_call = lambda: teacher(**inputs, output_hidden_states=True, output_attentions=True)
     _report("MobileBERT AKT", _measure(distill, plain, lambda: _no_grad(teacher_call), batch), "target <= 1.6x")
 
     batch = _batch(with_pairs=False)
     inputs = {key: batch[key] for key in ("input_ids", "attention_mask")}
     teacher = load_encoder("all-MiniLM-L6-v2").eval()
     config = preset_config("minimoe-4l-192h")
-    distill = MiniMoEDistillationTrainer(model=MiniMoEModel(config), teacher=teacher,
-                                         args=MiniMoEDistillationConfig(output_dir=output, **COMMON))  # fmt: skip
+    distill = MiniMoEDistillationTrainer(
+        model=MiniMoEModel(config), teacher=teacher, args=MiniMoEDistillationConfig(output_dir=output, **COMMON)
+    )
     plain = Trainer(model=MiniMoEForMaskedLM(config), args=TrainingArguments(output_dir=output, **COMMON))
-    _report("MiniMoE relation distillation", _measure(distill, plain, lambda: _no_grad(lambda: teacher(**inputs)), batch),
-            "report")  # fmt: skip
+    _report(
+        "MiniMoE relation distillation",
+        _measure(distill, plain, lambda: _no_grad(lambda: teacher(**inputs)), batch),
+        "report",
+    )
 
     small = {"num_hidden_layers": 4, "num_experts": 16}
     teacher = MoEBertModel(preset_config("vanilla-bert-small", num_hidden_layers=4)).eval()
     config = preset_config("moe-bert-small", **small)
     distill = TransferCapabilityDistillationTrainer(
-        model=MoEBertForMaskedLM(config), teacher=teacher,
+        model=MoEBertForMaskedLM(config),
+        teacher=teacher,
         args=TransferCapabilityDistillationConfig(output_dir=output, sampled_tokens=2048, **COMMON),
-    )  # fmt: skip
+    )
     plain = Trainer(model=MoEBertForMaskedLM(config), args=TrainingArguments(output_dir=output, **COMMON))
-    _report("MoE-BERT TCD", _measure(distill, plain, lambda: _no_grad(lambda: teacher(**inputs, output_hidden_states=True)), batch),
-            "report")  # fmt: skip
+    _report(
+        "MoE-BERT TCD",
+        _measure(distill, plain, lambda: _no_grad(lambda: teacher(**inputs, output_hidden_states=True)), batch),
+        "report",
+    )
 
 
 def _no_grad(call):

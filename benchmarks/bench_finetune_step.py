@@ -37,10 +37,10 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies  # noqa: E402
+from timing import compare_latencies
 
-from compact_bert.configuration import preset_config  # noqa: E402
-from compact_bert.finetuning.peft_support import build_peft_config  # noqa: E402
+from compact_bert.configuration import preset_config
+from compact_bert.finetuning.peft_support import build_peft_config
 
 MODELS = {"MiniMoE 4L;384H (1,4E)": "minimoe-4l-384h", "MoE-BERT small": "moe-bert-small"}
 TINY = {"minimoe-4l-384h": {"num_hidden_layers": 2}, "moe-bert-small": {"num_hidden_layers": 2, "num_experts": 8}}
@@ -122,12 +122,16 @@ def _report(label: str, times: dict, trainable: dict, memory: dict) -> None:
     full, lora = times["full"], times["lora"]
     step_full, step_lora = memory["full"]["step_mib"], memory["lora"]["step_mib"]
     marks = {variant: ">=" if memory[variant]["lower_bound"] else "" for variant in VARIANTS}
-    print(f"{label}: full step {full * 1e3:.0f} ms, LoRA step {lora * 1e3:.0f} ms -> LoRA/full {lora / full:.2f}x time; "
-          f"trainable {trainable['full'] / 1e6:.2f}M vs {trainable['lora'] / 1e6:.2f}M parameters")  # fmt: skip
-    print(f"  peak RSS full {memory['full']['peak_rss_mib']:.0f} MiB, LoRA {memory['lora']['peak_rss_mib']:.0f} MiB -> "
-          f"{memory['lora']['peak_rss_mib'] / memory['full']['peak_rss_mib']:.2f}x; step memory full "
-          f"{marks['full']}{step_full:.0f} MiB, LoRA {marks['lora']}{step_lora:.0f} MiB -> "
-          f"{step_lora / step_full:.2f}x (target: report; LoRA expected below 1x)")  # fmt: skip
+    print(
+        f"{label}: full step {full * 1e3:.0f} ms, LoRA step {lora * 1e3:.0f} ms -> LoRA/full {lora / full:.2f}x time; "
+        f"trainable {trainable['full'] / 1e6:.2f}M vs {trainable['lora'] / 1e6:.2f}M parameters"
+    )
+    print(
+        f"  peak RSS full {memory['full']['peak_rss_mib']:.0f} MiB, LoRA {memory['lora']['peak_rss_mib']:.0f} MiB -> "
+        f"{memory['lora']['peak_rss_mib'] / memory['full']['peak_rss_mib']:.2f}x; step memory full "
+        f"{marks['full']}{step_full:.0f} MiB, LoRA {marks['lora']}{step_lora:.0f} MiB -> "
+        f"{step_lora / step_full:.2f}x (target: report; LoRA expected below 1x)"
+    )
 
 
 def main() -> None:
@@ -141,9 +145,11 @@ def main() -> None:
     if arguments.memory_of:
         print(json.dumps(measure_memory(*arguments.memory_of, arguments.memory_steps, arguments.tiny)))
         return
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {BATCH} x {TOKENS} tokens, sequence "
-          f"classification, AdamW; medians of {arguments.rounds} interleaved rounds"
-          f"{' (tiny models: smoke run)' if arguments.tiny else ''}")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {BATCH} x {TOKENS} tokens, sequence "
+        f"classification, AdamW; medians of {arguments.rounds} interleaved rounds"
+        f"{' (tiny models: smoke run)' if arguments.tiny else ''}"
+    )
     batch = make_batch()
     candidates, trainable = {}, {}
     models = {f"{label} [tiny]" if arguments.tiny else label: preset for label, preset in MODELS.items()}
@@ -156,10 +162,16 @@ def main() -> None:
     del candidates
     gc.collect()
     for label, preset in models.items():
-        memory = {variant: _memory_in_subprocess(preset, variant, arguments.memory_steps, arguments.tiny)
-                  for variant in VARIANTS}  # fmt: skip
-        _report(label, {variant: times[(label, variant)] for variant in VARIANTS},
-                {variant: trainable[(label, variant)] for variant in VARIANTS}, memory)  # fmt: skip
+        memory = {
+            variant: _memory_in_subprocess(preset, variant, arguments.memory_steps, arguments.tiny)
+            for variant in VARIANTS
+        }
+        _report(
+            label,
+            {variant: times[(label, variant)] for variant in VARIANTS},
+            {variant: trainable[(label, variant)] for variant in VARIANTS},
+            memory,
+        )
 
 
 if __name__ == "__main__":

@@ -20,10 +20,10 @@ from torch import nn
 from transformers.activations import GELUActivation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies, on_plain_path  # noqa: E402
+from timing import compare_latencies, on_plain_path
 
-from compact_bert.modeling import fused_linear as fused_linear_module  # noqa: E402
-from compact_bert.modeling.fused_linear import fused_linear, joined_linear  # noqa: E402
+from compact_bert.modeling import fused_linear as fused_linear_module
+from compact_bert.modeling.fused_linear import fused_linear, joined_linear
 
 # (label, input width, output widths joined, activation, residual)
 CASES = [
@@ -60,8 +60,10 @@ def main() -> None:
             call = _call(linears, activation, residual, inputs)
             times = compare_latencies({"fused": call, "plain": on_plain_path(call)}, rounds=rounds, warmup=3)
             multiply_adds = rows * width * sum(outputs)
-            print(f"{label}, {rows} rows ({multiply_adds / 1e6:.1f}M multiply-adds): fused {times['fused'] * 1e6:.0f} "
-                  f"us, plain {times['plain'] * 1e6:.0f} us -> {times['fused'] / times['plain']:.2f}x")  # fmt: skip
+            print(
+                f"{label}, {rows} rows ({multiply_adds / 1e6:.1f}M multiply-adds): fused {times['fused'] * 1e6:.0f} "
+                f"us, plain {times['plain'] * 1e6:.0f} us -> {times['fused'] / times['plain']:.2f}x"
+            )
 
 
 if __name__ == "__main__":

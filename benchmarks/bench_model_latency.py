@@ -26,11 +26,11 @@ import torch
 from transformers import MobileBertConfig, MobileBertModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies, format_ratio, on_plain_path  # noqa: E402
+from timing import compare_latencies, format_ratio, on_plain_path
 
-import compact_bert  # noqa: E402
-from compact_bert.configuration import preset_config  # noqa: E402
-from compact_bert.modeling.packed_weights import packed_weight_bytes  # noqa: E402
+import compact_bert
+from compact_bert.configuration import preset_config
+from compact_bert.modeling.packed_weights import packed_weight_bytes
 
 
 def compiled_for_inference(model):
@@ -85,19 +85,41 @@ def mobilebert_case(rounds: int, compile_models: bool, tiny: bool) -> None:
     calls["linear_products"] = _linear_products(ours, input_ids)
     times = compare_latencies(_warm(calls), rounds=rounds)
     print(format_ratio("MobileBERT eager, ours vs transformers", times["ours"], times["transformers"], "<= 0.8x"))
-    print(format_ratio("  floor: the forward pass's linear products alone, back to back, vs transformers",
-                       times["linear_products"], times["transformers"], "report"))  # fmt: skip
-    print(format_ratio("  ours with plain nn.Linear calls (packing off) vs transformers", times["ours_plain"],
-                       times["transformers"], "report"))  # fmt: skip
+    print(
+        format_ratio(
+            "  floor: the forward pass's linear products alone, back to back, vs transformers",
+            times["linear_products"],
+            times["transformers"],
+            "report",
+        )
+    )
+    print(
+        format_ratio(
+            "  ours with plain nn.Linear calls (packing off) vs transformers",
+            times["ours_plain"],
+            times["transformers"],
+            "report",
+        )
+    )
     print(f"  packed weight copies: {packed_weight_bytes(ours) / 2**20:.1f} MiB")
     if not compile_models:
         return
     ours_compiled, reference_compiled = compiled_for_inference(ours), compiled_for_inference(reference)
-    calls = _warm({"ours": lambda: ours_compiled(input_ids=input_ids),
-                   "transformers": lambda: reference_compiled(input_ids=input_ids)})  # fmt: skip
+    calls = _warm(
+        {
+            "ours": lambda: ours_compiled(input_ids=input_ids),
+            "transformers": lambda: reference_compiled(input_ids=input_ids),
+        }
+    )
     times = compare_latencies(calls, rounds=rounds)
-    print(format_ratio("MobileBERT compiled (inductor, freezing), ours vs transformers", times["ours"],
-                       times["transformers"], "<= 1.0x"))  # fmt: skip
+    print(
+        format_ratio(
+            "MobileBERT compiled (inductor, freezing), ours vs transformers",
+            times["ours"],
+            times["transformers"],
+            "<= 1.0x",
+        )
+    )
 
 
 def _fastest(name: str, model, inputs: dict, rounds: int, compile_models: bool) -> tuple[float, str]:
@@ -131,8 +153,11 @@ def moe_bert_case(rounds: int, tiny: bool) -> None:
     times = compare_latencies(
         {"moe": lambda: sparse(**inputs), "dense": lambda: dense(**inputs)}, rounds=max(3, rounds // 3)
     )
-    print(format_ratio("MoE-BERT small (64 experts) vs vanilla twin, batch 8 x 128, eager", times["moe"],
-                       times["dense"], "report"))  # fmt: skip
+    print(
+        format_ratio(
+            "MoE-BERT small (64 experts) vs vanilla twin, batch 8 x 128, eager", times["moe"], times["dense"], "report"
+        )
+    )
 
 
 def main() -> None:

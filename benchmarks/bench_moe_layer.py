@@ -32,12 +32,12 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies, format_ratio, on_plain_path  # noqa: E402
+from timing import compare_latencies, format_ratio, on_plain_path
 
-from compact_bert.configuration import MiniMoEConfig  # noqa: E402
-from compact_bert.modeling.grouped_gemm import grouped_expert_gemm, grouped_gemm_applies  # noqa: E402
-from compact_bert.modeling.moe_layer import MoEFeedForward  # noqa: E402
-from compact_bert.modeling.packed_weights import (  # noqa: E402
+from compact_bert.configuration import MiniMoEConfig
+from compact_bert.modeling.grouped_gemm import grouped_expert_gemm, grouped_gemm_applies
+from compact_bert.modeling.moe_layer import MoEFeedForward
+from compact_bert.modeling.packed_weights import (
     packed_expert_weights,
     packed_linear,
     packed_weight_bytes,
@@ -174,14 +174,18 @@ def large_layer_cases(rounds: int, sizes: dict) -> None:
     )
     bytes_read = len(used) * sum(p[0].numel() * p.element_size() for p in layer.experts.parameters())
     floor = times["floor"]
-    print(f"{experts} experts, d={hidden}, FFN {ffn}, 128 tokens ({len(used)} experts used, {bytes_read / 2**20:.0f} MiB "
-          f"of weights): MoE {times['moe'] * 1e3:.2f} ms, weight-read floor {floor * 1e3:.2f} ms "
-          f"({bytes_read / floor / 1e9:.1f} GB/s) -> {floor / times['moe']:.0%} of the floor's speed (target >= 80%)")  # fmt: skip
+    print(
+        f"{experts} experts, d={hidden}, FFN {ffn}, 128 tokens ({len(used)} experts used, {bytes_read / 2**20:.0f} MiB "
+        f"of weights): MoE {times['moe'] * 1e3:.2f} ms, weight-read floor {floor * 1e3:.2f} ms "
+        f"({bytes_read / floor / 1e9:.1f} GB/s) -> {floor / times['moe']:.0%} of the floor's speed (target >= 80%)"
+    )
     print(format_ratio("  MoE packed vs plain", times["moe"], times["moe_plain"], "report"))
     print(format_ratio("  MoE vs Mixtral-style loop", times["moe"], times["mixtral_loop"], "< 1x"))
     expert_bytes = sum(p.numel() * p.element_size() for p in layer.experts.parameters())
-    print(f"  packed copies: {packed_weight_bytes(layer) / 2**20:.0f} MiB next to {expert_bytes / 2**20:.0f} MiB "
-          "of expert weights")  # fmt: skip
+    print(
+        f"  packed copies: {packed_weight_bytes(layer) / 2**20:.0f} MiB next to {expert_bytes / 2**20:.0f} MiB "
+        "of expert weights"
+    )
 
     tokens, mask = torch.randn(8, 512, hidden), torch.ones(8, 512)
     packed_ffn, experts_only = _packed_one_expert(layer), _experts_only(layer)
@@ -195,9 +199,13 @@ def large_layer_cases(rounds: int, sizes: dict) -> None:
         rounds=max(3, rounds // 4),
         warmup=1,
     )
-    print(format_ratio(f"{experts} experts, 4096 tokens vs dense FFN (packed)", times["moe"], times["dense"], "<= 1.3x"))
+    print(
+        format_ratio(f"{experts} experts, 4096 tokens vs dense FFN (packed)", times["moe"], times["dense"], "<= 1.3x")
+    )
     print(format_ratio("  vs dense FFN with F.linear", times["moe"], times["dense_plain"], "report"))
-    print(format_ratio("  floor: per-expert packed GEMMs, no routing", times["experts_only"], times["dense"], "report"))
+    print(
+        format_ratio("  floor: per-expert packed GEMMs, no routing", times["experts_only"], times["dense"], "report")
+    )
 
 
 def training_cases(rounds: int, sizes: dict) -> None:
@@ -220,7 +228,7 @@ def training_cases(rounds: int, sizes: dict) -> None:
                 with grouped_expert_gemm(True):
                     step()
 
-            candidates = {"moe_loop": loop_step, "dense": lambda: _one_expert(layer, tokens).backward(upstream)}
+            candidates = {"moe_loop": loop_step, "dense": lambda: _one_expert(layer, tokens).backward(upstream)}  # noqa: B023
             with torch.enable_grad():
                 grouped_by_default = grouped_gemm_applies(layer.experts.fc1_weight)
             if hasattr(torch, "_grouped_mm"):
@@ -233,8 +241,11 @@ def training_cases(rounds: int, sizes: dict) -> None:
             label = f"training fwd+bwd, {experts} experts d={hidden}, {tokens_count} tokens ({form}) vs dense FFN"
             print(format_ratio(label, default, times["dense"], "report"))
             if "moe_grouped" in times:
-                print(format_ratio("  torch._grouped_mm vs per-expert loop", times["moe_grouped"], times["moe_loop"],
-                                   "report"))  # fmt: skip
+                print(
+                    format_ratio(
+                        "  torch._grouped_mm vs per-expert loop", times["moe_grouped"], times["moe_loop"], "report"
+                    )
+                )
 
 
 def main() -> None:

@@ -53,15 +53,18 @@ def main() -> None:
             original_check = onnx_exporter.check_parity
 
             def timed_check(*check_args):
-                result, timings["check_wall_s"], timings["check_cpu_s"] = _timed(original_check, *check_args)
+                result, timings["check_wall_s"], timings["check_cpu_s"] = _timed(original_check, *check_args)  # noqa: B023
                 return result
 
             onnx_exporter.check_parity = timed_check
             try:
                 report, wall, cpu = _timed(
-                    onnx_exporter.export_onnx, Path(folder) / "model", Path(folder) / "onnx", "text-classification",
+                    onnx_exporter.export_onnx,
+                    Path(folder) / "model",
+                    Path(folder) / "onnx",
+                    "text-classification",
                     exporter=args.exporter,
-                )  # fmt: skip
+                )
             finally:
                 onnx_exporter.check_parity = original_check
         rows.append(

@@ -19,10 +19,10 @@ import torch
 from transformers import AutoModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies, on_plain_path  # noqa: E402
+from timing import compare_latencies, on_plain_path
 
-import compact_bert  # noqa: E402,F401
-from compact_bert.configuration import PRESETS, preset_config  # noqa: E402
+import compact_bert  # noqa: F401
+from compact_bert.configuration import PRESETS, preset_config
 
 SKIPPED = {"moe-bert-base": "3.68B parameters (14.7 GB fp32) do not fit comfortably in 24 GB RAM"}
 
@@ -30,7 +30,7 @@ SKIPPED = {"moe-bert-base": "3.68B parameters (14.7 GB fp32) do not fit comforta
 def _median_latencies(name: str, input_ids: torch.Tensor) -> dict[str, float]:
     """Seconds per forward pass on the default and on the plain path; the model is freed when this returns."""
     model = AutoModel.from_config(preset_config(name)).eval()
-    call = lambda: model(input_ids=input_ids)  # noqa: E731
+    call = lambda: model(input_ids=input_ids)
     return compare_latencies({"default": call, "plain": on_plain_path(call)}, rounds=15, warmup=2)
 
 

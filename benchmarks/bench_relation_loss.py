@@ -24,14 +24,14 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies  # noqa: E402
+from timing import compare_latencies
 
-from compact_bert.configuration import preset_config  # noqa: E402
-from compact_bert.distillation.losses import self_attention_relation_loss  # noqa: E402
-from compact_bert.distillation.relation_kernels.native import load_native_library  # noqa: E402
-from compact_bert.distillation.teachers import load_encoder, relation_module_names  # noqa: E402
-from compact_bert.modeling import MiniMoEModel  # noqa: E402
-from compact_bert.modeling.signals import SubmoduleRecorder  # noqa: E402
+from compact_bert.configuration import preset_config
+from compact_bert.distillation.losses import self_attention_relation_loss
+from compact_bert.distillation.relation_kernels.native import load_native_library
+from compact_bert.distillation.teachers import load_encoder, relation_module_names
+from compact_bert.modeling import MiniMoEModel
+from compact_bert.modeling.signals import SubmoduleRecorder
 
 BATCH, SEQUENCE, RELATION_HEADS = 16, 128, 32
 
@@ -60,8 +60,10 @@ def autograd_relation_loss(student_states, teacher_states, num_relation_heads=32
 def _loss_only() -> dict[str, float]:
     generator = torch.Generator().manual_seed(0)
     mask = torch.ones(BATCH, SEQUENCE, dtype=torch.long)
-    student = {name: torch.randn(BATCH, SEQUENCE, 192, generator=generator, requires_grad=True)
-               for name in ("query", "key", "value")}  # fmt: skip
+    student = {
+        name: torch.randn(BATCH, SEQUENCE, 192, generator=generator, requires_grad=True)
+        for name in ("query", "key", "value")
+    }
     teacher = {name: torch.randn(BATCH, SEQUENCE, 384, generator=generator) for name in ("query", "key", "value")}
 
     def step(loss_function):
@@ -70,8 +72,9 @@ def _loss_only() -> dict[str, float]:
 
         return run
 
-    return compare_latencies({name: step(function) for name, function in _CANDIDATES.items()},
-                             rounds=10, warmup=2, inference=False)  # fmt: skip
+    return compare_latencies(
+        {name: step(function) for name, function in _CANDIDATES.items()}, rounds=10, warmup=2, inference=False
+    )
 
 
 def _distillation_steps() -> dict[str, float]:
@@ -82,8 +85,10 @@ def _distillation_steps() -> dict[str, float]:
     torch.manual_seed(0)
     student = MiniMoEModel(preset_config("minimoe-4l-192h")).train()
     generator = torch.Generator().manual_seed(0)
-    batch = {"input_ids": torch.randint(1000, 30000, (BATCH, SEQUENCE), generator=generator),
-             "attention_mask": torch.ones(BATCH, SEQUENCE, dtype=torch.long)}  # fmt: skip
+    batch = {
+        "input_ids": torch.randint(1000, 30000, (BATCH, SEQUENCE), generator=generator),
+        "attention_mask": torch.ones(BATCH, SEQUENCE, dtype=torch.long),
+    }
     student_names = relation_module_names(student.config.num_hidden_layers - 1)
     teacher_names = relation_module_names(teacher.config.num_hidden_layers - 1)
 
@@ -99,21 +104,26 @@ def _distillation_steps() -> dict[str, float]:
 
         return run
 
-    return compare_latencies({name: step(function) for name, function in _CANDIDATES.items()},
-                             rounds=8, warmup=2, inference=False)  # fmt: skip
+    return compare_latencies(
+        {name: step(function) for name, function in _CANDIDATES.items()}, rounds=8, warmup=2, inference=False
+    )
 
 
 def main() -> None:
     load_native_library()  # built (or found in the cache) before anything is timed
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {BATCH} x {SEQUENCE} tokens, "
-          f"{RELATION_HEADS} relation heads, student 192 wide, teacher 384 wide")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; batch {BATCH} x {SEQUENCE} tokens, "
+        f"{RELATION_HEADS} relation heads, student 192 wide, teacher 384 wide"
+    )
     loss = _loss_only()
     steps = _distillation_steps()
     tokens = BATCH * SEQUENCE
     for name in _CANDIDATES:
-        print(f"{name:>8}: relation loss forward+backward {loss[name] * 1e3:6.0f} ms "
-              f"({loss['autograd'] / loss[name]:.1f}x faster than autograd); distillation step {steps[name] * 1e3:6.0f} ms, "
-              f"the loss {loss[name] / steps[name]:.0%} of it; {tokens / steps[name]:.0f} tokens/s")  # fmt: skip
+        print(
+            f"{name:>8}: relation loss forward+backward {loss[name] * 1e3:6.0f} ms "
+            f"({loss['autograd'] / loss[name]:.1f}x faster than autograd); distillation step {steps[name] * 1e3:6.0f} ms, "
+            f"the loss {loss[name] / steps[name]:.0%} of it; {tokens / steps[name]:.0f} tokens/s"
+        )
 
 
 _CANDIDATES = {

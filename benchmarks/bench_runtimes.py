@@ -70,7 +70,9 @@ def export_all(name: str, model: torch.nn.Module, folder: Path, with_tflite: boo
 
         files["tflite"], files["tflite-int8"] = folder / "model.tflite", folder / "model_int8.tflite"
         started = time.perf_counter()
-        convert_to_tflite(model, OUTPUTS, latency_inputs(model.config.vocab_size, BATCH, LENGTH, seed=1), files["tflite"])
+        convert_to_tflite(
+            model, OUTPUTS, latency_inputs(model.config.vocab_size, BATCH, LENGTH, seed=1), files["tflite"]
+        )
         seconds["tflite"] = time.perf_counter() - started
         quantize_tflite(files["tflite"], files["tflite-int8"])
     sizes = ", ".join(f"{runtime} {path.stat().st_size / 1e6:.1f} MB" for runtime, path in files.items())
@@ -96,12 +98,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="Threads of every runtime.")
     parser.add_argument("--quick", action="store_true", help="5 rounds.")
     parser.add_argument("--tiny", action="store_true", help="2-layer models (smoke run).")
-    parser.add_argument("--work_dir", type=Path, default=None, help="Keep the exported files here (default: a temp dir).")
+    parser.add_argument(
+        "--work_dir", type=Path, default=None, help="Keep the exported files here (default: a temp dir)."
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    with_tflite = all(importlib.util.find_spec(module) for module in ("litert_torch", "ai_edge_litert", "ai_edge_quantizer"))
+    with_tflite = all(
+        importlib.util.find_spec(module) for module in ("litert_torch", "ai_edge_litert", "ai_edge_quantizer")
+    )
     if not with_tflite:
-        print("TFLite columns skipped: litert-torch / ai-edge-litert / ai-edge-quantizer not installed (the `tflite` extra).")
+        print(
+            "TFLite columns skipped: litert-torch / ai-edge-litert / ai-edge-quantizer not installed (the `tflite` extra)."
+        )
     runtimes = ["eager", "onnx", "onnx-int8"] + (["tflite", "tflite-int8"] if with_tflite else [])
     print(f"{device_description()}; {args.threads} threads in every runtime; batch {BATCH} x {LENGTH} tokens")
     with tempfile.TemporaryDirectory() as scratch:
@@ -118,7 +126,9 @@ def main() -> None:
                 maker = onnxruntime_runner if runtime.startswith("onnx") else tflite_runner
                 runners[(name, runtime)] = maker(path, inputs, args.threads)
             eager_output = runners[(name, "eager")]().last_hidden_state.numpy()
-            print(f"{name}: max |fp32 runtime - eager| on the timed input: {_fp32_difference(runners, name, eager_output)}")
+            print(
+                f"{name}: max |fp32 runtime - eager| on the timed input: {_fp32_difference(runners, name, eager_output)}"
+            )
         rounds = 5 if args.quick else args.rounds
         measured = measure_interleaved(runners, rounds=rounds, warmup=3)
     models = list(dict.fromkeys(name for name, _ in runners))
@@ -126,18 +136,29 @@ def main() -> None:
     print("| model | " + " | ".join(runtimes) + " |")
     print("|---|" + "---|" * len(runtimes))
     for name in models:
-        cells = [f"{measured[(name, runtime)].median_ms:.1f} ({measured[(name, runtime)].p90_ms:.1f})" for runtime in runtimes]
+        cells = [
+            f"{measured[(name, runtime)].median_ms:.1f} ({measured[(name, runtime)].p90_ms:.1f})"
+            for runtime in runtimes
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
 
     def ratio_row(label: str, numerator: str, denominator: str) -> str:
-        ratios = [measured[(numerator, runtime)].median_ms / measured[(denominator, runtime)].median_ms for runtime in runtimes]
+        ratios = [
+            measured[(numerator, runtime)].median_ms / measured[(denominator, runtime)].median_ms
+            for runtime in runtimes
+        ]
         return f"| {label} | " + " | ".join(f"{value:.2f}x" for value in ratios) + " |"
 
     print("\nRatios per runtime:")
     print("| ratio | " + " | ".join(runtimes) + " |")
     print("|---|" + "---|" * len(runtimes))
-    print(ratio_row("MobileBERT speed-up over BERT-base (BERT-base ms / MobileBERT ms; paper 001: 5.5x on a Pixel 4)",
-                    "BERT-base", "MobileBERT"))  # fmt: skip
+    print(
+        ratio_row(
+            "MobileBERT speed-up over BERT-base (BERT-base ms / MobileBERT ms; paper 001: 5.5x on a Pixel 4)",
+            "BERT-base",
+            "MobileBERT",
+        )
+    )
     print(ratio_row("MiniMoE 4L;384H / its dense twin MiniLM 4L;384H (ms / ms)", "MiniMoE 4L;384H", "MiniLM 4L;384H"))
 
 

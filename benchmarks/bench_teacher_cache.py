@@ -47,8 +47,11 @@ def _timed(call, repeats: int = 3) -> float:
 def main() -> None:
     files = bundled_sst2_files()
     tokenizer = default_tokenizer()
-    splits = load_finetuning_data(FinetuneDataArguments(task_name="sst2", train_file=str(files["train"]),
-                                                        validation_file=str(files["validation"])))  # fmt: skip
+    splits = load_finetuning_data(
+        FinetuneDataArguments(
+            task_name="sst2", train_file=str(files["train"]), validation_file=str(files["validation"])
+        )
+    )
     transfer = augment_split(splits.train, splits.text_columns, 2, tokenizer.mask_token, 0)
     dataset = tokenize_sequence_dataset(transfer, tokenizer, splits.text_columns, 64)
     collator = DataCollatorWithPadding(tokenizer)
@@ -56,9 +59,15 @@ def main() -> None:
     student = AutoModelForSequenceClassification.from_config(preset_config("minilm-3l-384h", num_labels=2))
     optimizer = torch.optim.AdamW(student.parameters(), lr=1e-4)
     columns = ["input_ids", "token_type_ids", "attention_mask"]
-    batches = [collator([{name: dataset[index][name] for name in columns}
-                         for index in range(start, min(start + BATCH, len(dataset)))])
-               for start in range(0, len(dataset), BATCH)]  # fmt: skip
+    batches = [
+        collator(
+            [
+                {name: dataset[index][name] for name in columns}
+                for index in range(start, min(start + BATCH, len(dataset)))
+            ]
+        )
+        for start in range(0, len(dataset), BATCH)
+    ]
 
     def teacher_pass():
         with torch.no_grad():
@@ -82,9 +91,13 @@ def main() -> None:
     without = SEEDS * EPOCHS * (student_seconds + teacher_seconds)
     with_cache = teacher_seconds + SEEDS * (EPOCHS * student_seconds + read_seconds)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; transfer set {len(dataset)} examples")
-    print(f"teacher pass {teacher_seconds:.1f} s, student epoch {student_seconds:.1f} s, cached read {read_seconds:.2f} s")
-    print(f"{SEEDS} seeds x {EPOCHS} epochs: without the cache {without / 60:.1f} min, with it {with_cache / 60:.1f} "
-          f"min ({without / with_cache:.2f}x faster)")
+    print(
+        f"teacher pass {teacher_seconds:.1f} s, student epoch {student_seconds:.1f} s, cached read {read_seconds:.2f} s"
+    )
+    print(
+        f"{SEEDS} seeds x {EPOCHS} epochs: without the cache {without / 60:.1f} min, with it {with_cache / 60:.1f} "
+        f"min ({without / with_cache:.2f}x faster)"
+    )
 
 
 if __name__ == "__main__":

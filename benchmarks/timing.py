@@ -3,7 +3,7 @@ that machine noise hits all of them alike; ratios of medians are what the benchm
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

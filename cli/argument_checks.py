@@ -36,7 +36,9 @@ def check_training_arguments(args: TrainingArguments) -> None:
             "or give --max_steps."
         )
     if not 0 <= args.seed < 2**32:
-        raise RunSettingsError(f"--seed must be in [0, 2**32 - 1] (NumPy's and PyTorch's seed range), got {args.seed}.")
+        raise RunSettingsError(
+            f"--seed must be in [0, 2**32 - 1] (NumPy's and PyTorch's seed range), got {args.seed}."
+        )
     if not args.learning_rate >= 0:  # NaN fails too; 0 is allowed (a run that evaluates without learning)
         raise RunSettingsError(f"--learning_rate must be >= 0, got {args.learning_rate}.")
     if args.weight_decay < 0:
@@ -60,7 +62,9 @@ def check_output_dir(path: str | Path | None, flag: str) -> None:
         return
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
-        raise RunSettingsError(f"--{flag} {folder} is a file, not a folder; give the path of a folder (created if missing).")
+        raise RunSettingsError(
+            f"--{flag} {folder} is a file, not a folder; give the path of a folder (created if missing)."
+        )
     blocking = next((parent for parent in folder.parents if parent.exists() and not parent.is_dir()), None)
     if blocking is not None:
         raise RunSettingsError(f"--{flag} {folder} cannot be created: {blocking} is a file, not a folder.")

@@ -19,13 +19,24 @@ from pathlib import Path
 __all__ = ["RUNTIMES", "add_parser", "run"]
 
 RUNTIMES = ("eager", "compiled", "onnx", "onnx-int8", "tflite", "tflite-int8")
-_EXPORTED_FILES = {"onnx": "onnx/model.onnx", "onnx-int8": "onnx/model_quantized.onnx",
-                   "tflite": "tflite/model.tflite", "tflite-int8": "tflite/model_int8.tflite"}  # fmt: skip
-_EXPORT_COMMANDS = {"onnx": "compact-bert export onnx DIR DIR/onnx --task ...",
-                    "tflite": "compact-bert export tflite DIR DIR/tflite --task ... --sequence_length N"}  # fmt: skip
+_EXPORTED_FILES = {
+    "onnx": "onnx/model.onnx",
+    "onnx-int8": "onnx/model_quantized.onnx",
+    "tflite": "tflite/model.tflite",
+    "tflite-int8": "tflite/model_int8.tflite",
+}
+_EXPORT_COMMANDS = {
+    "onnx": "compact-bert export onnx DIR DIR/onnx --task ...",
+    "tflite": "compact-bert export tflite DIR DIR/tflite --task ... --sequence_length N",
+}
 # The head class that a folder's saved architecture names, so that eager times the same graph as the export.
-_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMaskedLM",
-                  "ForPreTraining")  # fmt: skip
+_HEAD_SUFFIXES = (
+    "ForSequenceClassification",
+    "ForTokenClassification",
+    "ForQuestionAnswering",
+    "ForMaskedLM",
+    "ForPreTraining",
+)
 
 
 def add_parser(subparsers) -> None:
@@ -34,18 +45,28 @@ def add_parser(subparsers) -> None:
         help="Latency (median, p90) of a model folder or preset: eager, compiled, ONNX Runtime and TFLite fp32 / int8.",
         description=__doc__.split("\n\n")[1],
     )
-    parser.add_argument("model", metavar="DIR_OR_PRESET", help="A saved model folder or a preset name (random weights).")
+    parser.add_argument(
+        "model", metavar="DIR_OR_PRESET", help="A saved model folder or a preset name (random weights)."
+    )
     parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1], help="Sequences per call (default 1).")
     parser.add_argument("--sequence_lengths", type=int, nargs="+", default=[128], help="Tokens per sequence.")
-    parser.add_argument("--runtimes", nargs="+", choices=RUNTIMES, default=None,
-                        help="Default: eager and compiled, plus onnx / onnx-int8 / tflite / tflite-int8 where the folder "
-                        "has the files.")  # fmt: skip
+    parser.add_argument(
+        "--runtimes",
+        nargs="+",
+        choices=RUNTIMES,
+        default=None,
+        help="Default: eager and compiled, plus onnx / onnx-int8 / tflite / tflite-int8 where the folder "
+        "has the files.",
+    )
     parser.add_argument("--rounds", type=int, default=20, help="Timed calls per runtime and shape.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed calls first (compilation happens here).")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch, onnxruntime and LiteRT.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the measurements to this JSON file.")
-    parser.add_argument("--write_latency", action="store_true",
-                        help="Store the first batch size x length as DIR/latency.json and re-write DIR's model card.")  # fmt: skip
+    parser.add_argument(
+        "--write_latency",
+        action="store_true",
+        help="Store the first batch size x length as DIR/latency.json and re-write DIR's model card.",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -80,8 +101,10 @@ def _check_arguments(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
     for name in runtimes:
         if name in _EXPORTED_FILES and name not in available:
             where = "a preset has no export" if folder is None else f"{folder / _EXPORTED_FILES[name]} does not exist"
-            _fail(f"--runtimes {name}: {where}; export first with `{_EXPORT_COMMANDS[name.split('-')[0]]}"
-                  f"{' --quantize int8' if name.endswith('-int8') else ''}`.")  # fmt: skip
+            _fail(
+                f"--runtimes {name}: {where}; export first with `{_EXPORT_COMMANDS[name.split('-')[0]]}"
+                f"{' --quantize int8' if name.endswith('-int8') else ''}`."
+            )
     if any(name.startswith("tflite") for name in runtimes):
         _check_tflite_shapes(args, folder, runtimes, explicit=args.runtimes is not None)
     return folder, runtimes
@@ -110,8 +133,10 @@ def _check_tflite_shapes(args: argparse.Namespace, folder: Path, runtimes: list[
         shape = _converted_shape(folder / _EXPORTED_FILES[name])
         if shape in requested:
             continue
-        message = (f"{folder / _EXPORTED_FILES[name]} runs only at batch {shape[0]} x length {shape[1]}, which is "
-                   f"not among the requested shapes: pass --batch_sizes {shape[0]} --sequence_lengths {shape[1]}")  # fmt: skip
+        message = (
+            f"{folder / _EXPORTED_FILES[name]} runs only at batch {shape[0]} x length {shape[1]}, which is "
+            f"not among the requested shapes: pass --batch_sizes {shape[0]} --sequence_lengths {shape[1]}"
+        )
         if explicit:
             _fail(message + ".")
         print(f"Note: {message} to measure it; skipped.")
@@ -177,13 +202,24 @@ def run(args: argparse.Namespace) -> int:
     for batch_size in args.batch_sizes:
         for length in args.sequence_lengths:
             inputs = latency_inputs(model.config.vocab_size, batch_size, length)
-            measured = measure_interleaved(_runners(model, folder, runtimes, inputs, compiled, args.threads),
-                                           rounds=args.rounds, warmup=args.warmup)  # fmt: skip
+            measured = measure_interleaved(
+                _runners(model, folder, runtimes, inputs, compiled, args.threads),
+                rounds=args.rounds,
+                warmup=args.warmup,
+            )
             for name, latency in measured.items():
-                rows.append({"runtime": name, "batch_size": batch_size, "sequence_length": length,
-                             "median_ms": latency.median_ms, "p90_ms": latency.p90_ms,
-                             "vs_eager": round(latency.median_ms / measured["eager"].median_ms, 3)
-                             if "eager" in measured else None})  # fmt: skip
+                rows.append(
+                    {
+                        "runtime": name,
+                        "batch_size": batch_size,
+                        "sequence_length": length,
+                        "median_ms": latency.median_ms,
+                        "p90_ms": latency.p90_ms,
+                        "vs_eager": round(latency.median_ms / measured["eager"].median_ms, 3)
+                        if "eager" in measured
+                        else None,
+                    }
+                )
     _print_table(args.model, rows)
     if args.json is not None:
         args.json.write_text(json.dumps({"model": args.model, "rows": rows}, indent=2) + "\n")
@@ -197,8 +233,10 @@ def _print_table(model: str, rows: list[dict]) -> None:
     print(f"{'runtime':<12} {'batch':>5} {'length':>6} {'median':>9} {'p90':>9}  vs eager")
     for row in rows:
         ratio = "" if row["vs_eager"] is None else speed_against_eager(row["vs_eager"])
-        print(f"{row['runtime']:<12} {row['batch_size']:>5} {row['sequence_length']:>6} {row['median_ms']:>9.2f} "
-              f"{row['p90_ms']:>9.2f}  {ratio}")  # fmt: skip
+        print(
+            f"{row['runtime']:<12} {row['batch_size']:>5} {row['sequence_length']:>6} {row['median_ms']:>9.2f} "
+            f"{row['p90_ms']:>9.2f}  {ratio}"
+        )
 
 
 def speed_against_eager(time_ratio: float) -> str:
@@ -209,9 +247,9 @@ def speed_against_eager(time_ratio: float) -> str:
 
 
 def _write_latency(folder: Path, rows: list[dict], batch_size: int, length: int) -> None:
+    from ..evaluation.runtime_latency import device_description
     from ..model_cards import write_model_card
     from ..model_cards.latency import LatencyReport, RuntimeLatency, write_latency
-    from ..evaluation.runtime_latency import device_description
 
     runtimes = {}
     for row in rows:

@@ -34,16 +34,21 @@ def run(args: argparse.Namespace) -> int:
     if not args.source.is_dir():
         raise SystemExit(f"convert: source {args.source} is not a folder.")
     if args.target.exists() and not args.target.is_dir():
-        raise SystemExit(f"convert: target {args.target} is a file; give a folder path (created if it does not exist).")
+        raise SystemExit(
+            f"convert: target {args.target} is a file; give a folder path (created if it does not exist)."
+        )
     try:
         summary = convert_checkpoint(args.source, args.target)
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"convert: {error}") from None
     except (SafetensorError, OSError) as error:
-        raise SystemExit(f"convert: source {args.source}: its weights file {unreadable_weights_file(args.source)} "
-                         f"cannot be read ({error}): it is truncated or corrupt; save or download it again.") from None
+        raise SystemExit(
+            f"convert: source {args.source}: its weights file {unreadable_weights_file(args.source)} "
+            f"cannot be read ({error}): it is truncated or corrupt; save or download it again."
+        ) from None
     # Recorded like a training run's summary, so that the target's model card states where it came from.
-    write_summary_and_card(args.target, {"command_line": invoked_command_line(),
-                                         "converted_from": str(args.source.resolve()), **summary})  # fmt: skip
+    write_summary_and_card(
+        args.target, {"command_line": invoked_command_line(), "converted_from": str(args.source.resolve()), **summary}
+    )
     print(json.dumps({"target": str(args.target), **summary}, indent=2))
     return 0

@@ -21,17 +21,25 @@ from torch import nn
 from ..configuration import MiniMoEConfig
 from ..distillation.data import PACKAGED_TEACHER
 from ..distillation.embedding_config import EmbeddingDistillationConfig
-from ..distillation.embedding_data import EmbeddingDistillationCollator, teacher_sentence_embeddings, tokenize_sentences
+from ..distillation.embedding_data import (
+    EmbeddingDistillationCollator,
+    teacher_sentence_embeddings,
+    tokenize_sentences,
+)
 from ..distillation.embedding_trainer import EmbeddingDistillationTrainer
-from ..training.run_errors import RunSettingsError
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import resolve_model_path
 from ..embeddings.bundled_corpus import bundled_sentence_files
 from ..embeddings.pooling import POOLING_MODES, SentenceEmbedder
-from ..embeddings.sentence_transformers_folder import EmbeddingHead, has_sentence_transformers_modules, load_sentence_embedder
+from ..embeddings.sentence_transformers_folder import (
+    EmbeddingHead,
+    has_sentence_transformers_modules,
+    load_sentence_embedder,
+)
 from ..embeddings.sentences import read_sentences
 from ..evaluation.sts import bundled_sts_validation, evaluate_sts, read_sts_pairs
 from ..modeling.model_stats import count_parameters
+from ..training.run_errors import RunSettingsError
 from .training_common import build_from_preset, parse_arguments, parse_json_object, train_and_report
 
 __all__ = ["EmbeddingStudentArguments", "build_projection", "load_teacher_embedder", "run"]
@@ -48,55 +56,72 @@ DESCRIPTION = (
 class EmbeddingStudentArguments:
     teacher: str = field(
         default=PACKAGED_TEACHER,
-        metadata={"help": f"A sentence-transformers folder (modules.json), a transformers encoder folder with --pooling, "
-                  f"or '{PACKAGED_TEACHER}' for the packaged teacher."},
-    )  # fmt: skip
+        metadata={
+            "help": f"A sentence-transformers folder (modules.json), a transformers encoder folder with --pooling, "
+            f"or '{PACKAGED_TEACHER}' for the packaged teacher."
+        },
+    )
     pooling: str | None = field(
         default=None,
-        metadata={"help": f"Teacher pooling when the teacher folder has no modules.json: one of {', '.join(POOLING_MODES)} "
-                  "(a sentence-transformers teacher's own pooling is used otherwise)."},
-    )  # fmt: skip
+        metadata={
+            "help": f"Teacher pooling when the teacher folder has no modules.json: one of {', '.join(POOLING_MODES)} "
+            "(a sentence-transformers teacher's own pooling is used otherwise)."
+        },
+    )
     normalize: bool = field(
         default=True, metadata={"help": "With --pooling: L2-normalise the teacher's (and the student's) embeddings."}
     )
     student_preset: str = field(
         default="minilm-3l-384h-ffn1024",
-        metadata={"help": "Student preset (`compact-bert presets`): minilm-* dense students, minimoe-* MoE students. The "
-                  "default, 3 of the teacher's 6 layers at its width with the 1,024 most important of each FFN's "
-                  "1,536 neurons, runs at 0.41x the teacher's latency and keeps 98.1% of its STS-B Spearman "
-                  "(docs/embeddings.md)."},
-    )  # fmt: skip
+        metadata={
+            "help": "Student preset (`compact-bert presets`): minilm-* dense students, minimoe-* MoE students. The "
+            "default, 3 of the teacher's 6 layers at its width with the 1,024 most important of each FFN's "
+            "1,536 neurons, runs at 0.41x the teacher's latency and keeps 98.1% of its STS-B Spearman "
+            "(docs/embeddings.md)."
+        },
+    )
     student_overrides: str = field(
         default="{}",
-        metadata={"help": "JSON object of student config fields. MoE students train without a capacity limit (no token "
-                  "dropped from an embedding) unless this sets capacity_factor."},
-    )  # fmt: skip
+        metadata={
+            "help": "JSON object of student config fields. MoE students train without a capacity limit (no token "
+            "dropped from an embedding) unless this sets capacity_factor."
+        },
+    )
     init_from_teacher: str = field(
         default="auto",
-        metadata={"help": "'auto': start from the teacher wherever the shapes allow (layer map, importance-ranked width, "
-                  "upcycled experts); 'none': random initialization."},
-    )  # fmt: skip
+        metadata={
+            "help": "'auto': start from the teacher wherever the shapes allow (layer map, importance-ranked width, "
+            "upcycled experts); 'none': random initialization."
+        },
+    )
     layer_map: str = field(
         default="uniform",
         metadata={"help": "0-based teacher layer of each student layer ('0,2,4,5'), or 'uniform'."},
     )
     projection: str = field(
         default="auto",
-        metadata={"help": "'auto': a linear projection (sentence-transformers' Dense) from the student's width to the "
-                  "teacher's embedding size where they differ; 'none': refuse students of another width."},
-    )  # fmt: skip
+        metadata={
+            "help": "'auto': a linear projection (sentence-transformers' Dense) from the student's width to the "
+            "teacher's embedding size where they differ; 'none': refuse students of another width."
+        },
+    )
     sentences: list[str] | None = field(
         default=None,
-        metadata={"help": "Training sentences: .txt files (one per line) or .tsv files with a header naming text columns "
-                  "(e.g. ../shared/data/stsb/train.tsv); default: the bundled sentences."},
-    )  # fmt: skip
+        metadata={
+            "help": "Training sentences: .txt files (one per line) or .tsv files with a header naming text columns "
+            "(e.g. ../shared/data/stsb/train.tsv); default: the bundled sentences."
+        },
+    )
     sts_file: str | None = field(
         default=None,
-        metadata={"help": "STS file for evaluation (sentence1, sentence2, score in [0, 5]); default: the bundled STS "
-                  "Benchmark dev set. Evaluation only: nothing is selected on it."},
-    )  # fmt: skip
+        metadata={
+            "help": "STS file for evaluation (sentence1, sentence2, score in [0, 5]); default: the bundled STS "
+            "Benchmark dev set. Evaluation only: nothing is selected on it."
+        },
+    )
     teacher_cache_dir: str | None = field(
-        default=None, metadata={"help": "Teacher-embedding cache (default: $COMPACT_BERT_CACHE or ~/.cache/compact_bert)."}
+        default=None,
+        metadata={"help": "Teacher-embedding cache (default: $COMPACT_BERT_CACHE or ~/.cache/compact_bert)."},
     )
 
     def __post_init__(self):
@@ -108,8 +133,9 @@ class EmbeddingStudentArguments:
             raise ValueError(f"--init_from_teacher must be 'auto' or 'none', got {self.init_from_teacher!r}.")
 
 
-def load_teacher_embedder(name_or_path: str, pooling: str | None, normalize: bool, max_seq_length: int,
-                          flag: str = "--teacher"):  # fmt: skip
+def load_teacher_embedder(
+    name_or_path: str, pooling: str | None, normalize: bool, max_seq_length: int, flag: str = "--teacher"
+):
     """The teacher ``SentenceEmbedder`` and its tokenizer; a folder without sentence-transformers modules needs
     ``pooling``. Errors name ``flag``, the argument the folder came from."""
     from ..training.compat import FROM_PRETRAINED_KWARGS
@@ -152,8 +178,9 @@ def build_projection(student_width: int, teacher: SentenceEmbedder, channels: li
     return projection
 
 
-def _student_embedder(args: EmbeddingStudentArguments, teacher: SentenceEmbedder, tokenizer, train_data, seed: int,
-                      max_seq_length: int):  # fmt: skip
+def _student_embedder(
+    args: EmbeddingStudentArguments, teacher: SentenceEmbedder, tokenizer, train_data, seed: int, max_seq_length: int
+):
     transformers.set_seed(seed)
     # MoE students learn without a capacity limit (issue 20, item 7: dropping a token past its FFN costs accuracy,
     # and an embedding averages every token), unless the overrides set one.
@@ -162,10 +189,13 @@ def _student_embedder(args: EmbeddingStudentArguments, teacher: SentenceEmbedder
     if not isinstance(student.config, MiniMoEConfig):
         raise RunSettingsError(f"--student_preset {args.student_preset!r} is not a MiniMoE/MiniLM preset.")
     if student.config.vocab_size != len(tokenizer):
-        raise RunSettingsError(f"The student's vocab_size {student.config.vocab_size} differs from the teacher "
-                               f"tokenizer's {len(tokenizer)} tokens: both must read the same token ids.")  # fmt: skip
-    initialization = start_from_teacher(student, teacher.encoder, args.teacher, args.init_from_teacher,
-                                        args.layer_map, train_data, tokenizer, seed)  # fmt: skip
+        raise RunSettingsError(
+            f"The student's vocab_size {student.config.vocab_size} differs from the teacher "
+            f"tokenizer's {len(tokenizer)} tokens: both must read the same token ids."
+        )
+    initialization = start_from_teacher(
+        student, teacher.encoder, args.teacher, args.init_from_teacher, args.layer_map, train_data, tokenizer, seed
+    )
     width, teacher_width = student.config.hidden_size, teacher.embedding_dimension
     projection = None
     if width != teacher_width or teacher.projection is not None:
@@ -184,8 +214,9 @@ def _student_embedder(args: EmbeddingStudentArguments, teacher: SentenceEmbedder
 
 
 def run(argv: list[str]) -> int:
-    args, training_args = parse_arguments((EmbeddingStudentArguments, EmbeddingDistillationConfig), argv,
-                                          "compact-bert distill embeddings", DESCRIPTION)  # fmt: skip
+    args, training_args = parse_arguments(
+        (EmbeddingStudentArguments, EmbeddingDistillationConfig), argv, "compact-bert distill embeddings", DESCRIPTION
+    )
     max_length = training_args.max_seq_length
     sources = args.sentences or [str(path) for path in bundled_sentence_files()]
     batch = training_args.per_device_train_batch_size * max(1, training_args.world_size)
@@ -202,29 +233,52 @@ def run(argv: list[str]) -> int:
     start = time.perf_counter()
     cached = teacher_sentence_embeddings(teacher, tokenizer, every_sentence, max_length, args.teacher_cache_dir)
     teacher_seconds = round(time.perf_counter() - start, 1)
-    print(f"Teacher embeddings of {len(every_sentence)} sentences {'read from' if cached.reused else 'written to'} "
-          f"{cached.folder} ({teacher_seconds} s).")  # fmt: skip
+    print(
+        f"Teacher embeddings of {len(every_sentence)} sentences {'read from' if cached.reused else 'written to'} "
+        f"{cached.folder} ({teacher_seconds} s)."
+    )
     teacher_sts = evaluate_sts(teacher, tokenizer, sts_pairs, training_args.per_device_eval_batch_size)
     trainer = EmbeddingDistillationTrainer(
-        model=embedder, teacher=teacher.encoder, args=training_args, train_dataset=train_data, eval_dataset=eval_data,
+        model=embedder,
+        teacher=teacher.encoder,
+        args=training_args,
+        train_dataset=train_data,
+        eval_dataset=eval_data,
         data_collator=EmbeddingDistillationCollator(tokenizer, cached.outputs["sentence_embedding"]),
-        processing_class=tokenizer, sts_pairs=sts_pairs,
-    )  # fmt: skip
+        processing_class=tokenizer,
+        sts_pairs=sts_pairs,
+    )
     total, active = count_parameters(embedder.encoder)
     output_dir = str(Path(training_args.output_dir).resolve())
-    summary = train_and_report(trainer, tokenizer, training_args, {
-        "role": "embedding student", "teacher": args.teacher, "student_preset": args.student_preset,
-        "sentences": sources, "num_sentences": len(sentences), "sts_file": sts_pairs.source,
-        "teacher_sts": teacher_sts, "teacher_embeddings_cache": str(cached.folder),
-        "teacher_embeddings_seconds": teacher_seconds, "pooling": embedder.pooling, "normalize": embedder.normalize,
-        "projection": None if embedder.projection is None else [embedder.projection.in_features,
-                                                                embedder.projection.out_features],
-        "student_total_params": total, "student_active_params_per_token": active,
-        **({"teacher_initialization": initialization} if initialization else {}),
-        "load_with": f"sentence_transformers.SentenceTransformer({output_dir!r}, trust_remote_code=True)",
-    })  # fmt: skip
+    summary = train_and_report(
+        trainer,
+        tokenizer,
+        training_args,
+        {
+            "role": "embedding student",
+            "teacher": args.teacher,
+            "student_preset": args.student_preset,
+            "sentences": sources,
+            "num_sentences": len(sentences),
+            "sts_file": sts_pairs.source,
+            "teacher_sts": teacher_sts,
+            "teacher_embeddings_cache": str(cached.folder),
+            "teacher_embeddings_seconds": teacher_seconds,
+            "pooling": embedder.pooling,
+            "normalize": embedder.normalize,
+            "projection": None
+            if embedder.projection is None
+            else [embedder.projection.in_features, embedder.projection.out_features],
+            "student_total_params": total,
+            "student_active_params_per_token": active,
+            **({"teacher_initialization": initialization} if initialization else {}),
+            "load_with": f"sentence_transformers.SentenceTransformer({output_dir!r}, trust_remote_code=True)",
+        },
+    )
     if "eval_sts_spearman_cosine" in summary:
         kept = 100 * summary["eval_sts_spearman_cosine"] / teacher_sts["spearman_cosine"]
-        print(f"STS Benchmark dev Spearman (cosine, x100): teacher {teacher_sts['spearman_cosine']:.2f}, student "
-              f"{summary['eval_sts_spearman_cosine']:.2f} ({kept:.1f}% kept).")  # fmt: skip
+        print(
+            f"STS Benchmark dev Spearman (cosine, x100): teacher {teacher_sts['spearman_cosine']:.2f}, student "
+            f"{summary['eval_sts_spearman_cosine']:.2f} ({kept:.1f}% kept)."
+        )
     return 0

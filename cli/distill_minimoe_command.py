@@ -9,7 +9,6 @@ GLUE SST-2 dev set (``--finetune false`` stops after distillation).
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -18,7 +17,6 @@ from pathlib import Path
 import transformers
 
 from ..configuration import PRESETS, MiniMoEConfig, preset_config
-from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..distillation.data import (
     PACKAGED_TEACHER,
     CorpusArguments,
@@ -28,15 +26,16 @@ from ..distillation.data import (
 )
 from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
-from ..training.run_errors import RunSettingsError
+from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
-from ..distillation.teacher_init_runner import start_from_teacher
+from ..modeling.model_stats import count_parameters, meta_model
+from ..training.compat import FROM_PRETRAINED_KWARGS
+from ..training.run_errors import RunSettingsError
+from . import finetune_command
 from .main_job_comparison import COMPARISON_FLAGS, comparison_table, inherited_flags, run_comparison, time_comparison
 from .main_job_shipping import print_shipping_summary, ship_when_possible
-from ..modeling.model_stats import count_parameters, meta_model
-from . import finetune_command
 from .training_common import (
     build_from_preset,
     invoked_command_line,
@@ -64,24 +63,33 @@ class MiniMoEStudentArguments:
     )
     student_preset: str = field(
         default="minilm-3l-384h",
-        metadata={"help": "Student preset (see `compact-bert presets`). The default, the 3-layer MiniLM, is the fastest "
-                  "student that keeps 97% of the packaged teacher's SST-2 accuracy on this CPU (docs/students.md); "
-                  "its 4-expert MiniMoE twin (minimoe-3l-384h) reached the same accuracy at 1.3x its latency."},
-    )  # fmt: skip
+        metadata={
+            "help": "Student preset (see `compact-bert presets`). The default, the 3-layer MiniLM, is the fastest "
+            "student that keeps 97% of the packaged teacher's SST-2 accuracy on this CPU (docs/students.md); "
+            "its 4-expert MiniMoE twin (minimoe-3l-384h) reached the same accuracy at 1.3x its latency."
+        },
+    )
     student_overrides: str = field(
-        default="{}", metadata={"help": "JSON object of student config fields, e.g. '{\"num_experts\": 8, \"capacity_factor\": 2.0}'."}
+        default="{}",
+        metadata={
+            "help": 'JSON object of student config fields, e.g. \'{"num_experts": 8, "capacity_factor": 2.0}\'.'
+        },
     )
     init_from_teacher: str = field(
         default="auto",
-        metadata={"help": "'auto' (default): start the student from its teacher wherever the shapes allow (layer map, "
-                  "importance-ranked width, upcycled or split experts, balanced routers; distillation/teacher_init.py); "
-                  "'none': random initialization."},
-    )  # fmt: skip
+        metadata={
+            "help": "'auto' (default): start the student from its teacher wherever the shapes allow (layer map, "
+            "importance-ranked width, upcycled or split experts, balanced routers; distillation/teacher_init.py); "
+            "'none': random initialization."
+        },
+    )
     layer_map: str = field(
         default="uniform",
-        metadata={"help": "With --init_from_teacher: 0-based teacher layer of each student layer ('1,3,5'), or "
-                  "'uniform' (evenly spaced, ending at the teacher's last layer)."},
-    )  # fmt: skip
+        metadata={
+            "help": "With --init_from_teacher: 0-based teacher layer of each student layer ('1,3,5'), or "
+            "'uniform' (evenly spaced, ending at the teacher's last layer)."
+        },
+    )
     teacher_assistant_preset: str | None = field(
         default=None, metadata={"help": "Distill this preset from the teacher first, then the student from it."}
     )
@@ -92,7 +100,9 @@ class MiniMoEStudentArguments:
 
     def __post_init__(self):
         if self.teacher_assistant_max_steps is not None and self.teacher_assistant_max_steps < 1:
-            raise ValueError(f"--teacher_assistant_max_steps must be >= 1 or unset, got {self.teacher_assistant_max_steps}.")
+            raise ValueError(
+                f"--teacher_assistant_max_steps must be >= 1 or unset, got {self.teacher_assistant_max_steps}."
+            )
 
 
 @dataclass
@@ -104,54 +114,78 @@ class MainJobFinetuneArguments:
     )
     finetune_train_file: str | None = field(
         default=None,
-        metadata={"help": "SST-2 training data (header sentence<TAB>label); default: the bundled 3,000-sentence "
-                  "slice of GLUE SST-2 train. The full set: ../shared/data/sst2/train.tsv."},
-    )  # fmt: skip
+        metadata={
+            "help": "SST-2 training data (header sentence<TAB>label); default: the bundled 3,000-sentence "
+            "slice of GLUE SST-2 train. The full set: ../shared/data/sst2/train.tsv."
+        },
+    )
     finetune_validation_file: str | None = field(
         default=None, metadata={"help": "Dev data; default: the bundled GLUE SST-2 dev set (872 sentences, complete)."}
     )
     finetune_output_dir: str | None = field(
         default=None,
-        metadata={"help": "Where the fine-tuned student goes; default: <output_dir>-sst2 (the teacher and the baseline "
-                  "go to <output_dir>-teacher-sst2 and <output_dir>-baseline-sst2)."},
-    )  # fmt: skip
+        metadata={
+            "help": "Where the fine-tuned student goes; default: <output_dir>-sst2 (the teacher and the baseline "
+            "go to <output_dir>-teacher-sst2 and <output_dir>-baseline-sst2)."
+        },
+    )
     augment_copies: int = field(
         default=2,
-        metadata={"help": "Task distillation of the student: perturbed copies of every training sentence that the "
-                  "fine-tuned teacher labels (Tang et al. 2019); 0 distills on the training sentences alone."},
-    )  # fmt: skip
+        metadata={
+            "help": "Task distillation of the student: perturbed copies of every training sentence that the "
+            "fine-tuned teacher labels (Tang et al. 2019); 0 distills on the training sentences alone."
+        },
+    )
     compare: bool = field(
         default=True,
-        metadata={"help": "Also fine-tune the teacher (which then teaches the student its task) and the layer-dropped "
-                  "baseline the same way, and time all three side by side. 'false': fine-tune the student on the "
-                  "labels alone."},
-    )  # fmt: skip
+        metadata={
+            "help": "Also fine-tune the teacher (which then teaches the student its task) and the layer-dropped "
+            "baseline the same way, and time all three side by side. 'false': fine-tune the student on the "
+            "labels alone."
+        },
+    )
     export_onnx: bool = field(
         default=True,
-        metadata={"help": "After fine-tuning: export the classifier to ONNX + dynamic int8 (into <folder>/onnx), "
-                  "measure their SST-2 accuracy and the latency of eager / ONNX / int8, write latency.json and the "
-                  "card, and list what `compact-bert push` would upload. Needs the `export` extra."},
-    )  # fmt: skip
+        metadata={
+            "help": "After fine-tuning: export the classifier to ONNX + dynamic int8 (into <folder>/onnx), "
+            "measure their SST-2 accuracy and the latency of eager / ONNX / int8, write latency.json and the "
+            "card, and list what `compact-bert push` would upload. Needs the `export` extra."
+        },
+    )
     finetune_args: str = field(
         default="",
-        metadata={"help": "Further `compact-bert finetune` flags for every model of the task stage, which override the "
-                  "main job's (3 epochs, batch 32, 64 tokens, learning rate 1e-4), e.g. '--num_train_epochs 4'."},
-    )  # fmt: skip
+        metadata={
+            "help": "Further `compact-bert finetune` flags for every model of the task stage, which override the "
+            "main job's (3 epochs, batch 32, 64 tokens, learning rate 1e-4), e.g. '--num_train_epochs 4'."
+        },
+    )
 
 
 def _distill(teacher, student, training_args, datasets, collator, tokenizer, extra: dict) -> dict:
     """Distill ``student`` and save it; ``extra`` joins the run summary (role, teacher, data)."""
     train, held_out = datasets
     trainer = MiniMoEDistillationTrainer(
-        model=student, teacher=teacher, args=training_args, train_dataset=train, eval_dataset=held_out,
-        data_collator=collator, processing_class=tokenizer,
-    )  # fmt: skip
+        model=student,
+        teacher=teacher,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=held_out,
+        data_collator=collator,
+        processing_class=tokenizer,
+    )
     total, active = count_parameters(student)
-    return train_and_report(trainer, tokenizer, training_args, {
-        **extra, "student_total_params": total, "student_active_params_per_token": active,
-        "load_with": f"transformers.AutoModel.from_pretrained({str(Path(training_args.output_dir).resolve())!r}, "
-                     "trust_remote_code=True)",
-    })  # fmt: skip
+    return train_and_report(
+        trainer,
+        tokenizer,
+        training_args,
+        {
+            **extra,
+            "student_total_params": total,
+            "student_active_params_per_token": active,
+            "load_with": f"transformers.AutoModel.from_pretrained({str(Path(training_args.output_dir).resolve())!r}, "
+            "trust_remote_code=True)",
+        },
+    )
 
 
 def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args) -> list[str]:
@@ -160,11 +194,18 @@ def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments
     files = bundled_sst2_files()
     output_dir = finetune_args.finetune_output_dir or f"{str(training_args.output_dir).rstrip('/')}-sst2"
     return [
-        "--model_name_or_path", student_dir, "--output_dir", output_dir,
-        "--train_file", finetune_args.finetune_train_file or str(files["train"]),
-        "--validation_file", finetune_args.finetune_validation_file or str(files["validation"]),
-        *COMPARISON_FLAGS, *inherited_flags(training_args), *shlex.split(finetune_args.finetune_args),
-    ]  # fmt: skip
+        "--model_name_or_path",
+        student_dir,
+        "--output_dir",
+        output_dir,
+        "--train_file",
+        finetune_args.finetune_train_file or str(files["train"]),
+        "--validation_file",
+        finetune_args.finetune_validation_file or str(files["validation"]),
+        *COMPARISON_FLAGS,
+        *inherited_flags(training_args),
+        *shlex.split(finetune_args.finetune_args),
+    ]
 
 
 def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args):
@@ -173,8 +214,10 @@ def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArgumen
     for flag in ("finetune_train_file", "finetune_validation_file"):
         path = getattr(finetune_args, flag)
         if path is not None and not Path(path).is_file():
-            raise RunSettingsError(f"--{flag} {path} does not exist or is not a file (checked before distilling, so "
-                                   "that the fine-tuning step cannot fail after it).")  # fmt: skip
+            raise RunSettingsError(
+                f"--{flag} {path} does not exist or is not a file (checked before distilling, so "
+                "that the fine-tuning step cannot fail after it)."
+            )
     argv = finetune_arguments(student_dir, finetune_args, training_args)
     if finetune_args.compare:
         argv = [*argv, "--augment_copies", str(finetune_args.augment_copies)]
@@ -198,7 +241,7 @@ def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments,
         "finetune_seconds": seconds,
         "finetune_output_dir": str(Path(finetune_config.output_dir).resolve()),
         "finetune_load_with": "transformers.AutoModelForSequenceClassification.from_pretrained("
-                              f"{str(Path(finetune_config.output_dir).resolve())!r}, trust_remote_code=True)",
+        f"{str(Path(finetune_config.output_dir).resolve())!r}, trust_remote_code=True)",
         "finetune_runs": len(runs),
         "finetune_train_file": data_args.train_file,
         "finetune_validation_file": data_args.validation_file,
@@ -213,41 +256,69 @@ def _main_job(student_args, finetune_args, training_args) -> dict:
     its accuracy than one initialized from the pretrained teacher and distilled on the corpus first:
     docs/students.md). Returns the job's summary."""
     if student_args.student_preset not in PRESETS:
-        raise SystemExit(f"Unknown --student_preset {student_args.student_preset!r}; valid presets: {', '.join(sorted(PRESETS))}.")
+        raise SystemExit(
+            f"Unknown --student_preset {student_args.student_preset!r}; valid presets: {', '.join(sorted(PRESETS))}."
+        )
     try:
-        config = preset_config(student_args.student_preset,
-                               **parse_json_object(student_args.student_overrides, "student_overrides"))  # fmt: skip
+        config = preset_config(
+            student_args.student_preset, **parse_json_object(student_args.student_overrides, "student_overrides")
+        )
     except ValueError as error:
         raise SystemExit(f"--student_overrides: {error}") from None
     if not isinstance(config, MiniMoEConfig):
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MiniMoE/MiniLM preset.")
     output_dir = str(training_args.output_dir).rstrip("/")
-    student_flags = ["--model_overrides", student_args.student_overrides, "--init_from_teacher",
-                     "auto" if student_args.init_from_teacher == "auto" else "none", "--layer_map", student_args.layer_map,
-                     "--augment_copies", str(finetune_args.augment_copies)]  # fmt: skip
+    student_flags = [
+        "--model_overrides",
+        student_args.student_overrides,
+        "--init_from_teacher",
+        "auto" if student_args.init_from_teacher == "auto" else "none",
+        "--layer_map",
+        student_args.layer_map,
+        "--augment_copies",
+        str(finetune_args.augment_copies),
+    ]
     summary = {
-        "output_dir": str(Path(output_dir).resolve()), "role": "main job", "teacher": student_args.teacher,
-        "student_preset": student_args.student_preset, "command_line": invoked_command_line(),
-    }  # fmt: skip
-    summary.update(run_comparison(
-        student_args.student_preset, student_args.teacher, output_dir, training_args,
-        finetune_args.finetune_train_file, finetune_args.finetune_validation_file, student_flags,
-        shlex.split(finetune_args.finetune_args), student_output_dir=finetune_args.finetune_output_dir,
-    ))  # fmt: skip
+        "output_dir": str(Path(output_dir).resolve()),
+        "role": "main job",
+        "teacher": student_args.teacher,
+        "student_preset": student_args.student_preset,
+        "command_line": invoked_command_line(),
+    }
+    summary.update(
+        run_comparison(
+            student_args.student_preset,
+            student_args.teacher,
+            output_dir,
+            training_args,
+            finetune_args.finetune_train_file,
+            finetune_args.finetune_validation_file,
+            student_flags,
+            shlex.split(finetune_args.finetune_args),
+            student_output_dir=finetune_args.finetune_output_dir,
+        )
+    )
     # Counted on the meta device from the config: loading the classifier folder's weights into a base model only to
     # count them would print transformers' report of the classifier weights it leaves out.
     config = transformers.AutoConfig.from_pretrained(summary["finetune_output_dir"])
     total, active = count_parameters(meta_model(config))
-    summary.update({"student_total_params": total, "student_active_params_per_token": active,
-                    "teacher_initialization": config.teacher_initialization})  # fmt: skip
+    summary.update(
+        {
+            "student_total_params": total,
+            "student_active_params_per_token": active,
+            "teacher_initialization": config.teacher_initialization,
+        }
+    )
     return summary
 
 
 def run(argv: list[str]) -> int:
     student_args, finetune_args, corpus, training_args = parse_arguments(
-        (MiniMoEStudentArguments, MainJobFinetuneArguments, CorpusArguments, MiniMoEDistillationConfig), argv,
-        "compact-bert distill minimoe", DESCRIPTION,
-    )  # fmt: skip
+        (MiniMoEStudentArguments, MainJobFinetuneArguments, CorpusArguments, MiniMoEDistillationConfig),
+        argv,
+        "compact-bert distill minimoe",
+        DESCRIPTION,
+    )
     if finetune_args.finetune:
         _parse_finetune_step(training_args.output_dir, finetune_args, training_args)
     if finetune_args.finetune and finetune_args.compare:
@@ -260,8 +331,9 @@ def run(argv: list[str]) -> int:
         raise SystemExit(f"--teacher: {error}") from None
     tokenizer = default_tokenizer()
     transformers.set_seed(training_args.seed)  # the student's initial weights are part of the reproducible run
-    student = build_from_preset(student_args.student_preset, student_args.student_overrides, "student_overrides",
-                                transformers.AutoModel)  # fmt: skip
+    student = build_from_preset(
+        student_args.student_preset, student_args.student_overrides, "student_overrides", transformers.AutoModel
+    )
     if not isinstance(student.config, MiniMoEConfig):
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MiniMoE/MiniLM preset.")
     # Tokenized once for the whole chain (assistant and student read the same blocks).
@@ -271,25 +343,63 @@ def run(argv: list[str]) -> int:
         assistant_dir = Path(training_args.output_dir) / "teacher_assistant"
         if not (assistant_dir / "run_summary.json").is_file():
             transformers.set_seed(training_args.seed)
-            assistant = build_from_preset(student_args.teacher_assistant_preset, student_args.teacher_assistant_overrides,
-                                          "teacher_assistant_overrides", transformers.AutoModel)  # fmt: skip
+            assistant = build_from_preset(
+                student_args.teacher_assistant_preset,
+                student_args.teacher_assistant_overrides,
+                "teacher_assistant_overrides",
+                transformers.AutoModel,
+            )
             check_model_compatibility(assistant.config, tokenizer, corpus.block_size)
-            start_from_teacher(assistant, teacher, student_args.teacher, student_args.init_from_teacher, "uniform",
-                               datasets[0], tokenizer, training_args.seed)  # fmt: skip
+            start_from_teacher(
+                assistant,
+                teacher,
+                student_args.teacher,
+                student_args.init_from_teacher,
+                "uniform",
+                datasets[0],
+                tokenizer,
+                training_args.seed,
+            )
             assistant_args = dataclasses.replace(
-                training_args, output_dir=str(assistant_dir),
+                training_args,
+                output_dir=str(assistant_dir),
                 max_steps=student_args.teacher_assistant_max_steps or training_args.max_steps,
-            )  # fmt: skip
-            _distill(teacher, assistant, assistant_args, datasets, collator, tokenizer,
-                     {"role": "teacher_assistant", "teacher": student_args.teacher, "data": dataclasses.asdict(corpus)})
+            )
+            _distill(
+                teacher,
+                assistant,
+                assistant_args,
+                datasets,
+                collator,
+                tokenizer,
+                {"role": "teacher_assistant", "teacher": student_args.teacher, "data": dataclasses.asdict(corpus)},
+            )
         teacher = transformers.AutoModel.from_pretrained(assistant_dir, **FROM_PRETRAINED_KWARGS)
-    initialization = start_from_teacher(student, teacher, student_args.teacher, student_args.init_from_teacher,
-                                        student_args.layer_map, datasets[0], tokenizer, training_args.seed)  # fmt: skip
-    summary = _distill(teacher, student, training_args, datasets, collator, tokenizer, {
-        "role": "student", "teacher": student_args.teacher,
-        "teacher_assistant": student_args.teacher_assistant_preset, "data": dataclasses.asdict(corpus),
-        **({"teacher_initialization": initialization} if initialization else {}),
-    })  # fmt: skip
+    initialization = start_from_teacher(
+        student,
+        teacher,
+        student_args.teacher,
+        student_args.init_from_teacher,
+        student_args.layer_map,
+        datasets[0],
+        tokenizer,
+        training_args.seed,
+    )
+    summary = _distill(
+        teacher,
+        student,
+        training_args,
+        datasets,
+        collator,
+        tokenizer,
+        {
+            "role": "student",
+            "teacher": student_args.teacher,
+            "teacher_assistant": student_args.teacher_assistant_preset,
+            "data": dataclasses.asdict(corpus),
+            **({"teacher_initialization": initialization} if initialization else {}),
+        },
+    )
     if finetune_args.finetune:
         summary.update(_finetune_student(summary["output_dir"], finetune_args, training_args))
         _ship_and_report(summary, finetune_args, training_args)

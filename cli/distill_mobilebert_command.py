@@ -26,12 +26,17 @@ DESCRIPTION = (
 
 @dataclass
 class MobileBertStudentArguments:
-    teacher: str = field(default=None, metadata={"help": "Folder of the teacher (an IB-BERT pre-training or MLM model)."})
+    teacher: str = field(
+        default=None, metadata={"help": "Folder of the teacher (an IB-BERT pre-training or MLM model)."}
+    )
     student_preset: str = field(default="mobilebert", metadata={"help": "Preset of the student."})
     student_overrides: str = field(
-        default="{}", metadata={"help": "JSON object of student config fields, e.g. to match a small teacher's layers."}
+        default="{}",
+        metadata={"help": "JSON object of student config fields, e.g. to match a small teacher's layers."},
     )
-    next_sentence_prediction: bool = field(default=True, metadata={"help": "Include NSP in pre-training distillation."})
+    next_sentence_prediction: bool = field(
+        default=True, metadata={"help": "Include NSP in pre-training distillation."}
+    )
 
     def __post_init__(self):
         if not self.teacher:
@@ -40,14 +45,20 @@ class MobileBertStudentArguments:
 
 def run(argv: list[str]) -> int:
     student_args, corpus, training_args = parse_arguments(
-        (MobileBertStudentArguments, CorpusArguments, MobileBertDistillationConfig), argv,
-        "compact-bert distill mobilebert", DESCRIPTION,
-    )  # fmt: skip
+        (MobileBertStudentArguments, CorpusArguments, MobileBertDistillationConfig),
+        argv,
+        "compact-bert distill mobilebert",
+        DESCRIPTION,
+    )
     teacher = load_pretrained(
         student_args.teacher, (transformers.AutoModelForPreTraining, transformers.AutoModelForMaskedLM), "teacher"
     )
-    student = build_from_preset(student_args.student_preset, student_args.student_overrides, "student_overrides",
-                                transformers.AutoModelForPreTraining)  # fmt: skip
+    student = build_from_preset(
+        student_args.student_preset,
+        student_args.student_overrides,
+        "student_overrides",
+        transformers.AutoModelForPreTraining,
+    )
     tokenizer = default_tokenizer()
     train, held_out = prepare_block_datasets(corpus, tokenizer, student.config, student_args.next_sentence_prediction)
     trainer = MobileBertDistillationTrainer(
@@ -61,6 +72,10 @@ def run(argv: list[str]) -> int:
         compute_metrics=masked_token_accuracy,
         preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
     )
-    train_and_report(trainer, tokenizer, training_args, {"strategy": training_args.strategy, "teacher": student_args.teacher,
-                                                        "data": dataclasses.asdict(corpus)})  # fmt: skip
+    train_and_report(
+        trainer,
+        tokenizer,
+        training_args,
+        {"strategy": training_args.strategy, "teacher": student_args.teacher, "data": dataclasses.asdict(corpus)},
+    )
     return 0

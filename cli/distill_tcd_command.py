@@ -33,10 +33,12 @@ class TransferCapabilityStudentArguments:
     student_overrides: str = field(default="{}", metadata={"help": "JSON object of student config fields."})
     init_from_teacher: str = field(
         default="auto",
-        metadata={"help": "'auto' (default): start the student from its teacher wherever the shapes allow (layers of "
-                  "--layer_map or evenly spaced, importance-ranked width, upcycled or split experts; "
-                  "distillation/teacher_init.py); 'none': random initialization."},
-    )  # fmt: skip
+        metadata={
+            "help": "'auto' (default): start the student from its teacher wherever the shapes allow (layers of "
+            "--layer_map or evenly spaced, importance-ranked width, upcycled or split experts; "
+            "distillation/teacher_init.py); 'none': random initialization."
+        },
+    )
 
     def __post_init__(self):
         if not self.teacher:
@@ -45,31 +47,57 @@ class TransferCapabilityStudentArguments:
 
 def run(argv: list[str]) -> int:
     student_args, corpus, training_args = parse_arguments(
-        (TransferCapabilityStudentArguments, CorpusArguments, TransferCapabilityDistillationConfig), argv,
-        "compact-bert distill tcd", DESCRIPTION,
-    )  # fmt: skip
+        (TransferCapabilityStudentArguments, CorpusArguments, TransferCapabilityDistillationConfig),
+        argv,
+        "compact-bert distill tcd",
+        DESCRIPTION,
+    )
     try:
         teacher = load_encoder(student_args.teacher)
     except (ValueError, OSError) as error:
         raise SystemExit(f"--teacher: {error}") from None
-    student = build_from_preset(student_args.student_preset, student_args.student_overrides, "student_overrides",
-                                transformers.AutoModelForMaskedLM)  # fmt: skip
+    student = build_from_preset(
+        student_args.student_preset,
+        student_args.student_overrides,
+        "student_overrides",
+        transformers.AutoModelForMaskedLM,
+    )
     if not isinstance(student.config, MoEBertConfig):
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MoE-BERT preset.")
     tokenizer = default_tokenizer()
     train, held_out = prepare_block_datasets(corpus, tokenizer, student.config, with_pairs=False)
-    initialization = start_from_teacher(student, teacher, student_args.teacher, student_args.init_from_teacher,
-                                        training_args.parsed_layer_map, train, tokenizer, training_args.seed)  # fmt: skip
+    initialization = start_from_teacher(
+        student,
+        teacher,
+        student_args.teacher,
+        student_args.init_from_teacher,
+        training_args.parsed_layer_map,
+        train,
+        tokenizer,
+        training_args.seed,
+    )
     try:
         trainer = TransferCapabilityDistillationTrainer(
-            model=student, teacher=teacher, args=training_args, train_dataset=train, eval_dataset=held_out,
-            data_collator=PretrainingCollator(tokenizer, corpus.mlm_probability), processing_class=tokenizer,
-            compute_metrics=masked_token_accuracy, preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
-        )  # fmt: skip
+            model=student,
+            teacher=teacher,
+            args=training_args,
+            train_dataset=train,
+            eval_dataset=held_out,
+            data_collator=PretrainingCollator(tokenizer, corpus.mlm_probability),
+            processing_class=tokenizer,
+            compute_metrics=masked_token_accuracy,
+            preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
+        )
     except ValueError as error:
         raise SystemExit(f"distill tcd: {error}") from None
-    train_and_report(trainer, tokenizer, training_args, {
-        "teacher": student_args.teacher, "data": dataclasses.asdict(corpus),
-        **({"teacher_initialization": initialization} if initialization else {}),
-    })  # fmt: skip
+    train_and_report(
+        trainer,
+        tokenizer,
+        training_args,
+        {
+            "teacher": student_args.teacher,
+            "data": dataclasses.asdict(corpus),
+            **({"teacher_initialization": initialization} if initialization else {}),
+        },
+    )
     return 0

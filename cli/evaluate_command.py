@@ -20,10 +20,15 @@ def add_parser(subparsers) -> None:
         "(its sentence-transformers modules) and prints the metrics as JSON.",
     )
     parser.add_argument("benchmark", choices=["sts"], help="What to evaluate: sts (semantic textual similarity).")
-    parser.add_argument("model_dir", help="A sentence-transformers folder, or 'all-MiniLM-L6-v2' (the packaged teacher).")
-    parser.add_argument("--sts_file", default=None,
-                        help="Tab-separated sentence1, sentence2, score in [0, 5] (.tsv or .tsv.gz); default: the "
-                        "bundled STS Benchmark dev set.")  # fmt: skip
+    parser.add_argument(
+        "model_dir", help="A sentence-transformers folder, or 'all-MiniLM-L6-v2' (the packaged teacher)."
+    )
+    parser.add_argument(
+        "--sts_file",
+        default=None,
+        help="Tab-separated sentence1, sentence2, score in [0, 5] (.tsv or .tsv.gz); default: the "
+        "bundled STS Benchmark dev set.",
+    )
     parser.add_argument("--batch_size", type=int, default=64, help="Sentences per forward pass.")
     parser.set_defaults(handler=run)
 

@@ -61,8 +61,10 @@ def _check_format_options(args: argparse.Namespace) -> None:
         if given:
             raise SystemExit(f"compact-bert export: --{given[0]} is for onnx only.")
         if args.sequence_length is None:
-            raise SystemExit("compact-bert export: tflite needs --sequence_length N: a TFLite model runs at the one "
-                             "shape it was converted with (e.g. --sequence_length 128).")  # fmt: skip
+            raise SystemExit(
+                "compact-bert export: tflite needs --sequence_length N: a TFLite model runs at the one "
+                "shape it was converted with (e.g. --sequence_length 128)."
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,16 +80,32 @@ def run(args: argparse.Namespace) -> int:
 def _run_tflite(args: argparse.Namespace) -> int:
     from ..export.tflite_exporter import export_tflite
 
-    report = export_tflite(args.model_dir, args.output_dir, args.task, args.sequence_length,
-                           1 if args.batch_size is None else args.batch_size,
-                           quantize=args.quantize)  # fmt: skip
-    summary = {"tflite": str(report.tflite_path), "task": report.task,
-               "shape": [report.batch_size, report.sequence_length], "max_abs_diff": report.max_abs_diff,
-               "output_scale": report.output_scale, "float_bytes": report.float_bytes, "seconds": report.seconds}  # fmt: skip
+    report = export_tflite(
+        args.model_dir,
+        args.output_dir,
+        args.task,
+        args.sequence_length,
+        1 if args.batch_size is None else args.batch_size,
+        quantize=args.quantize,
+    )
+    summary = {
+        "tflite": str(report.tflite_path),
+        "task": report.task,
+        "shape": [report.batch_size, report.sequence_length],
+        "max_abs_diff": report.max_abs_diff,
+        "output_scale": report.output_scale,
+        "float_bytes": report.float_bytes,
+        "seconds": report.seconds,
+    }
     if report.int8_path is not None:
-        summary.update({"int8": str(report.int8_path), "int8_bytes": report.int8_bytes,
-                        "size_ratio": round(report.int8_bytes / report.float_bytes, 4),
-                        "int8_max_abs_diff": report.int8_max_abs_diff})  # fmt: skip
+        summary.update(
+            {
+                "int8": str(report.int8_path),
+                "int8_bytes": report.int8_bytes,
+                "size_ratio": round(report.int8_bytes / report.float_bytes, 4),
+                "int8_max_abs_diff": report.int8_max_abs_diff,
+            }
+        )
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -96,14 +114,31 @@ def _run_onnx(args: argparse.Namespace) -> int:
     from ..export.onnx_exporter import export_onnx
     from ..export.onnx_quantization import quantize_onnx
 
-    report = export_onnx(args.model_dir, args.output_dir, args.task, args.opset, args.sequence_length or 16,
-                         exporter=args.exporter or "auto")  # fmt: skip
-    summary = {"onnx": str(report.onnx_path), "exporter": report.exporter, "task": report.task,
-               "max_abs_diff": report.max_abs_diff, "output_scale": report.output_scale}  # fmt: skip
+    report = export_onnx(
+        args.model_dir,
+        args.output_dir,
+        args.task,
+        args.opset,
+        args.sequence_length or 16,
+        exporter=args.exporter or "auto",
+    )
+    summary = {
+        "onnx": str(report.onnx_path),
+        "exporter": report.exporter,
+        "task": report.task,
+        "max_abs_diff": report.max_abs_diff,
+        "output_scale": report.output_scale,
+    }
     if args.quantize == "int8":
         quantized = quantize_onnx(args.output_dir, args.task)
-        summary.update({"int8": str(quantized.quantized_path), "quantizer": quantized.quantizer,
-                        "float_bytes": quantized.float_bytes, "int8_bytes": quantized.quantized_bytes,
-                        "size_ratio": round(quantized.size_ratio, 4)})  # fmt: skip
+        summary.update(
+            {
+                "int8": str(quantized.quantized_path),
+                "quantizer": quantized.quantizer,
+                "float_bytes": quantized.float_bytes,
+                "int8_bytes": quantized.quantized_bytes,
+                "size_ratio": round(quantized.size_ratio, 4),
+            }
+        )
     print(json.dumps(summary, indent=2))
     return 0

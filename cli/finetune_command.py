@@ -27,9 +27,14 @@ from transformers import (
 )
 
 from ..configuration import PRESETS, preset_config
-from ..training.atomic_files import write_text_atomically
-from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
 from ..distillation.data import PACKAGED_TEACHER, default_tokenizer, packaged_teacher_dir
+from ..distillation.teacher_init_runner import (
+    calibration_batches,
+    initialization_blocker,
+    initialize_student,
+    prepare_initialization,
+)
+from ..distillation.teachers import load_encoder
 from ..finetuning.augmentation import AUGMENTED_COLUMN, augment_split
 from ..finetuning.data import (
     FinetuneDataArguments,
@@ -38,13 +43,6 @@ from ..finetuning.data import (
     tokenize_token_dataset,
 )
 from ..finetuning.finetune_config import FinetuneConfig
-from ..distillation.teacher_init_runner import (
-    calibration_batches,
-    initialization_blocker,
-    initialize_student,
-    prepare_initialization,
-)
-from ..distillation.teachers import load_encoder
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics, check_metric_name
 from ..finetuning.router_rebalancing import rebalance_routers
 from ..finetuning.run_honesty import ReportingEarlyStopping, reported_checkpoint, single_class_warning
@@ -56,6 +54,8 @@ from ..finetuning.task_distillation import (
     load_task_teacher,
 )
 from ..model_cards import write_model_card
+from ..training.atomic_files import write_text_atomically
+from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
 from .training_common import parse_arguments, parse_json_object, train_and_report, write_summary_and_card
 
 __all__ = [
@@ -86,69 +86,91 @@ ADAPTER_SIZES_PAPER_003 = (16, 64, 128)
 @dataclass
 class FinetuneModelArguments:
     model_name_or_path: str = field(
-        metadata={"help": "A model folder (compact-bert or BERT-like transformers) or a preset name (a fresh model; "
-                  "see `compact-bert presets`)."}
-    )  # fmt: skip
+        metadata={
+            "help": "A model folder (compact-bert or BERT-like transformers) or a preset name (a fresh model; "
+            "see `compact-bert presets`)."
+        }
+    )
     model_overrides: str = field(
-        default="{}", metadata={"help": "JSON object of config fields for a preset, e.g. '{\"num_hidden_layers\": 2}'."}
+        default="{}",
+        metadata={"help": "JSON object of config fields for a preset, e.g. '{\"num_hidden_layers\": 2}'."},
     )
     tokenizer_name: str | None = field(
-        default=None, metadata={"help": "Tokenizer folder; default: the model folder's, else bert-base-uncased WordPiece."}
+        default=None,
+        metadata={"help": "Tokenizer folder; default: the model folder's, else bert-base-uncased WordPiece."},
     )
     peft: str | None = field(
         default=None,
-        metadata={"help": "Train a PEFT adapter (lora, ia3) and the task head instead of every weight; output_dir "
-                  "then holds the adapter. Default: full fine-tuning."},
-    )  # fmt: skip
+        metadata={
+            "help": "Train a PEFT adapter (lora, ia3) and the task head instead of every weight; output_dir "
+            "then holds the adapter. Default: full fine-tuning."
+        },
+    )
     peft_r: int = field(default=8, metadata={"help": "With --peft lora: the rank r."})
     adapter_size_grid: list[int] = field(
         default_factory=list,
-        metadata={"help": "With --peft lora: run every LoRA rank r (output_dir/r-R/...), combined with "
-                  "--learning_rate_grid and --seeds, and report the best seed-averaged dev result. Paper 003 "
-                  "(appendix B) searches bottleneck-adapter sizes 16 64 128 for its small models (H=128) and "
-                  "16 64 128 256 for H=768, with adapter learning rates 1e-4 2e-4 3e-4; the rank is LoRA's "
-                  "counterpart of the adapter size."},
-    )  # fmt: skip
+        metadata={
+            "help": "With --peft lora: run every LoRA rank r (output_dir/r-R/...), combined with "
+            "--learning_rate_grid and --seeds, and report the best seed-averaged dev result. Paper 003 "
+            "(appendix B) searches bottleneck-adapter sizes 16 64 128 for its small models (H=128) and "
+            "16 64 128 256 for H=768, with adapter learning rates 1e-4 2e-4 3e-4; the rank is LoRA's "
+            "counterpart of the adapter size."
+        },
+    )
     peft_alpha: float = field(default=16.0, metadata={"help": "With --peft lora: the scaling alpha."})
     peft_dropout: float | None = field(
         default=None,
-        metadata={"help": "With --peft lora: dropout on the adapter's input; default 0.1, or 0 when the experts' "
-                  "stacked weights are adapted (PEFT's parameter LoRA cannot apply dropout)."},
+        metadata={
+            "help": "With --peft lora: dropout on the adapter's input; default 0.1, or 0 when the experts' "
+            "stacked weights are adapted (PEFT's parameter LoRA cannot apply dropout)."
+        },
     )
     peft_target_modules: str | None = field(
         default=None, metadata={"help": "Comma-separated module names to adapt; default: PEFT's for the model type."}
     )
     teacher: str | None = field(
         default=None,
-        metadata={"help": "A teacher fine-tuned on this task (a folder with a task head over the same labels and the "
-                  "student's vocabulary): distill its predictions into the model (task distillation; see "
-                  "--distillation_alpha, --distillation_temperature). Its logits are computed once and cached."},
-    )  # fmt: skip
+        metadata={
+            "help": "A teacher fine-tuned on this task (a folder with a task head over the same labels and the "
+            "student's vocabulary): distill its predictions into the model (task distillation; see "
+            "--distillation_alpha, --distillation_temperature). Its logits are computed once and cached."
+        },
+    )
     init_from_teacher: str = field(
         default="auto",
-        metadata={"help": "For a preset: initialize it from a pretrained teacher instead of random weights (layer "
-                  "map, importance-ranked width, upcycled or split experts; see distillation/teacher_init.py). "
-                  "'auto' (default): from --teacher when its shapes allow; a folder or 'all-MiniLM-L6-v2': from "
-                  "that model; 'none': random initialization."},
-    )  # fmt: skip
+        metadata={
+            "help": "For a preset: initialize it from a pretrained teacher instead of random weights (layer "
+            "map, importance-ranked width, upcycled or split experts; see distillation/teacher_init.py). "
+            "'auto' (default): from --teacher when its shapes allow; a folder or 'all-MiniLM-L6-v2': from "
+            "that model; 'none': random initialization."
+        },
+    )
     layer_map: str = field(
         default="uniform",
-        metadata={"help": "With teacher initialization: 0-based teacher layer of each student layer, comma-separated "
-                  "(e.g. '1,3,5'), or 'uniform' (evenly spaced, ending at the teacher's last layer)."},
-    )  # fmt: skip
+        metadata={
+            "help": "With teacher initialization: 0-based teacher layer of each student layer, comma-separated "
+            "(e.g. '1,3,5'), or 'uniform' (evenly spaced, ending at the teacher's last layer)."
+        },
+    )
     merge: bool = field(
         default=False,
-        metadata={"help": "With --peft: also save the adapter merged into the model in output_dir/merged, a plain "
-                  "model folder."},
-    )  # fmt: skip
+        metadata={
+            "help": "With --peft: also save the adapter merged into the model in output_dir/merged, a plain "
+            "model folder."
+        },
+    )
 
     def __post_init__(self):
         if self.merge and not self.peft:
             raise ValueError("--merge merges a PEFT adapter: give --peft too.")
         if self.adapter_size_grid:
             if self.peft != "lora":
-                raise ValueError(f"--adapter_size_grid sets the LoRA rank: it needs --peft lora (got --peft {self.peft}).")
-            if any(size < 1 for size in self.adapter_size_grid) or len(set(self.adapter_size_grid)) != len(self.adapter_size_grid):
+                raise ValueError(
+                    f"--adapter_size_grid sets the LoRA rank: it needs --peft lora (got --peft {self.peft})."
+                )
+            if any(size < 1 for size in self.adapter_size_grid) or len(set(self.adapter_size_grid)) != len(
+                self.adapter_size_grid
+            ):
                 raise ValueError(f"--adapter_size_grid takes distinct ranks >= 1, got {self.adapter_size_grid}.")
 
 
@@ -178,10 +200,15 @@ def _load_tokenizer(model_args: FinetuneModelArguments):
         tokenizer = default_tokenizer() if (source or own) is None else AutoTokenizer.from_pretrained(source or own)
     except (OSError, ValueError) as error:
         raise SystemExit(f"--tokenizer_name {source}: no tokenizer loads from it ({error}).") from None
-    if source is not None and own is not None:
-        if AutoTokenizer.from_pretrained(own).get_vocab() != tokenizer.get_vocab():
-            raise SystemExit(f"--tokenizer_name {source}: its vocabulary is not the one saved with the model in {own}; "
-                             "drop --tokenizer_name to use the model's own tokenizer.")  # fmt: skip
+    if (
+        source is not None
+        and own is not None
+        and AutoTokenizer.from_pretrained(own).get_vocab() != tokenizer.get_vocab()
+    ):
+        raise SystemExit(
+            f"--tokenizer_name {source}: its vocabulary is not the one saved with the model in {own}; "
+            "drop --tokenizer_name to use the model's own tokenizer."
+        )
     return tokenizer
 
 
@@ -201,28 +228,39 @@ def build_model(model_args: FinetuneModelArguments, task_type: str, label_names,
     if hasattr(config, "capacity_factor"):
         config.capacity_factor = training_args.resolved_capacity_factor(config.capacity_factor)
     if getattr(config, "eval_capacity_factor", None) is not None:
-        logger.warning("eval_capacity_factor %s reset to None: evaluation never drops tokens.", config.eval_capacity_factor)
+        logger.warning(
+            "eval_capacity_factor %s reset to None: evaluation never drops tokens.", config.eval_capacity_factor
+        )
         config.eval_capacity_factor = None
     if name in PRESETS:
         return auto_class.from_config(config)
     from ..training.checked_loading import load_checked
 
-    return load_checked(auto_class, name, "--model_name_or_path", config=config, ignore_mismatched_sizes=True,
-                        **FROM_PRETRAINED_KWARGS)  # fmt: skip
+    return load_checked(
+        auto_class, name, "--model_name_or_path", config=config, ignore_mismatched_sizes=True, **FROM_PRETRAINED_KWARGS
+    )
 
 
 def _check_fits(config, tokenizer, max_length: int) -> None:
     if len(tokenizer) != config.vocab_size:
-        raise SystemExit(f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}: "
-                         "its ids would index other tokens' embeddings; pass the model's own tokenizer with "
-                         "--tokenizer_name (or, for a preset, --model_overrides with its vocab_size).")  # fmt: skip
+        raise SystemExit(
+            f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}: "
+            "its ids would index other tokens' embeddings; pass the model's own tokenizer with "
+            "--tokenizer_name (or, for a preset, --model_overrides with its vocab_size)."
+        )
     if max_length > config.max_position_embeddings:
-        raise SystemExit(f"--max_seq_length {max_length} exceeds the model's max_position_embeddings "
-                         f"({config.max_position_embeddings}).")  # fmt: skip
+        raise SystemExit(
+            f"--max_seq_length {max_length} exceeds the model's max_position_embeddings "
+            f"({config.max_position_embeddings})."
+        )
 
 
 def _mean_and_std(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "n": len(values),
+    }
 
 
 SETTING_KEYS = ("adapter_size", "learning_rate")  # what a grid varies; runs differing only in seed are averaged
@@ -236,12 +274,21 @@ def summarize_runs(runs: list[dict], metric_key: str, greater_is_better: bool = 
         by_setting.setdefault(tuple((key, run[key]) for key in SETTING_KEYS if key in run), []).append(run)
     per_setting = []
     for setting, group in by_setting.items():
-        keys = sorted({key for run in group for key, value in run.items()
-                       if key.startswith("eval_") and isinstance(value, (int, float))})  # fmt: skip
-        per_setting.append({
-            **dict(setting), "seeds": [run["seed"] for run in group],
-            **{key: _mean_and_std([run[key] for run in group if key in run]) for key in keys},
-        })  # fmt: skip
+        keys = sorted(
+            {
+                key
+                for run in group
+                for key, value in run.items()
+                if key.startswith("eval_") and isinstance(value, (int, float))
+            }
+        )
+        per_setting.append(
+            {
+                **dict(setting),
+                "seeds": [run["seed"] for run in group],
+                **{key: _mean_and_std([run[key] for run in group if key in run]) for key in keys},
+            }
+        )
     scored = [entry for entry in per_setting if metric_key in entry]
     best = (max if greater_is_better else min)(scored, key=lambda entry: entry[metric_key]["mean"]) if scored else None
     return {"metric_for_best_model": metric_key, "per_setting": per_setting, "best": best, "runs": runs}
@@ -252,14 +299,25 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
     model = build_model(model_args, splits.task_type, splits.label_names, training_args)
     initialization = None
     if start is not None and start.teacher is not None:
-        initialization = initialize_student(model, start.teacher, model_args.layer_map, start.statistics,
-                                            start.calibration, training_args.seed, start.name)  # fmt: skip
+        initialization = initialize_student(
+            model,
+            start.teacher,
+            model_args.layer_map,
+            start.statistics,
+            start.calibration,
+            training_args.seed,
+            start.name,
+        )
     rebalanced = None
     if start is not None and start.router_calibration is not None:
         rebalanced = rebalance_routers(model, start.router_calibration)
-        print("Routers re-balanced on the training text (largest expert share per block, before -> after): "
-              + ", ".join(f"{entry['max_expert_share_before']:.2f} -> {entry['max_expert_share_after']:.2f}"
-                          for entry in rebalanced))  # fmt: skip
+        print(
+            "Routers re-balanced on the training text (largest expert share per block, before -> after): "
+            + ", ".join(
+                f"{entry['max_expert_share_before']:.2f} -> {entry['max_expert_share_after']:.2f}"
+                for entry in rebalanced
+            )
+        )
     if model_args.peft:
         model = with_peft_adapter(model, model_args, splits.task_type)
     train, validation = tokenized
@@ -271,21 +329,39 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
         callbacks.append(early_stopping)
     trainer_class = TaskDistillationTrainer if model_args.teacher else FinetuneTrainer
     trainer = trainer_class(
-        model=model, args=training_args, train_dataset=train, eval_dataset=validation, data_collator=data_collator,
-        processing_class=tokenizer, callbacks=callbacks,
-        compute_metrics=build_compute_metrics(splits.task_type, splits.label_names, data_args.task_name
-                                              if data_args.glue_task else None) if has_eval else None,
-    )  # fmt: skip
-    summary = train_and_report(trainer, tokenizer, training_args, {
-        "model_name_or_path": model_args.model_name_or_path, "model_type": model.config.model_type,
-        "task_type": splits.task_type, "task_name": data_args.task_name, "label_names": splits.label_names,
-        "seed": training_args.seed, "learning_rate": training_args.learning_rate, "data": dataclasses.asdict(data_args),
-        **({"adapter_size": model_args.peft_r} if model_args.peft == "lora" else {}),
-        **({"teacher_initialization": initialization} if initialization else {}),
-        **({"task_distillation": start.distillation} if start is not None and start.distillation else {}),
-        **({"rebalanced_routers": rebalanced} if rebalanced else {}),
-        **({"reported_checkpoint": reported_checkpoint(training_args)} if has_eval else {}),
-    })  # fmt: skip
+        model=model,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=validation,
+        data_collator=data_collator,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        compute_metrics=build_compute_metrics(
+            splits.task_type, splits.label_names, data_args.task_name if data_args.glue_task else None
+        )
+        if has_eval
+        else None,
+    )
+    summary = train_and_report(
+        trainer,
+        tokenizer,
+        training_args,
+        {
+            "model_name_or_path": model_args.model_name_or_path,
+            "model_type": model.config.model_type,
+            "task_type": splits.task_type,
+            "task_name": data_args.task_name,
+            "label_names": splits.label_names,
+            "seed": training_args.seed,
+            "learning_rate": training_args.learning_rate,
+            "data": dataclasses.asdict(data_args),
+            **({"adapter_size": model_args.peft_r} if model_args.peft == "lora" else {}),
+            **({"teacher_initialization": initialization} if initialization else {}),
+            **({"task_distillation": start.distillation} if start is not None and start.distillation else {}),
+            **({"rebalanced_routers": rebalanced} if rebalanced else {}),
+            **({"reported_checkpoint": reported_checkpoint(training_args)} if has_eval else {}),
+        },
+    )
     if early_stopping is not None and early_stopping.stop is not None:
         summary["stopped_early"] = early_stopping.stop
     warning = single_class_warning(summary)
@@ -309,11 +385,21 @@ def with_peft_adapter(model, model_args: FinetuneModelArguments, task_type: str)
         from ..finetuning.peft_support import build_peft_config  # imported at use: PEFT is needed only here
     except ImportError as error:
         raise SystemExit(f"--peft needs PEFT support, which this installation lacks: {error}") from None
-    targets = [name.strip() for name in model_args.peft_target_modules.split(",")] if model_args.peft_target_modules else None
+    targets = (
+        [name.strip() for name in model_args.peft_target_modules.split(",")]
+        if model_args.peft_target_modules
+        else None
+    )
     try:
-        config = build_peft_config(model_args.peft, model, "TOKEN_CLS" if task_type == "ner" else "SEQ_CLS",
-                                   r=model_args.peft_r, alpha=model_args.peft_alpha, dropout=model_args.peft_dropout,
-                                   target_modules=targets)  # fmt: skip
+        config = build_peft_config(
+            model_args.peft,
+            model,
+            "TOKEN_CLS" if task_type == "ner" else "SEQ_CLS",
+            r=model_args.peft_r,
+            alpha=model_args.peft_alpha,
+            dropout=model_args.peft_dropout,
+            target_modules=targets,
+        )
         return peft.get_peft_model(model, config)
     except ValueError as error:
         raise SystemExit(f"--peft {model_args.peft}: {error}") from None
@@ -330,8 +416,9 @@ def save_merged(peft_model, tokenizer, folder: Path) -> str:
 
 def _adjusted_training_args(training_args: FinetuneConfig, argv: list[str], metric: str, has_eval: bool):
     if not has_eval:
-        return dataclasses.replace(training_args, eval_strategy="no", load_best_model_at_end=False,
-                                   early_stopping_patience=None)  # fmt: skip
+        return dataclasses.replace(
+            training_args, eval_strategy="no", load_best_model_at_end=False, early_stopping_patience=None
+        )
     if any(token.split("=", 1)[0] == "--metric_for_best_model" for token in argv):
         return training_args
     return dataclasses.replace(training_args, metric_for_best_model=metric, greater_is_better=True)
@@ -345,14 +432,18 @@ def run(argv: list[str]) -> int:
 def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig]:
     model_args, data_args, training_args = parse_arguments(
         (FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig), argv, "compact-bert finetune", DESCRIPTION
-    )  # fmt: skip
+    )
     if model_args.model_name_or_path == PACKAGED_TEACHER:  # the packaged all-MiniLM-L6-v2, by its short name
         model_args.model_name_or_path = str(packaged_teacher_dir())
     return model_args, data_args, training_args
 
 
-def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArguments, training_args: FinetuneConfig,
-             argv: list[str] = ()) -> list[dict]:  # fmt: skip
+def finetune(
+    model_args: FinetuneModelArguments,
+    data_args: FinetuneDataArguments,
+    training_args: FinetuneConfig,
+    argv: list[str] = (),
+) -> list[dict]:
     """``compact-bert finetune``: every run of the grid (``argv``: the flags as given, to tell which defaults the
     user overrode). Returns each run's summary; with several runs, ``output_dir/run_summary.json`` also holds
     the per-setting means and the best setting."""
@@ -367,46 +458,76 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
         max_length = min(max_length, config.max_position_embeddings)
     _check_fits(config, tokenizer, max_length)  # before any run: fail in seconds, not epochs
     if splits.validation is not None and any(token.split("=", 1)[0] == "--metric_for_best_model" for token in argv):
-        check_metric_name(training_args.metric_for_best_model, splits.task_type, splits.label_names,
-                          data_args.task_name if data_args.glue_task else None)  # fmt: skip
+        check_metric_name(
+            training_args.metric_for_best_model,
+            splits.task_type,
+            splits.label_names,
+            data_args.task_name if data_args.glue_task else None,
+        )
     train_split = splits.train
     if training_args.augment_copies:
         if not model_args.teacher or splits.task_type == "ner":
-            raise SystemExit("--augment_copies: augmented examples are labelled by a teacher's predictions, for "
-                             "sentence (pair) tasks: give --teacher, and no augmentation for NER.")  # fmt: skip
-        train_split = augment_split(train_split, splits.text_columns, training_args.augment_copies,
-                                    tokenizer.mask_token, training_args.augmentation_seed)  # fmt: skip
+            raise SystemExit(
+                "--augment_copies: augmented examples are labelled by a teacher's predictions, for "
+                "sentence (pair) tasks: give --teacher, and no augmentation for NER."
+            )
+        train_split = augment_split(
+            train_split,
+            splits.text_columns,
+            training_args.augment_copies,
+            tokenizer.mask_token,
+            training_args.augmentation_seed,
+        )
     if splits.task_type == "ner":
-        tokenized = [None if split is None else tokenize_token_dataset(split, tokenizer, max_length)
-                     for split in (splits.train, splits.validation)]  # fmt: skip
+        tokenized = [
+            None if split is None else tokenize_token_dataset(split, tokenizer, max_length)
+            for split in (splits.train, splits.validation)
+        ]
         data_collator = DataCollatorForTokenClassification(tokenizer)
     else:
-        tokenized = [None if split is None else tokenize_sequence_dataset(split, tokenizer, splits.text_columns, max_length)
-                     for split in (train_split, splits.validation)]  # fmt: skip
+        tokenized = [
+            None if split is None else tokenize_sequence_dataset(split, tokenizer, splits.text_columns, max_length)
+            for split in (train_split, splits.validation)
+        ]
         data_collator = DataCollatorWithPadding(tokenizer)
     start = _StudentStart()
     if model_args.teacher:
-        task_teacher = load_task_teacher(model_args.teacher, splits.task_type, splits.label_names, tokenizer,
-                                         data_args.glue_task)  # fmt: skip
-        tokenized[0], cache = attach_teacher_logits(task_teacher, tokenized[0], tokenizer, data_collator, max_length,
-                                                    splits.task_type, training_args.teacher_cache_dir)  # fmt: skip
+        task_teacher = load_task_teacher(
+            model_args.teacher, splits.task_type, splits.label_names, tokenizer, data_args.glue_task
+        )
+        tokenized[0], cache = attach_teacher_logits(
+            task_teacher,
+            tokenized[0],
+            tokenizer,
+            data_collator,
+            max_length,
+            splits.task_type,
+            training_args.teacher_cache_dir,
+        )
         if AUGMENTED_COLUMN in train_split.column_names:
             tokenized[0] = label_augmented_examples(tokenized[0], train_split[AUGMENTED_COLUMN], splits.task_type)
-        start.distillation = {"teacher": model_args.teacher, "alpha": training_args.distillation_alpha,
-                              "temperature": training_args.distillation_temperature,
-                              "augment_copies": training_args.augment_copies, "teacher_logits_cache": cache}  # fmt: skip
+        start.distillation = {
+            "teacher": model_args.teacher,
+            "alpha": training_args.distillation_alpha,
+            "temperature": training_args.distillation_temperature,
+            "augment_copies": training_args.augment_copies,
+            "teacher_logits_cache": cache,
+        }
         start.task_teacher = task_teacher
     _choose_initialization(model_args, config, start)
     if start.teacher is not None:  # a bad --layer_map fails here, before any run
-        start.statistics, start.calibration = prepare_initialization(config, start.teacher, model_args.layer_map,
-                                                                     tokenized[0], data_collator)  # fmt: skip
+        start.statistics, start.calibration = prepare_initialization(
+            config, start.teacher, model_args.layer_map, tokenized[0], data_collator
+        )
     if training_args.rebalance_routers:
         if not getattr(config, "is_sparse", False) or getattr(config, "router_type", "top1") == "hash":
             raise SystemExit(f"--rebalance_routers: {model_args.model_name_or_path} has no learned MoE router.")
         if model_args.peft and not model_args.merge:
-            raise SystemExit("--rebalance_routers with --peft: the adapter does not carry the shifted router biases "
-                             "(routers stay out of adapters), so it would load onto routing it was not trained with; "
-                             "add --merge true (the merged model carries them) or fine-tune without --peft.")
+            raise SystemExit(
+                "--rebalance_routers with --peft: the adapter does not carry the shifted router biases "
+                "(routers stay out of adapters), so it would load onto routing it was not trained with; "
+                "add --merge true (the merged model carries them) or fine-tune without --peft."
+            )
         # the batches teacher initialization measured, when it ran: the same first training examples
         start.router_calibration = start.calibration or calibration_batches(tokenized[0], data_collator)
     if model_args.teacher:
@@ -421,16 +542,22 @@ def finetune(model_args: FinetuneModelArguments, data_args: FinetuneDataArgument
     for size in sizes:
         for rate in rates:
             for seed in seeds:
-                folder = (base / (f"r-{size}" if len(sizes) > 1 else "") / (f"lr-{rate:g}" if len(rates) > 1 else "")
-                          / (f"seed-{seed}" if len(seeds) > 1 else ""))  # fmt: skip
+                folder = (
+                    base
+                    / (f"r-{size}" if len(sizes) > 1 else "")
+                    / (f"lr-{rate:g}" if len(rates) > 1 else "")
+                    / (f"seed-{seed}" if len(seeds) > 1 else "")
+                )
                 run_model_args = dataclasses.replace(model_args, peft_r=size)
                 run_args = dataclasses.replace(training_args, learning_rate=rate, seed=seed, output_dir=str(folder))
-                runs.append(_run_one(run_model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator,
-                                     start))  # fmt: skip
+                runs.append(
+                    _run_one(run_model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator, start)
+                )
     if len(runs) > 1 and training_args.should_save:
         key = f"eval_{metric}" if not metric.startswith("eval_") else metric
-        summary = summarize_runs(runs, key if tokenized[1] is not None else "eval_loss", training_args.greater_is_better
-                                 is not False)  # fmt: skip
+        summary = summarize_runs(
+            runs, key if tokenized[1] is not None else "eval_loss", training_args.greater_is_better is not False
+        )
         write_text_atomically(base / "run_summary.json", json.dumps(summary, indent=2) + "\n")
         print(json.dumps({name: summary[name] for name in ("metric_for_best_model", "best")}, indent=2))
     return runs
@@ -466,8 +593,10 @@ def _choose_initialization(model_args: FinetuneModelArguments, config, start: _S
         start.teacher, start.name = start.task_teacher, model_args.teacher
         return
     if not is_preset:
-        raise SystemExit(f"--init_from_teacher {choice}: only a preset is initialized from a teacher; "
-                         f"{model_args.model_name_or_path} is a trained model folder already.")  # fmt: skip
+        raise SystemExit(
+            f"--init_from_teacher {choice}: only a preset is initialized from a teacher; "
+            f"{model_args.model_name_or_path} is a trained model folder already."
+        )
     try:
         teacher = load_encoder(choice)
     except (ValueError, OSError) as error:
@@ -487,11 +616,15 @@ def _model_config(model_args: FinetuneModelArguments):
             raise SystemExit(f"--model_overrides: {error}") from None
     if (Path(name) / "config.json").is_file():
         if parse_json_object(model_args.model_overrides, "model_overrides"):
-            raise SystemExit(f"--model_overrides applies to presets only: {name} is a model folder, whose weights fit "
-                             "its own config.json (start from a preset to change the shape, or drop --model_overrides).")
+            raise SystemExit(
+                f"--model_overrides applies to presets only: {name} is a model folder, whose weights fit "
+                "its own config.json (start from a preset to change the shape, or drop --model_overrides)."
+            )
         try:
             return AutoConfig.from_pretrained(name)
         except (OSError, ValueError, KeyError) as error:
             raise SystemExit(f"--model_name_or_path {name}: its config.json cannot be read: {error}") from None
-    raise SystemExit(f"--model_name_or_path {name!r} is neither a model folder (with config.json) nor a preset "
-                     f"({', '.join(sorted(PRESETS))}).")  # fmt: skip
+    raise SystemExit(
+        f"--model_name_or_path {name!r} is neither a model folder (with config.json) nor a preset "
+        f"({', '.join(sorted(PRESETS))})."
+    )

@@ -7,13 +7,20 @@ import importlib
 import os
 import sys
 
-from . import benchmark_command, convert_command, evaluate_command, export_command, presets_command, push_command
 from ..training.console_log import VERBOSE_VARIABLE
+from . import benchmark_command, convert_command, evaluate_command, export_command, presets_command, push_command
 from .training_common import record_invocation
 
 __all__ = ["build_parser", "main"]
 
-_SIMPLE_COMMANDS = (presets_command, convert_command, export_command, push_command, benchmark_command, evaluate_command)
+_SIMPLE_COMMANDS = (
+    presets_command,
+    convert_command,
+    export_command,
+    push_command,
+    benchmark_command,
+    evaluate_command,
+)
 # Training commands parse their own arguments (HfArgumentParser: every TrainingArguments flag).
 TRAINING_COMMANDS = {("pretrain",): "pretrain_command", ("finetune",): "finetune_command"}
 DISTILLATION_METHODS = {
@@ -28,8 +35,11 @@ TRAINING_COMMANDS.update({("distill", method): module for method, module in DIST
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compact-bert", description=__doc__)
     parser.add_argument("--version", action="version", version=_version_line())
-    parser.add_argument("--verbose", action="store_true",
-                        help="Show transformers' full log dicts (every routing number of every block) on the console.")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Show transformers' full log dicts (every routing number of every block) on the console.",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _SIMPLE_COMMANDS:
         command.add_parser(subparsers)
@@ -57,8 +67,10 @@ def _version_line() -> str:
         except PackageNotFoundError:
             return "not installed"
 
-    return (f"compact-bert {installed('compact-bert')} (torch {installed('torch')}, "
-            f"transformers {installed('transformers')})")  # fmt: skip
+    return (
+        f"compact-bert {installed('compact-bert')} (torch {installed('torch')}, "
+        f"transformers {installed('transformers')})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,10 +41,29 @@ __all__ = [
 # group sentences of similar length (transformers' length-grouped sampler): half the padding, half the time (60
 # steps of the teacher: 37 s random, 18 s grouped, on the 2-core machine).
 COMPARISON_FLAGS = (
-    "--task_name", "sst2", "--num_train_epochs", "3", "--learning_rate", "1e-4", "--per_device_train_batch_size", "32",
-    "--max_seq_length", "64", "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
-    "--logging_strategy", "steps", "--logging_steps", "50", "--group_by_length", "true",
-)  # fmt: skip
+    "--task_name",
+    "sst2",
+    "--num_train_epochs",
+    "3",
+    "--learning_rate",
+    "1e-4",
+    "--per_device_train_batch_size",
+    "32",
+    "--max_seq_length",
+    "64",
+    "--eval_strategy",
+    "no",
+    "--save_strategy",
+    "no",
+    "--load_best_model_at_end",
+    "false",
+    "--logging_strategy",
+    "steps",
+    "--logging_steps",
+    "50",
+    "--group_by_length",
+    "true",
+)
 INHERITED_TRAINING_FLAGS = ("seed", "use_cpu", "disable_tqdm", "dataloader_num_workers", "keep_checkpoints")
 LATENCY_SEQUENCE_LENGTH = 128
 LATENCY_ROUNDS = 20
@@ -73,13 +92,16 @@ def teacher_on_compact_runtime(teacher_folder: str | Path) -> Path:
     import transformers
 
     from ..configuration import MiniMoEConfig
-    from ..training.compat import save_tokenizer
     from ..distillation.teacher_init import initialize_from_teacher
+    from ..training.compat import save_tokenizer
 
     teacher = transformers.AutoModelForSequenceClassification.from_pretrained(teacher_folder).eval()
-    config = MiniMoEConfig(**baseline_overrides(teacher.config, teacher.config.num_hidden_layers),
-                           num_labels=teacher.config.num_labels, id2label=teacher.config.id2label,
-                           label2id=teacher.config.label2id)  # fmt: skip
+    config = MiniMoEConfig(
+        **baseline_overrides(teacher.config, teacher.config.num_hidden_layers),
+        num_labels=teacher.config.num_labels,
+        id2label=teacher.config.id2label,
+        label2id=teacher.config.label2id,
+    )
     converted = transformers.AutoModelForSequenceClassification.from_config(config).eval()
     initialize_from_teacher(converted, teacher, teacher_name=str(teacher_folder))
     folder = Path(teacher_folder) / "as-minilm"
@@ -91,7 +113,9 @@ def teacher_on_compact_runtime(teacher_folder: str | Path) -> Path:
 def inherited_flags(training_args) -> list[str]:
     """The distillation command's flags that every fine-tuning run of the main job inherits (seed, device, progress
     bars, data workers, logging integrations), so that one command line sets them for all."""
-    inherited = [item for name in INHERITED_TRAINING_FLAGS for item in (f"--{name}", str(getattr(training_args, name)))]
+    inherited = [
+        item for name in INHERITED_TRAINING_FLAGS for item in (f"--{name}", str(getattr(training_args, name)))
+    ]
     report_to = [target for target in (training_args.report_to or []) if target != "none"] or ["none"]
     return [*inherited, "--report_to", *report_to]
 
@@ -104,9 +128,17 @@ def _finetune(argv: list[str]) -> dict:
     return runs[0]
 
 
-def run_comparison(student_dir: str, teacher: str, output_dir: str, training_args, train_file: str | None,
-                   validation_file: str | None, student_flags: list[str], common_flags: list[str],
-                   student_output_dir: str | None = None) -> dict:  # fmt: skip
+def run_comparison(
+    student_dir: str,
+    teacher: str,
+    output_dir: str,
+    training_args,
+    train_file: str | None,
+    validation_file: str | None,
+    student_flags: list[str],
+    common_flags: list[str],
+    student_output_dir: str | None = None,
+) -> dict:
     """Fine-tune teacher, baseline and student (module docstring) into ``<output_dir>-teacher-sst2``,
     ``<output_dir>-baseline-sst2`` and ``student_output_dir`` (default ``<output_dir>-sst2``); the summary fields
     of the comparison."""
@@ -114,7 +146,12 @@ def run_comparison(student_dir: str, teacher: str, output_dir: str, training_arg
 
     files = bundled_sst2_files()
     base = str(output_dir).rstrip("/")
-    data = ["--train_file", train_file or str(files["train"]), "--validation_file", validation_file or str(files["validation"])]
+    data = [
+        "--train_file",
+        train_file or str(files["train"]),
+        "--validation_file",
+        validation_file or str(files["validation"]),
+    ]
     shared = [*data, *COMPARISON_FLAGS, *inherited_flags(training_args), *common_flags]
     teacher_path = str(resolve_model_path(teacher))
     folders = {role: f"{base}-{role}-sst2" for role in ("teacher", "baseline")}
@@ -123,11 +160,30 @@ def run_comparison(student_dir: str, teacher: str, output_dir: str, training_arg
     overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(teacher_path)))
     commands = {
         "teacher": ["--model_name_or_path", teacher_path, "--output_dir", folders["teacher"], *shared],
-        "baseline": ["--model_name_or_path", "minilm-3l-384h", "--model_overrides", overrides, "--init_from_teacher",
-                     teacher_path, "--layer_map", "uniform", "--output_dir", folders["baseline"], *shared],
-        "student": ["--model_name_or_path", student_dir, "--teacher", folders["teacher"], "--output_dir",
-                    folders["student"], *shared, *student_flags],
-    }  # fmt: skip
+        "baseline": [
+            "--model_name_or_path",
+            "minilm-3l-384h",
+            "--model_overrides",
+            overrides,
+            "--init_from_teacher",
+            teacher_path,
+            "--layer_map",
+            "uniform",
+            "--output_dir",
+            folders["baseline"],
+            *shared,
+        ],
+        "student": [
+            "--model_name_or_path",
+            student_dir,
+            "--teacher",
+            folders["teacher"],
+            "--output_dir",
+            folders["student"],
+            *shared,
+            *student_flags,
+        ],
+    }
     for role in ("teacher", "baseline", "student"):
         print(f"\n=== main job, task stage: the {role} (compact-bert finetune {shlex.join(commands[role])})")
         start = time.perf_counter()
@@ -138,16 +194,19 @@ def run_comparison(student_dir: str, teacher: str, output_dir: str, training_arg
         "comparison": {
             "folders": {role: str(Path(folder).resolve()) for role, folder in folders.items()},
             "sst2_accuracy": accuracy,
-            "share_of_teacher_kept": {role: round(accuracy[role] / accuracy["teacher"], 4) for role in ("baseline", "student")},
+            "share_of_teacher_kept": {
+                role: round(accuracy[role] / accuracy["teacher"], 4) for role in ("baseline", "student")
+            },
             "finetune_seconds": seconds,
-            "baseline": "the pretrained teacher's layers " + ", ".join(str(layer) for layer in
-                        runs["baseline"]["teacher_initialization"]["layer_map"]) + " (0-based), fine-tuned on the labels",
-        },  # fmt: skip
+            "baseline": "the pretrained teacher's layers "
+            + ", ".join(str(layer) for layer in runs["baseline"]["teacher_initialization"]["layer_map"])
+            + " (0-based), fine-tuned on the labels",
+        },
         "sst2_eval_accuracy": accuracy["student"],
         "finetune_seconds": seconds["student"],
         "finetune_output_dir": str(Path(folders["student"]).resolve()),
         "finetune_load_with": "transformers.AutoModelForSequenceClassification.from_pretrained("
-                              f"{str(Path(folders['student']).resolve())!r}, trust_remote_code=True)",
+        f"{str(Path(folders['student']).resolve())!r}, trust_remote_code=True)",
         "finetune_runs": 1,
         "finetune_train_file": data[1],
         "finetune_validation_file": data[3],
@@ -163,8 +222,10 @@ def compare_latency(eager_folders: dict[str, str | Path], onnx_files: dict[str, 
 
     from ..evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
 
-    models = {role: transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
-              for role, folder in eager_folders.items()}  # fmt: skip
+    models = {
+        role: transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        for role, folder in eager_folders.items()
+    }
     length = min(LATENCY_SEQUENCE_LENGTH, *(model.config.max_position_embeddings for model in models.values()))
     inputs = latency_inputs(models["student"].config.vocab_size, 1, length)
     runners = {f"{role} eager": eager_runner(model, inputs) for role, model in models.items()}
@@ -182,10 +243,16 @@ def time_comparison(summary: dict) -> dict:
     folders = summary["comparison"]["folders"]
     teacher_copy = teacher_on_compact_runtime(folders["teacher"])
     export_onnx(teacher_copy, teacher_copy / "onnx", "text-classification")
-    eager = {"teacher": folders["teacher"], "teacher (compact-bert path)": teacher_copy,
-             "baseline": folders["baseline"], "student": folders["student"]}  # fmt: skip
-    onnx_files = {"teacher": teacher_copy / "onnx" / "model.onnx",
-                  "student": Path(folders["student"]) / "onnx" / "model.onnx"}  # fmt: skip
+    eager = {
+        "teacher": folders["teacher"],
+        "teacher (compact-bert path)": teacher_copy,
+        "baseline": folders["baseline"],
+        "student": folders["student"],
+    }
+    onnx_files = {
+        "teacher": teacher_copy / "onnx" / "model.onnx",
+        "student": Path(folders["student"]) / "onnx" / "model.onnx",
+    }
     return compare_latency(eager, onnx_files)
 
 
@@ -201,11 +268,17 @@ def comparison_table(summary: dict) -> str:
         if role not in accuracy and eager is None:
             continue
         share = "100%" if role.startswith("teacher") else f"{100 * kept[role]:.1f}%"
-        rows.append((
-            role, f"{100 * accuracy.get(role, accuracy['teacher']):.1f}%", share,
-            f"{eager:.1f}" if eager else "-", f"{eager / teacher_eager:.2f}x" if eager and teacher_eager else "-",
-            f"{onnx:.1f}" if onnx else "-", f"{onnx / teacher_onnx:.2f}x" if onnx and teacher_onnx else "-",
-        ))  # fmt: skip
+        rows.append(
+            (
+                role,
+                f"{100 * accuracy.get(role, accuracy['teacher']):.1f}%",
+                share,
+                f"{eager:.1f}" if eager else "-",
+                f"{eager / teacher_eager:.2f}x" if eager and teacher_eager else "-",
+                f"{onnx:.1f}" if onnx else "-",
+                f"{onnx / teacher_onnx:.2f}x" if onnx and teacher_onnx else "-",
+            )
+        )
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     return "\n".join(lines)

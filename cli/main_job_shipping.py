@@ -23,8 +23,9 @@ def _export_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx", "onnxscript"))
 
 
-def ship_finetuned_student(folder: str | Path, validation_file: str | Path, eval_limit: int | None,
-                           max_length: int) -> dict:  # fmt: skip
+def ship_finetuned_student(
+    folder: str | Path, validation_file: str | Path, eval_limit: int | None, max_length: int
+) -> dict:
     """Export, quantize, evaluate and time the fine-tuned classifier in ``folder``; the summary fields it adds."""
     from ..evaluation.exported_accuracy import compare_exported_models
     from ..evaluation.runtime_latency import (
@@ -47,15 +48,18 @@ def ship_finetuned_student(folder: str | Path, validation_file: str | Path, eval
     files = {"onnx": quantized.float_path, "onnx-int8": quantized.quantized_path}
     accuracy = compare_exported_models(files, tokenizer, validation_file, eval_limit, max_length)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
-    inputs = latency_inputs(model.config.vocab_size, 1, min(LATENCY_SEQUENCE_LENGTH, model.config.max_position_embeddings))
+    inputs = latency_inputs(
+        model.config.vocab_size, 1, min(LATENCY_SEQUENCE_LENGTH, model.config.max_position_embeddings)
+    )
     runners = {"eager": eager_runner(model, inputs)}
     runners.update({name: onnxruntime_runner(path, inputs) for name, path in files.items()})
     measured = measure_interleaved(runners, rounds=LATENCY_ROUNDS)
     runtimes = {"eager": measured["eager"]}
     for name, path in files.items():
         precision = "int8" if name == "onnx-int8" else "float32"
-        runtimes[name] = RuntimeLatency(measured[name].median_ms, measured[name].p90_ms,
-                                        path.relative_to(folder).as_posix(), precision)  # fmt: skip
+        runtimes[name] = RuntimeLatency(
+            measured[name].median_ms, measured[name].p90_ms, path.relative_to(folder).as_posix(), precision
+        )
     write_latency(folder, LatencyReport(inputs["input_ids"].shape[1], 1, device_description(), runtimes))
     write_model_card(folder)
     return {
@@ -74,21 +78,32 @@ def summary_table(summary: dict) -> str:
     """The main job's closing table: what was built, how good, how fast, which files."""
     mb = 1e6
     rows = [
-        ("parameters (total / active per token)",
-         f"{summary['student_total_params'] / 1e6:.1f}M / {summary['student_active_params_per_token'] / 1e6:.1f}M"),
-        ("SST-2 dev accuracy: PyTorch / ONNX fp32 / ONNX int8",
-         f"{summary.get('sst2_eval_accuracy')} / {summary['onnx_sst2_accuracy']} / {summary['onnx_int8_sst2_accuracy']}"
-         f" (int8 agrees with fp32 on {100 * summary['onnx_int8_agreement']:.1f}%)"),
-        ("latency, batch {} x {} (median ms): eager / ONNX / int8".format(*summary["latency_batch_and_length"]),
-         " / ".join(f"{summary['latency_ms'][name]:.1f}" for name in ("eager", "onnx", "onnx-int8"))),
-        ("ONNX files: fp32 / int8",
-         f"{summary['onnx_fp32_bytes'] / mb:.1f} MB / {summary['onnx_int8_bytes'] / mb:.1f} MB "
-         f"(parity with PyTorch {summary['onnx_parity_max_abs_diff']:.1e})"),
-    ]  # fmt: skip
+        (
+            "parameters (total / active per token)",
+            f"{summary['student_total_params'] / 1e6:.1f}M / {summary['student_active_params_per_token'] / 1e6:.1f}M",
+        ),
+        (
+            "SST-2 dev accuracy: PyTorch / ONNX fp32 / ONNX int8",
+            f"{summary.get('sst2_eval_accuracy')} / {summary['onnx_sst2_accuracy']} / {summary['onnx_int8_sst2_accuracy']}"
+            f" (int8 agrees with fp32 on {100 * summary['onnx_int8_agreement']:.1f}%)",
+        ),
+        (
+            "latency, batch {} x {} (median ms): eager / ONNX / int8".format(*summary["latency_batch_and_length"]),
+            " / ".join(f"{summary['latency_ms'][name]:.1f}" for name in ("eager", "onnx", "onnx-int8")),
+        ),
+        (
+            "ONNX files: fp32 / int8",
+            f"{summary['onnx_fp32_bytes'] / mb:.1f} MB / {summary['onnx_int8_bytes'] / mb:.1f} MB "
+            f"(parity with PyTorch {summary['onnx_parity_max_abs_diff']:.1e})",
+        ),
+    ]
     if "comparison" in summary:
         folders = summary["comparison"]["folders"]
-        rows += [("teacher fine-tuned on the task", folders["teacher"]), ("layer-dropped baseline", folders["baseline"]),
-                 ("run summary", summary["output_dir"])]  # fmt: skip
+        rows += [
+            ("teacher fine-tuned on the task", folders["teacher"]),
+            ("layer-dropped baseline", folders["baseline"]),
+            ("run summary", summary["output_dir"]),
+        ]
     else:
         rows.append(("distilled student", summary["output_dir"]))
     rows.append(("student classifier (+ onnx/, latency.json, README.md card)", summary["finetune_output_dir"]))
@@ -100,10 +115,18 @@ def ship_when_possible(summary: dict) -> bool:
     """Run the shipping step on the main job's fine-tuned classifier and add its fields to ``summary``; without
     the ``export`` extra, say so in one line and return ``False``."""
     if not _export_available():
-        print('ONNX export skipped: onnxruntime, onnx and onnxscript are not installed (pip install "compact-bert[export]").')
+        print(
+            'ONNX export skipped: onnxruntime, onnx and onnxscript are not installed (pip install "compact-bert[export]").'
+        )
         return False
-    summary.update(ship_finetuned_student(summary["finetune_output_dir"], summary["finetune_validation_file"],
-                                          summary["finetune_max_eval_samples"], summary["finetune_max_seq_length"]))  # fmt: skip
+    summary.update(
+        ship_finetuned_student(
+            summary["finetune_output_dir"],
+            summary["finetune_validation_file"],
+            summary["finetune_max_eval_samples"],
+            summary["finetune_max_seq_length"],
+        )
+    )
     return True
 
 

@@ -40,7 +40,9 @@ def _millions(value: int) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    header = "| preset | model_type | layers | hidden (inter/intra) | experts (MHA,FFN) | params | active/token | FLOPs |"
+    header = (
+        "| preset | model_type | layers | hidden (inter/intra) | experts (MHA,FFN) | params | active/token | FLOPs |"
+    )
     lines = [header, "|" + "---|" * 8]
     for row in rows:
         hidden = str(row["hidden_size"])
@@ -63,7 +65,9 @@ def add_parser(subparsers) -> None:
         "(multiply-add = 2 FLOPs).",
     )
     parser.add_argument("--json", action="store_true", help="Print JSON instead of a Markdown table.")
-    parser.add_argument("--sequence-length", type=int, default=128, help="Tokens per sequence for FLOPs (default 128).")
+    parser.add_argument(
+        "--sequence-length", type=int, default=128, help="Tokens per sequence for FLOPs (default 128)."
+    )
     parser.set_defaults(handler=run)
 
 

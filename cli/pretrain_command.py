@@ -9,8 +9,6 @@ import transformers
 from transformers import TrainingArguments
 
 from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
-from ..training.loss_guard import LossGuardCallback
-from ..training.precision_checks import check_precision_supported
 from ..distillation.trainer_utils import (
     LossPlotCallback,
     PretrainingTrainer,
@@ -18,6 +16,8 @@ from ..distillation.trainer_utils import (
     prepare_block_datasets,
     preprocess_logits_for_accuracy,
 )
+from ..training.loss_guard import LossGuardCallback
+from ..training.precision_checks import check_precision_supported
 from .training_common import build_from_preset, load_pretrained, parse_arguments, train_and_report
 
 __all__ = ["PretrainingModelArguments", "run"]
@@ -35,11 +35,15 @@ DESCRIPTION = (
 class PretrainingModelArguments:
     preset: str = field(default="ib-bert-large", metadata={"help": "Preset to build (see `compact-bert presets`)."})
     model_overrides: str = field(
-        default="{}", metadata={"help": "JSON object of config fields replacing the preset's, e.g. '{\"num_hidden_layers\": 4}'."}
+        default="{}",
+        metadata={"help": "JSON object of config fields replacing the preset's, e.g. '{\"num_hidden_layers\": 4}'."},
     )
-    init_from: str | None = field(default=None, metadata={"help": "Continue from this model folder instead of a fresh preset."})
+    init_from: str | None = field(
+        default=None, metadata={"help": "Continue from this model folder instead of a fresh preset."}
+    )
     next_sentence_prediction: bool | None = field(
-        default=None, metadata={"help": "Add the NSP objective (default: yes when the family has a pre-training head)."}
+        default=None,
+        metadata={"help": "Add the NSP objective (default: yes when the family has a pre-training head)."},
     )
 
 
@@ -49,15 +53,19 @@ def run(argv: list[str]) -> int:
     )
     if model_args.init_from:
         model = load_pretrained(
-            model_args.init_from, (transformers.AutoModelForPreTraining, transformers.AutoModelForMaskedLM), "init_from"
+            model_args.init_from,
+            (transformers.AutoModelForPreTraining, transformers.AutoModelForMaskedLM),
+            "init_from",
         )
     else:
         try:
-            model = build_from_preset(model_args.preset, model_args.model_overrides, "model_overrides",
-                                      transformers.AutoModelForPreTraining)  # fmt: skip
+            model = build_from_preset(
+                model_args.preset, model_args.model_overrides, "model_overrides", transformers.AutoModelForPreTraining
+            )
         except ValueError:
-            model = build_from_preset(model_args.preset, model_args.model_overrides, "model_overrides",
-                                      transformers.AutoModelForMaskedLM)  # fmt: skip
+            model = build_from_preset(
+                model_args.preset, model_args.model_overrides, "model_overrides", transformers.AutoModelForMaskedLM
+            )
     check_precision_supported(training_args, model=model)
     has_nsp_head = hasattr(getattr(model, "cls", None), "seq_relationship")
     with_pairs = has_nsp_head if model_args.next_sentence_prediction is None else model_args.next_sentence_prediction
@@ -76,6 +84,7 @@ def run(argv: list[str]) -> int:
         preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
         callbacks=[LossPlotCallback(), LossGuardCallback()],
     )
-    train_and_report(trainer, tokenizer, training_args, {"model_type": model.config.model_type,
-                                                        "data": dataclasses.asdict(corpus)})  # fmt: skip
+    train_and_report(
+        trainer, tokenizer, training_args, {"model_type": model.config.model_type, "data": dataclasses.asdict(corpus)}
+    )
     return 0

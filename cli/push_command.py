@@ -28,17 +28,30 @@ def add_parser(subparsers) -> None:
         "local. The token comes from --token, HF_TOKEN or `hf auth login`; HF_ENDPOINT selects the Hub.",
     )
     parser.add_argument("folder", type=Path, metavar="DIR", help="A saved model folder (config.json + weights).")
-    parser.add_argument("repo_id", metavar="REPO_ID", help="Target repo, 'namespace/name' (or 'name': your namespace).")
-    parser.add_argument("--private", action="store_true", help="Create the repo as private (an existing repo keeps "
-                        "its visibility).")  # fmt: skip
+    parser.add_argument(
+        "repo_id", metavar="REPO_ID", help="Target repo, 'namespace/name' (or 'name': your namespace)."
+    )
+    parser.add_argument(
+        "--private", action="store_true", help="Create the repo as private (an existing repo keeps its visibility)."
+    )
     parser.add_argument("--revision", default=None, help="Branch to push to; created from main if missing.")
-    parser.add_argument("--dry-run", action="store_true", help="Print the files (with sizes) and the card that would "
-                        "be uploaded; upload and write nothing.")  # fmt: skip
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="Print the files (with sizes) and the card that would be uploaded; upload and write nothing.",
+    )
     parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN, else the stored login).")
-    parser.add_argument("--commit-message", default=None, help="Commit message (default: 'Upload <model_type> model "
-                        "with compact-bert').")  # fmt: skip
-    parser.add_argument("--keep-card", action="store_true", help="Upload the folder's README.md as it is instead of "
-                        "regenerating the card (e.g. after editing it by hand).")  # fmt: skip
+    parser.add_argument(
+        "--commit-message",
+        default=None,
+        help="Commit message (default: 'Upload <model_type> model with compact-bert').",
+    )
+    parser.add_argument(
+        "--keep-card",
+        action="store_true",
+        help="Upload the folder's README.md as it is instead of "
+        "regenerating the card (e.g. after editing it by hand).",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -52,27 +65,35 @@ def check_push_arguments(args: argparse.Namespace) -> str | None:
     if not folder.is_dir():
         raise SystemExit(f"push: DIR {folder} is not a folder; give a saved model folder.")
     if not (folder / "config.json").is_file() or not any(path.suffix in WEIGHT_SUFFIXES for path in folder.iterdir()):
-        raise SystemExit(f"push: DIR {folder} is not a model folder: it needs config.json and *.safetensors weights "
-                         "directly inside it (e.g. a training command's --output_dir).")  # fmt: skip
+        raise SystemExit(
+            f"push: DIR {folder} is not a model folder: it needs config.json and *.safetensors weights "
+            "directly inside it (e.g. a training command's --output_dir)."
+        )
     if args.keep_card and not (folder / "README.md").is_file():
         raise SystemExit(f"push: --keep-card, but {folder} has no README.md to keep.")
     check_weights_load(folder)
     try:
         validate_repo_id(args.repo_id)
     except HFValidationError as error:
-        raise SystemExit(f"push: REPO_ID {args.repo_id!r} is not a valid repo id ('namespace/name' of letters, digits, "
-                         f"'-', '_', '.'): {error}") from None  # fmt: skip
+        raise SystemExit(
+            f"push: REPO_ID {args.repo_id!r} is not a valid repo id ('namespace/name' of letters, digits, "
+            f"'-', '_', '.'): {error}"
+        ) from None
     if args.revision is not None and (not args.revision.strip() or args.revision.startswith(("refs/pr/", "/"))):
-        raise SystemExit(f"push: --revision {args.revision!r} is not a branch name (pull-request refs cannot be "
-                         "pushed to directly).")  # fmt: skip
+        raise SystemExit(
+            f"push: --revision {args.revision!r} is not a branch name (pull-request refs cannot be "
+            "pushed to directly)."
+        )
     if args.dry_run:
         return None
     if constants.HF_HUB_OFFLINE:
         raise SystemExit("push: HF_HUB_OFFLINE is set, so the Hub cannot be reached; unset it (or use --dry-run).")
     token = args.token or get_token()
     if not token:
-        raise SystemExit("push: no Hub token; pass --token, set HF_TOKEN, or log in with `hf auth login` (a token with "
-                         "write access).")  # fmt: skip
+        raise SystemExit(
+            "push: no Hub token; pass --token, set HF_TOKEN, or log in with `hf auth login` (a token with "
+            "write access)."
+        )
     return token
 
 
@@ -104,8 +125,9 @@ def _size(size: int) -> str:
     return f"{size} B"
 
 
-def print_upload_listing(folder: Path, repo_id: str, revision: str | None = None, dry_run: bool = True,
-                         keep_card: bool = False):  # fmt: skip
+def print_upload_listing(
+    folder: Path, repo_id: str, revision: str | None = None, dry_run: bool = True, keep_card: bool = False
+):
     """Print the files (with sizes) that a push of ``folder`` uploads and those it leaves out; return the file
     names and the card to upload (``None`` when the folder's README.md is kept as it is)."""
     from ..model_cards import MODEL_CARD_FILE, build_model_card, excluded_files, hub_files
@@ -113,24 +135,37 @@ def print_upload_listing(folder: Path, repo_id: str, revision: str | None = None
 
     links = symbolic_links(folder)
     if keep_card and MODEL_CARD_FILE in links:
-        raise SystemExit(f"compact-bert push: {folder / MODEL_CARD_FILE} is a symbolic link; --keep-card uploads the "
-                         "folder's own card only: replace the link with the file.")  # fmt: skip
+        raise SystemExit(
+            f"compact-bert push: {folder / MODEL_CARD_FILE} is a symbolic link; --keep-card uploads the "
+            "folder's own card only: replace the link with the file."
+        )
     card = None if keep_card else build_model_card(folder, repo_id)
     files = sorted(set(hub_files(folder)) | {MODEL_CARD_FILE})
-    sizes = {name: (len(str(card).encode()) if name == MODEL_CARD_FILE and card is not None
-                    else (folder / name).stat().st_size) for name in files}  # fmt: skip
+    sizes = {
+        name: (
+            len(str(card).encode()) if name == MODEL_CARD_FILE and card is not None else (folder / name).stat().st_size
+        )
+        for name in files
+    }
     target = f"{repo_id}" + (f" (branch {revision})" if revision else "")
-    print(f"{'Would upload' if dry_run else 'Uploading'} {len(files)} files ({_size(sum(sizes.values()))}) "
-          f"from {folder} to {target}:")  # fmt: skip
+    print(
+        f"{'Would upload' if dry_run else 'Uploading'} {len(files)} files ({_size(sum(sizes.values()))}) "
+        f"from {folder} to {target}:"
+    )
     for name in files:
         print(f"  {sizes[name]:>12}  {_size(sizes[name]):>9}  {name}")
     if links:
-        print(f"Skipped {len(links)} symbolic link(s), never uploaded (a link can point outside the folder): "
-              + ", ".join(links))  # fmt: skip
+        print(
+            f"Skipped {len(links)} symbolic link(s), never uploaded (a link can point outside the folder): "
+            + ", ".join(links)
+        )
     left_out = excluded_files(folder)
     if left_out:
-        print(f"Left out ({len(left_out)} files: checkpoints, logs, pickles, plots, run summary): "
-              + ", ".join(left_out[:8]) + (", ..." if len(left_out) > 8 else ""))  # fmt: skip
+        print(
+            f"Left out ({len(left_out)} files: checkpoints, logs, pickles, plots, run summary): "
+            + ", ".join(left_out[:8])
+            + (", ..." if len(left_out) > 8 else "")
+        )
     return files, card
 
 
@@ -164,8 +199,9 @@ def _upload(folder: Path, files: list[str], args: argparse.Namespace, token: str
     model_type = json.loads((folder / "config.json").read_text()).get("model_type", "")
     operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(folder / name)) for name in files]
     info = api.create_commit(
-        repo_id, operations, revision=args.revision,
+        repo_id,
+        operations,
+        revision=args.revision,
         commit_message=args.commit_message or f"Upload {model_type} model with compact-bert",
-    )  # fmt: skip
+    )
     return info.commit_url or f"{repo_id}@{info.oid}"
-

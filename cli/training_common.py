@@ -14,19 +14,19 @@ import transformers
 from transformers import HfArgumentParser
 
 from ..configuration import PRESETS, preset_config
+from ..model_cards import write_model_card
 from ..training.atomic_files import write_text_atomically
+from ..training.checked_loading import load_checked
 from ..training.checkpoints import (
     CheckpointManifestCallback,
     completes_final_save,
     resolve_resume_checkpoint,
     run_identity,
 )
-from ..training.checked_loading import load_checked
 from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 from ..training.console_log import concise_line, verbose
 from ..training.run_errors import RunSettingsError
 from ..training.run_folder import RunFolderArguments, owned_output_folder, remove_finished_checkpoints
-from ..model_cards import write_model_card
 from .argument_checks import check_training_arguments
 
 __all__ = [
@@ -175,8 +175,9 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     start = time.perf_counter()
     identity = run_identity(trainer)
     try:
-        resume = resolve_resume_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint, identity,
-                                           training_args.max_steps)  # fmt: skip
+        resume = resolve_resume_checkpoint(
+            training_args.output_dir, training_args.resume_from_checkpoint, identity, training_args.max_steps
+        )
     except ValueError as error:
         raise SystemExit(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: {error}") from None
     manifests = CheckpointManifestCallback(identity)
@@ -224,12 +225,21 @@ def _load_finished_checkpoint(trainer, checkpoint: str) -> None:
 def summary_line(summary: dict) -> str:
     """The end of a run in one line: where it is, how long it took, its evaluation numbers (the routing ones
     summarised over blocks); the whole summary is in the folder's ``run_summary.json`` (``--verbose`` prints it)."""
-    evaluation = {key: value for key, value in summary.items() if key.startswith("eval_") and key not in _EVAL_TIMINGS
-                  and isinstance(value, (int, float)) and not isinstance(value, bool)}  # fmt: skip
-    finished = (f"Finished in {summary['train_seconds']:.0f} s ({summary['optimizer_steps']} steps): "
-                f"{summary['output_dir']}")  # fmt: skip
+    evaluation = {
+        key: value
+        for key, value in summary.items()
+        if key.startswith("eval_")
+        and key not in _EVAL_TIMINGS
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    }
+    finished = (
+        f"Finished in {summary['train_seconds']:.0f} s ({summary['optimizer_steps']} steps): {summary['output_dir']}"
+    )
     parts = [finished]
     if evaluation:
-        parts.append(concise_line(evaluation, summary["optimizer_steps"], summary["optimizer_steps"]).split(" | ", 1)[1])
+        parts.append(
+            concise_line(evaluation, summary["optimizer_steps"], summary["optimizer_steps"]).split(" | ", 1)[1]
+        )
     parts.append(f"summary: {Path(summary['output_dir']) / 'run_summary.json'}")
     return " | ".join(parts)

@@ -107,8 +107,10 @@ def reject_misspelt_fields(config_class: type, given: Iterable[str]) -> None:
 
 # transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert configs call otherwise, or
 # for settings compact-bert fixes: given as overrides they would be stored and ignored.
-_ONE_EXPERT_PER_TOKEN = ("compact-bert's MoE layers route each token to exactly one expert (top-1 routing, MiniMoE "
-                         "and MoE-BERT alike), so there is no number of experts per token to set")  # fmt: skip
+_ONE_EXPERT_PER_TOKEN = (
+    "compact-bert's MoE layers route each token to exactly one expert (top-1 routing, MiniMoE "
+    "and MoE-BERT alike), so there is no number of experts per token to set"
+)
 TRANSFORMERS_ALIASES = {
     "num_layers": "compact-bert calls it `num_hidden_layers`",
     "n_layers": "compact-bert calls it `num_hidden_layers`",
@@ -144,6 +146,9 @@ def reject_unknown_fields(config_class: type, given: Iterable[str]) -> None:
             hint = TRANSFORMERS_ALIASES[name]
         else:
             close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
-            hint = f"did you mean {' or '.join(f'`{match}`' for match in close)}?" if close else (
-                f"its fields: {', '.join(sorted(field for field in known if not field.startswith('_')))}")  # fmt: skip
+            hint = (
+                f"did you mean {' or '.join(f'`{match}`' for match in close)}?"
+                if close
+                else (f"its fields: {', '.join(sorted(field for field in known if not field.startswith('_')))}")
+            )
         raise ValueError(f"{config_class.__name__} has no field `{name}`: {hint}")

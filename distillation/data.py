@@ -8,7 +8,6 @@ training starts and reported with the file, line or field at fault.
 from __future__ import annotations
 
 import codecs
-
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -61,14 +60,18 @@ class CorpusArguments:
 
     corpus: list[str] = field(
         default_factory=list,
-        metadata={"help": "Text files or folders of .txt files (UTF-8, one paragraph per line), or a folder "
-                  "written by datasets' save_to_disk. Default: the bundled WikiText-2 slice."},
-    )  # fmt: skip
+        metadata={
+            "help": "Text files or folders of .txt files (UTF-8, one paragraph per line), or a folder "
+            "written by datasets' save_to_disk. Default: the bundled WikiText-2 slice."
+        },
+    )
     eval_corpus: list[str] = field(
         default_factory=list,
-        metadata={"help": "Held-out text for evaluation, same forms as --corpus. Default: the bundled "
-                  "held-out WikiText-2 slice (never used for training)."},
-    )  # fmt: skip
+        metadata={
+            "help": "Held-out text for evaluation, same forms as --corpus. Default: the bundled "
+            "held-out WikiText-2 slice (never used for training)."
+        },
+    )
     dataset_name: str | None = field(
         default=None, metadata={"help": "A `datasets` dataset name (loaded with load_dataset) instead of --corpus."}
     )
@@ -143,15 +146,19 @@ def resolve_text_files(sources: list[str]) -> list[Path]:
         if path.is_dir():
             found = sorted(path.rglob("*.txt"))
             if not found:
-                raise RunSettingsError(f"Corpus folder {path} contains no .txt files (a folder is read as its *.txt "
-                                       "files; a `datasets` folder needs the dataset_info.json or dataset_dict.json "
-                                       "that save_to_disk writes).")
+                raise RunSettingsError(
+                    f"Corpus folder {path} contains no .txt files (a folder is read as its *.txt "
+                    "files; a `datasets` folder needs the dataset_info.json or dataset_dict.json "
+                    "that save_to_disk writes)."
+                )
             files.extend(found)
         elif path.exists():
             files.append(path)
         else:
-            raise RunSettingsError(f"Corpus path {path} does not exist: give UTF-8 .txt files, folders of them, or a "
-                                   "folder written by `datasets`' save_to_disk.")
+            raise RunSettingsError(
+                f"Corpus path {path} does not exist: give UTF-8 .txt files, folders of them, or a "
+                "folder written by `datasets`' save_to_disk."
+            )
     for file in files:
         _check_text_file(file)
     return files
@@ -159,7 +166,9 @@ def resolve_text_files(sources: list[str]) -> list[Path]:
 
 def _is_saved_dataset(source: str) -> bool:
     path = Path(source)
-    return path.is_dir() and any((path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
+    return path.is_dir() and any(
+        (path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json")
+    )
 
 
 def load_text_corpus(
@@ -174,8 +183,10 @@ def load_text_corpus(
         try:
             dataset = datasets.load_dataset(dataset_name, dataset_config_name, split="train", streaming=streaming)
         except (OSError, ValueError, ConnectionError) as error:  # unknown name, offline, no such config or split
-            raise RunSettingsError(f"--dataset_name {dataset_name}: `datasets` cannot load its train split "
-                                   f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}).") from None
+            raise RunSettingsError(
+                f"--dataset_name {dataset_name}: `datasets` cannot load its train split "
+                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})."
+            ) from None
     elif len(sources) == 1 and _is_saved_dataset(sources[0]):
         try:
             dataset = datasets.load_from_disk(sources[0])
@@ -183,8 +194,10 @@ def load_text_corpus(
             raise RunSettingsError(f"Corpus folder {sources[0]} cannot be read as a saved dataset: {error}") from None
         if isinstance(dataset, datasets.DatasetDict):
             if "train" not in dataset:
-                raise RunSettingsError(f"Corpus folder {sources[0]} is a DatasetDict without a 'train' split (its "
-                                       f"splits: {', '.join(dataset)}); save the split to use with save_to_disk.")
+                raise RunSettingsError(
+                    f"Corpus folder {sources[0]} is a DatasetDict without a 'train' split (its "
+                    f"splits: {', '.join(dataset)}); save the split to use with save_to_disk."
+                )
             dataset = dataset["train"]
     else:
         files = resolve_text_files(sources) if sources else bundled_corpus_files("train")
@@ -198,15 +211,19 @@ def load_text_corpus(
     if text_column != "text":
         dataset = dataset.rename_column(text_column, "text")
     origin = dataset_name or ", ".join(str(source) for source in sources) or "the bundled corpus"
-    return dataset.filter(lambda example, index: _has_text(example["text"], index, origin, text_column), with_indices=True)
+    return dataset.filter(
+        lambda example, index: _has_text(example["text"], index, origin, text_column), with_indices=True
+    )
 
 
 def _has_text(value, index: int, origin: str, column: str) -> bool:
     """Whether a corpus row holds text to train on (blank rows are skipped); a row that holds no string (``None``,
     a number) is an error that names the row, rather than a crash inside ``datasets``."""
     if not isinstance(value, str):
-        raise RunSettingsError(f"Corpus {origin}: row {index} of column {column!r} is {value!r} "
-                               f"({type(value).__name__}), not text; every row must be a string.")  # fmt: skip
+        raise RunSettingsError(
+            f"Corpus {origin}: row {index} of column {column!r} is {value!r} "
+            f"({type(value).__name__}), not text; every row must be a string."
+        )
     return bool(value.strip())
 
 
@@ -221,7 +238,9 @@ def build_block_dataset(text_dataset, tokenizer: PreTrainedTokenizerBase, block_
     def tokenize_and_cut(batch):
         # verbose=False: a paragraph longer than the model's positions is expected here (it is cut into blocks);
         # the tokenizer's "sequence length is longer than the specified maximum" warning would say otherwise.
-        ids = tokenizer(batch["text"], add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
+        ids = tokenizer(batch["text"], add_special_tokens=False, return_attention_mask=False, verbose=False)[
+            "input_ids"
+        ]
         stream = [token for sequence in ids for token in sequence]
         usable = len(stream) - len(stream) % content_length
         return {"input_ids": [stream[start : start + content_length] for start in range(0, usable, content_length)]}
@@ -263,8 +282,9 @@ class PretrainingCollator:
     BERT's convention).
     """
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15,
-                 next_sentence_prediction: bool = False):  # fmt: skip
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15, next_sentence_prediction: bool = False
+    ):
         if not 0.0 < mlm_probability < 1.0:
             raise ValueError(f"`mlm_probability` must be in (0, 1), got {mlm_probability}.")
         self.tokenizer = tokenizer
@@ -282,15 +302,20 @@ class PretrainingCollator:
             half = blocks.shape[1] // 2
             input_ids = torch.cat([cls, blocks[:, :half], sep, blocks[:, half:], sep], dim=1)
             batch["token_type_ids"] = torch.cat(
-                [torch.zeros(batch_size, half + 2, dtype=torch.long),
-                 torch.ones(batch_size, blocks.shape[1] - half + 1, dtype=torch.long)], dim=1,
-            )  # fmt: skip
+                [
+                    torch.zeros(batch_size, half + 2, dtype=torch.long),
+                    torch.ones(batch_size, blocks.shape[1] - half + 1, dtype=torch.long),
+                ],
+                dim=1,
+            )
         else:
             input_ids = torch.cat([cls, blocks, sep], dim=1)
         batch.update({"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)})
         return batch
 
-    def draw_training_targets(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> dict[str, torch.Tensor]:
+    def draw_training_targets(
+        self, batch: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> dict[str, torch.Tensor]:
         """A new batch with NSP partners (when enabled) and MLM masks drawn from ``generator`` (a CPU generator);
         tensors come back on the device they came from."""
         device = batch["input_ids"].device

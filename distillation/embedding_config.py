@@ -21,22 +21,30 @@ class EmbeddingDistillationConfig(TrainingArguments):
 
     Defaults: a student that starts from its teacher, a few minutes on 2 CPU cores."""
 
-    output_dir: str | None = field(default="outputs/embedding-student", metadata={"help": "Where the student is saved."})
+    output_dir: str | None = field(
+        default="outputs/embedding-student", metadata={"help": "Where the student is saved."}
+    )
     num_train_epochs: float = field(
         default=2.0,
-        metadata={"help": "Passes over the sentences (if --max_steps is -1): two take the default student to 98.5% of "
-                  "the packaged teacher's STS-B Spearman in about 6 minutes on 2 CPU cores (docs/embeddings.md)."},
-    )  # fmt: skip
+        metadata={
+            "help": "Passes over the sentences (if --max_steps is -1): two take the default student to 98.5% of "
+            "the packaged teacher's STS-B Spearman in about 6 minutes on 2 CPU cores (docs/embeddings.md)."
+        },
+    )
     per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device and step."})
     per_device_eval_batch_size: int = field(default=128, metadata={"help": "Sentences per evaluation batch."})
     learning_rate: float = field(
         default=1e-4,
-        metadata={"help": "Peak learning rate: 1e-4 for a student that starts from its teacher (the default); random "
-                  "students (--init_from_teacher none) learn faster at 5e-4."},
-    )  # fmt: skip
+        metadata={
+            "help": "Peak learning rate: 1e-4 for a student that starts from its teacher (the default); random "
+            "students (--init_from_teacher none) learn faster at 5e-4."
+        },
+    )
     warmup_steps: WarmupSteps = field(default=50, metadata={"help": "Linear warm-up steps."})
     logging_steps: float = field(default=50, metadata={"help": "Log every N steps."})
-    save_steps: float = field(default=200, metadata={"help": "Checkpoint every N steps (resume with --resume_from_checkpoint last)."})
+    save_steps: float = field(
+        default=200, metadata={"help": "Checkpoint every N steps (resume with --resume_from_checkpoint last)."}
+    )
     save_total_limit: int | None = field(default=2, metadata={"help": "Keep at most this many checkpoints."})
     eval_strategy: str = field(default="no", metadata={"help": "'steps' also evaluates every --eval_steps."})
     remove_unused_columns: bool = field(
@@ -45,9 +53,11 @@ class EmbeddingDistillationConfig(TrainingArguments):
     embedding_weight: float = field(default=1.0, metadata={"help": "Weight of the MSE to the teacher's embeddings."})
     relation_weight: float = field(
         default=0.0,
-        metadata={"help": "Weight of the MiniLMv2 relation loss between the last layers (0: off; needs a teacher "
-                  "forward pass per step, so it is slower)."},
-    )  # fmt: skip
+        metadata={
+            "help": "Weight of the MiniLMv2 relation loss between the last layers (0: off; needs a teacher "
+            "forward pass per step, so it is slower)."
+        },
+    )
     num_relation_heads: int = field(default=32, metadata={"help": "Relation heads R of the relation loss."})
     max_seq_length: int = field(
         default=128, metadata={"help": "Tokens per sentence (longer sentences are cut), in training and evaluation."}

@@ -13,7 +13,13 @@ import json
 import torch
 from transformers import DataCollatorWithPadding
 
-from .teacher_cache import CacheResult, cached_teacher_outputs, data_fingerprint, teacher_fingerprint, tokenizer_fingerprint
+from .teacher_cache import (
+    CacheResult,
+    cached_teacher_outputs,
+    data_fingerprint,
+    teacher_fingerprint,
+    tokenizer_fingerprint,
+)
 
 __all__ = ["EmbeddingDistillationCollator", "teacher_sentence_embeddings", "tokenize_sentences"]
 
@@ -39,8 +45,9 @@ def _head_fingerprint(embedder) -> str:
     return digest.hexdigest()
 
 
-def teacher_sentence_embeddings(teacher, tokenizer, dataset, max_length: int, cache_dir=None,
-                                batch_size: int = 128) -> CacheResult:  # fmt: skip
+def teacher_sentence_embeddings(
+    teacher, tokenizer, dataset, max_length: int, cache_dir=None, batch_size: int = 128
+) -> CacheResult:
     """``outputs["sentence_embedding"]``: ``[len(dataset), dimension]``, the teacher ``SentenceEmbedder``'s
     embedding of each tokenized sentence, in dataset order, from the cache or computed and stored."""
     collator = DataCollatorWithPadding(tokenizer)
@@ -52,8 +59,10 @@ def teacher_sentence_embeddings(teacher, tokenizer, dataset, max_length: int, ca
         with torch.no_grad():
             for start in range(0, len(dataset), batch_size):
                 rows = dataset[start : start + batch_size]
-                features = [{name: rows[name][i] for name in _MODEL_INPUTS if name in rows}
-                            for i in range(len(rows["input_ids"]))]  # fmt: skip
+                features = [
+                    {name: rows[name][i] for name in _MODEL_INPUTS if name in rows}
+                    for i in range(len(rows["input_ids"]))
+                ]
                 chunks.append(teacher(**collator(features)).sentence_embedding.float())
         teacher.train(was_training)
         return {"sentence_embedding": torch.cat(chunks)}
@@ -77,7 +86,9 @@ class EmbeddingDistillationCollator:
         self.teacher_embeddings = teacher_embeddings
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
-        batch = self.padding([{name: example[name] for name in _MODEL_INPUTS if name in example} for example in examples])
+        batch = self.padding(
+            [{name: example[name] for name in _MODEL_INPUTS if name in example} for example in examples]
+        )
         indices = torch.tensor([example["sentence_index"] for example in examples])
         batch["teacher_embedding"] = self.teacher_embeddings[indices]
         return dict(batch)

@@ -17,9 +17,9 @@ from torch.nn import functional as F
 from ..embeddings.sentence_transformers_folder import load_sentence_embedder, save_sentence_embedder
 from ..evaluation.sts import StsPairs, evaluate_sts
 from ..modeling.signals import SubmoduleRecorder
+from ..training.run_errors import RunSettingsError
 from .embedding_config import EmbeddingDistillationConfig
 from .losses import self_attention_relation_loss
-from ..training.run_errors import RunSettingsError
 from .teachers import relation_module_names
 from .trainer_utils import DistillationTrainer, with_balance_loss
 
@@ -71,7 +71,9 @@ class EmbeddingDistillationTrainer(DistillationTrainer):
         embeddings = outputs.sentence_embedding
         terms["embedding_loss"] = embedding_distillation_loss(embeddings, inputs["teacher_embedding"])
         with torch.no_grad():
-            terms["teacher_cosine"] = F.cosine_similarity(embeddings.float(), inputs["teacher_embedding"].float()).mean()
+            terms["teacher_cosine"] = F.cosine_similarity(
+                embeddings.float(), inputs["teacher_embedding"].float()
+            ).mean()
         loss = self.args.embedding_weight * terms["embedding_loss"]
         if "relation_loss" in terms:
             loss = loss + self.args.relation_weight * terms["relation_loss"]
@@ -93,7 +95,9 @@ class EmbeddingDistillationTrainer(DistillationTrainer):
             metrics = super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
         if self.sts_pairs is not None and self.is_world_process_zero():
             embedder = self.accelerator.unwrap_model(self.model)
-            scores = evaluate_sts(embedder, self.processing_class, self.sts_pairs, self.args.per_device_eval_batch_size)
+            scores = evaluate_sts(
+                embedder, self.processing_class, self.sts_pairs, self.args.per_device_eval_batch_size
+            )
             sts = {f"{metric_key_prefix}_sts_{name}": value for name, value in scores.items() if name != "pairs"}
             self.log(sts)
             metrics.update(sts)
@@ -115,6 +119,8 @@ class EmbeddingDistillationTrainer(DistillationTrainer):
         restored = load_sentence_embedder(resume_from_checkpoint)
         embedder.encoder.load_state_dict(restored.encoder.state_dict())
         if (embedder.projection is None) != (restored.projection is None):
-            raise RunSettingsError(f"{resume_from_checkpoint} and this run differ in whether the student has a projection.")
+            raise RunSettingsError(
+                f"{resume_from_checkpoint} and this run differ in whether the student has a projection."
+            )
         if embedder.projection is not None:
             embedder.projection.load_state_dict(restored.projection.state_dict())

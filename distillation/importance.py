@@ -18,8 +18,8 @@ not do: a narrower student's LayerNorms normalize over fewer channels, which shi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import torch
 from torch import nn
@@ -62,7 +62,9 @@ class _Accumulator:
 
 
 @torch.no_grad()
-def measure_teacher_activations(teacher: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> TeacherActivationStatistics:
+def measure_teacher_activations(
+    teacher: nn.Module, batches: Iterable[dict[str, torch.Tensor]]
+) -> TeacherActivationStatistics:
     """Run ``teacher`` (in eval mode, no gradients) over ``batches`` (dicts with ``input_ids``, ``attention_mask``
     and optionally ``token_type_ids``) and return the statistics of the module docstring."""
     encoder = getattr(teacher, "base_model", teacher)
@@ -115,8 +117,11 @@ def measure_teacher_activations(teacher: nn.Module, batches: Iterable[dict[str, 
     return TeacherActivationStatistics(
         channel_importance=channels,
         head_importance=torch.stack([sums[f"heads.{index}"] for index in range(len(layers))]) / num_tokens,
-        neuron_importance=(torch.stack([sums[f"neurons.{index}"] for index in range(len(layers))]) / num_tokens
-                           if has_neurons else None),  # fmt: skip
+        neuron_importance=(
+            torch.stack([sums[f"neurons.{index}"] for index in range(len(layers))]) / num_tokens
+            if has_neurons
+            else None
+        ),
         num_tokens=num_tokens,
     )
 

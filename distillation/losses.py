@@ -146,7 +146,9 @@ def self_attention_relation_loss(
     """
     batch, seq = student_states["query"].shape[:2]
     device = student_states["query"].device
-    mask = torch.ones(batch, seq, device=device) if attention_mask is None else attention_mask.to(device, torch.float32)
+    mask = (
+        torch.ones(batch, seq, device=device) if attention_mask is None else attention_mask.to(device, torch.float32)
+    )
     # d(loss)/d(KL of a relation row): the mean over relation heads, then over real query tokens (``masked_mean``).
     row_weight = (mask / (num_relation_heads * mask.sum().clamp(min=1.0))).repeat_interleave(num_relation_heads, dim=0)
     key_mask = mask.repeat_interleave(num_relation_heads, dim=0)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 
 from ..modeling.signals import SubmoduleRecorder
+from ..training.run_errors import RunSettingsError
 from .losses import self_attention_relation_loss
 from .minimoe_config import MiniMoEDistillationConfig
-from ..training.run_errors import RunSettingsError
 from .teachers import relation_module_names, resolve_layer
 from .trainer_utils import DistillationTrainer, with_balance_loss
 

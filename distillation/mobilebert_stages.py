@@ -32,17 +32,22 @@ class Stage:
     layer: int | None = None  # the trained layer of a PKT stage
 
 
-def plan_stages(strategy: str, max_steps: int, num_layers: int, layerwise_steps: int, steps_per_stage: int) -> list[Stage]:
+def plan_stages(
+    strategy: str, max_steps: int, num_layers: int, layerwise_steps: int, steps_per_stage: int
+) -> list[Stage]:
     if strategy == "akt":
         return [Stage("akt", 0, max_steps, "combined")]
     if strategy == "jkt":
-        return [Stage("jkt/layerwise", 0, layerwise_steps, "layerwise"), Stage("jkt/pd", layerwise_steps, max_steps, "pd")]
+        return [
+            Stage("jkt/layerwise", 0, layerwise_steps, "layerwise"),
+            Stage("jkt/pd", layerwise_steps, max_steps, "pd"),
+        ]
     if strategy == "pkt":
         stages = [
             Stage(f"pkt/layer_{layer}", layer * steps_per_stage, (layer + 1) * steps_per_stage, "layerwise", layer)
             for layer in range(num_layers)
         ]
-        return stages + [Stage("pkt/pd", num_layers * steps_per_stage, max_steps, "pd")]
+        return [*stages, Stage("pkt/pd", num_layers * steps_per_stage, max_steps, "pd")]
     raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {strategy!r}.")
 
 

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import TrainerCallback
 
+from ..training.run_errors import RunSettingsError
 from .losses import (
     attention_transfer_loss,
     feature_map_transfer_loss,
@@ -26,7 +27,6 @@ from .losses import (
 )
 from .mobilebert_config import MobileBertDistillationConfig, build_base_scheduler
 from .mobilebert_stages import Stage, parameter_unit, plan_stages, stage_at, unit_lr_scale
-from ..training.run_errors import RunSettingsError
 from .trainer_utils import DistillationTrainer
 
 __all__ = ["MobileBertDistillationTrainer", "check_mobilebert_compatibility", "copy_embeddings_and_heads"]
@@ -67,7 +67,10 @@ def check_mobilebert_compatibility(teacher_config, student_config, args: MobileB
 def copy_embeddings_and_heads(teacher: torch.nn.Module, student: torch.nn.Module) -> None:
     """JKT/PKT: the embedding layer and the classifier are copied from the teacher (paper 001 §3.6)."""
     student.base_model.embeddings.load_state_dict(teacher.base_model.embeddings.state_dict())
-    if getattr(student.base_model, "pooler", None) is not None and getattr(teacher.base_model, "pooler", None) is not None:
+    if (
+        getattr(student.base_model, "pooler", None) is not None
+        and getattr(teacher.base_model, "pooler", None) is not None
+    ):
         student.base_model.pooler.load_state_dict(teacher.base_model.pooler.state_dict())
     student_heads, teacher_heads = getattr(student, "cls", None), getattr(teacher, "cls", None)
     if student_heads is not None and teacher_heads is not None:
@@ -114,7 +117,11 @@ class MobileBertDistillationTrainer(DistillationTrainer):
                 f"({args.max_steps}); lower --steps_per_stage or raise --max_steps."
             )
         self.stages = plan_stages(
-            args.strategy, args.max_steps, num_layers, args.layerwise_steps or max(1, args.max_steps // 2), steps_per_stage
+            args.strategy,
+            args.max_steps,
+            num_layers,
+            args.layerwise_steps or max(1, args.max_steps // 2),
+            steps_per_stage,
         )
         if args.strategy in ("jkt", "pkt"):
             copy_embeddings_and_heads(teacher, model)
@@ -161,7 +168,9 @@ class MobileBertDistillationTrainer(DistillationTrainer):
             optimizer = optimizer or self.optimizer
             base = build_base_scheduler(self.args, optimizer, num_training_steps)
             lambdas = [
-                functools.partial(_stage_scaled, base_lambda, group["unit"], self.stages, self.args.lower_layer_lr_scale)
+                functools.partial(
+                    _stage_scaled, base_lambda, group["unit"], self.stages, self.args.lower_layer_lr_scale
+                )
                 for base_lambda, group in zip(base.lr_lambdas, optimizer.param_groups)
             ]
             self.lr_scheduler = LambdaLR(optimizer, lambdas)
@@ -187,19 +196,29 @@ class MobileBertDistillationTrainer(DistillationTrainer):
         terms: dict[str, torch.Tensor] = {"stage": torch.tensor(float(self.stages.index(stage)))}
         loss = None
         if layerwise:
-            layers = [stage.layer] if stage.layer is not None and not evaluating else range(model.config.num_hidden_layers)
-            feature_map = torch.stack([
-                feature_map_transfer_loss(student.hidden_states[layer + 1], teacher.hidden_states[layer + 1],
-                                          attention_mask, self.args.normalized_feature_map_loss)
-                for layer in layers
-            ]).mean()  # fmt: skip
+            layers = (
+                [stage.layer] if stage.layer is not None and not evaluating else range(model.config.num_hidden_layers)
+            )
+            feature_map = torch.stack(
+                [
+                    feature_map_transfer_loss(
+                        student.hidden_states[layer + 1],
+                        teacher.hidden_states[layer + 1],
+                        attention_mask,
+                        self.args.normalized_feature_map_loss,
+                    )
+                    for layer in layers
+                ]
+            ).mean()
             knowledge_transfer = self.args.feature_map_weight * feature_map
             terms["feature_map_loss"] = feature_map
             if attentions:
-                attention = torch.stack([
-                    attention_transfer_loss(student.attentions[layer], teacher.attentions[layer], attention_mask)
-                    for layer in layers
-                ]).mean()  # fmt: skip
+                attention = torch.stack(
+                    [
+                        attention_transfer_loss(student.attentions[layer], teacher.attentions[layer], attention_mask)
+                        for layer in layers
+                    ]
+                ).mean()
                 knowledge_transfer = knowledge_transfer + self.args.attention_weight * attention
                 terms["attention_loss"] = attention
             if stage.objective != "pd":
@@ -209,7 +228,9 @@ class MobileBertDistillationTrainer(DistillationTrainer):
             # vocabulary-sized gradient instead of three.
             selected = labels != -100
             student_logits, masked_labels = _mlm_logits(student)[selected], labels[selected]
-            mlm = F.cross_entropy(student_logits, masked_labels) if masked_labels.numel() else student_logits.sum() * 0.0
+            mlm = (
+                F.cross_entropy(student_logits, masked_labels) if masked_labels.numel() else student_logits.sum() * 0.0
+            )
             distillation = mlm_distillation_loss(
                 student_logits, _mlm_logits(teacher)[selected], masked_labels, self.args.temperature
             )

@@ -20,30 +20,35 @@ class TransferCapabilityDistillationConfig(TrainingArguments):
     128 tokens per process."""
 
     trunk_weight: float = field(default=1.0, metadata={"help": "λ_T: relations of the normalized trunk states."})
-    inner_weight: float = field(default=1.0, metadata={"help": "λ_I: relations of sublayer outputs before the residual add."})
+    inner_weight: float = field(
+        default=1.0, metadata={"help": "λ_I: relations of sublayer outputs before the residual add."}
+    )
     attention_weight: float = field(
         default=0.0, metadata={"help": "λ_A: query-key cosine relations (paper: 1 for H=768, 0 for H=128)."}
     )
     sampled_tokens: int = field(
         default=512,
-        metadata={"help": "Tokens sampled per batch (and per process) for trunk/inner relations; at most the tokens "
-                  "of a training batch (per_device_train_batch_size x block_size). Default 512 = 4 groups of 128, "
-                  "which fits the default batch of 8 blocks x 128 tokens; the paper's large-batch setting is "
-                  "4096 = 32 x 128."},
-    )  # fmt: skip
-    token_group_size: int = field(
-        default=128, metadata={"help": "Tokens per relation group (128 in the paper)."}
+        metadata={
+            "help": "Tokens sampled per batch (and per process) for trunk/inner relations; at most the tokens "
+            "of a training batch (per_device_train_batch_size x block_size). Default 512 = 4 groups of 128, "
+            "which fits the default batch of 8 blocks x 128 tokens; the paper's large-batch setting is "
+            "4096 = 32 x 128."
+        },
     )
+    token_group_size: int = field(default=128, metadata={"help": "Tokens per relation group (128 in the paper)."})
     layer_map: str | None = field(
         default=None,
-        metadata={"help": "JSON list: the teacher layer aligned with each student layer, e.g. '[1, 3, 5]'. "
-                  "Default: layer i with layer i (layer counts must then match)."},
-    )  # fmt: skip
+        metadata={
+            "help": "JSON list: the teacher layer aligned with each student layer, e.g. '[1, 3, 5]'. "
+            "Default: layer i with layer i (layer counts must then match)."
+        },
+    )
     dataloader_drop_last: bool = field(
         default=True, metadata={"help": "Relations sample a fixed number of tokens, so partial batches are dropped."}
     )
     ddp_find_unused_parameters: bool | None = field(
-        default=True, metadata={"help": "Experts that receive no token in a step get no gradient; DDP must tolerate it."}
+        default=True,
+        metadata={"help": "Experts that receive no token in a step get no gradient; DDP must tolerate it."},
     )
 
     def __post_init__(self):
@@ -64,7 +69,9 @@ class TransferCapabilityDistillationConfig(TrainingArguments):
                 parsed = json.loads(self.layer_map)
             except json.JSONDecodeError as error:
                 raise ValueError(f"`layer_map` must be a JSON list of integers: {error}") from None
-            if not isinstance(parsed, list) or not all(isinstance(item, int) and not isinstance(item, bool) for item in parsed):
+            if not isinstance(parsed, list) or not all(
+                isinstance(item, int) and not isinstance(item, bool) for item in parsed
+            ):
                 raise ValueError(f"`layer_map` must be a JSON list of integers, got {self.layer_map!r}.")
 
     @property

@@ -15,8 +15,8 @@ from torch.nn import functional as F
 from transformers import default_data_collator
 
 from ..modeling.signals import SubmoduleRecorder, signal_module_name
-from .losses import cosine_relation_loss, query_key_relation_loss, sample_token_groups
 from ..training.run_errors import RunSettingsError
+from .losses import cosine_relation_loss, query_key_relation_loss, sample_token_groups
 from .tcd_config import TransferCapabilityDistillationConfig
 from .teachers import resolve_layer
 from .trainer_utils import DistillationTrainer, with_balance_loss
@@ -89,7 +89,9 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
                 )
             layer_map = list(range(student_layers))
         if len(layer_map) != student_layers:
-            raise RunSettingsError(f"`layer_map` needs one teacher layer per student layer ({student_layers}), got {len(layer_map)}.")
+            raise RunSettingsError(
+                f"`layer_map` needs one teacher layer per student layer ({student_layers}), got {len(layer_map)}."
+            )
         self.layer_map = [resolve_layer(layer, teacher_layers, "layer_map entry") for layer in layer_map]
         if args.attention_weight > 0 and teacher.config.num_attention_heads != model.config.num_attention_heads:
             raise RunSettingsError(
@@ -115,9 +117,13 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
                 )
             if self.args.attention_weight > 0:
                 attention = attention + query_key_relation_loss(
-                    student.outputs["query" + s], student.outputs["key" + s], teacher.outputs["query" + t],
-                    teacher.outputs["key" + t], self.model.config.num_attention_heads, attention_mask,
-                )  # fmt: skip
+                    student.outputs["query" + s],
+                    student.outputs["key" + s],
+                    teacher.outputs["query" + t],
+                    teacher.outputs["key" + t],
+                    self.model.config.num_attention_heads,
+                    attention_mask,
+                )
         return trunk, inner, attention
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -129,7 +135,12 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
         student_names = _recorded_names(list(range(len(self.layer_map))))
         with SubmoduleRecorder(student_model, student_names, record_inputs=True) as student:
             outputs = model(**model_inputs, output_hidden_states=True)
-        with torch.no_grad(), SubmoduleRecorder(self.teacher, _recorded_names(sorted(set(self.layer_map))), record_inputs=True) as teacher:
+        with (
+            torch.no_grad(),
+            SubmoduleRecorder(
+                self.teacher, _recorded_names(sorted(set(self.layer_map))), record_inputs=True
+            ) as teacher,
+        ):
             teacher_hidden = self.teacher(**model_inputs, output_hidden_states=True).hidden_states
         sampled = self.args.sampled_tokens
         if not model.training:
@@ -143,10 +154,16 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
         if sampled > 0:
             # Only a last, partial evaluation batch can hold less than one group (the trainer checked that full
             # batches hold one): it adds its MLM and balance losses, and no relation value of an empty group.
-            groups = sample_token_groups(attention_mask, sampled, self.args.token_group_size,
-                                         self.step_generator("token groups"))  # fmt: skip
+            groups = sample_token_groups(
+                attention_mask, sampled, self.args.token_group_size, self.step_generator("token groups")
+            )
             trunk, inner, attention = self._relations(
-                student, teacher, outputs.hidden_states, teacher_hidden, groups.to(attention_mask.device), attention_mask
+                student,
+                teacher,
+                outputs.hidden_states,
+                teacher_hidden,
+                groups.to(attention_mask.device),
+                attention_mask,
             )
             loss = loss + self.args.trunk_weight * trunk + self.args.inner_weight * inner
             terms.update(trunk_loss=trunk, inner_loss=inner)

@@ -19,9 +19,9 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -52,7 +52,10 @@ class TeacherCacheError(RunSettingsError):
 
 def compact_bert_cache_root() -> Path:
     """``$COMPACT_BERT_CACHE``, else ``$XDG_CACHE_HOME/compact_bert``, else ``~/.cache/compact_bert``."""
-    root = os.environ.get("COMPACT_BERT_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "compact_bert"
+    root = (
+        os.environ.get("COMPACT_BERT_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "compact_bert"
+    )
     return Path(root)
 
 
@@ -87,7 +90,9 @@ def tokenizer_fingerprint(tokenizer) -> str:
 def data_fingerprint(dataset, columns: tuple[str, ...] = ("input_ids", "token_type_ids", "attention_mask")) -> str:
     """SHA-256 of the model-input columns of a tokenized ``datasets.Dataset`` (or list of dicts), in order."""
     digest = hashlib.sha256()
-    names = [name for name in columns if name in (dataset.column_names if hasattr(dataset, "column_names") else dataset[0])]
+    names = [
+        name for name in columns if name in (dataset.column_names if hasattr(dataset, "column_names") else dataset[0])
+    ]
     digest.update(",".join(names).encode())
     for example in dataset:
         for name in names:
@@ -114,7 +119,7 @@ def cached_teacher_outputs(
     key_source = json.dumps({"format": CACHE_FORMAT, **fingerprints}, sort_keys=True)
     key = hashlib.sha256(key_source.encode()).hexdigest()[:32]
     folder = root / key
-    manifest_path, tensors_path = folder / _MANIFEST_FILE, folder / _TENSORS_FILE
+    manifest_path = folder / _MANIFEST_FILE
     if folder.is_dir() and manifest_path.is_file():
         return CacheResult(_read_entry(folder, key_source), folder, True)
     if folder.is_dir():  # no manifest: a write that never finished
@@ -148,7 +153,9 @@ def _read_entry(folder: Path, key_source: str) -> dict[str, torch.Tensor]:
     try:
         manifest = json.loads(manifest_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise TeacherCacheError(f"Teacher-output cache {manifest_path} is not valid JSON ({error}); {rebuild}.") from None
+        raise TeacherCacheError(
+            f"Teacher-output cache {manifest_path} is not valid JSON ({error}); {rebuild}."
+        ) from None
     if manifest.get("format") != CACHE_FORMAT or manifest.get("key_source") != key_source:
         raise TeacherCacheError(
             f"Teacher-output cache {folder} was written for other inputs (format {manifest.get('format')}, "
@@ -162,6 +169,8 @@ def _read_entry(folder: Path, key_source: str) -> dict[str, torch.Tensor]:
     outputs = load_file(str(tensors_path))
     shapes = {name: list(tensor.shape) for name, tensor in outputs.items()}
     if shapes != manifest.get("shapes"):
-        raise TeacherCacheError(f"Teacher-output cache {tensors_path} holds shapes {shapes}, its manifest "
-                                f"{manifest.get('shapes')}; {rebuild}.")  # fmt: skip
+        raise TeacherCacheError(
+            f"Teacher-output cache {tensors_path} holds shapes {shapes}, its manifest "
+            f"{manifest.get('shapes')}; {rebuild}."
+        )
     return outputs

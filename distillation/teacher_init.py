@@ -29,7 +29,7 @@ The mapping is returned as a JSON-ready record, which the CLI prints and writes 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -117,8 +117,11 @@ def needs_activation_statistics(student_config: SparseBertConfigBase, teacher_co
     """Whether initializing this student needs ``measure_teacher_activations``: a narrower width, fewer heads or
     neurons, or experts narrower than the FFN (split by neuron importance)."""
     hidden, heads, intermediate = _student_shape(student_config)
-    narrower = (hidden < teacher_config.hidden_size or heads < teacher_config.num_attention_heads
-                or intermediate < teacher_config.intermediate_size)  # fmt: skip
+    narrower = (
+        hidden < teacher_config.hidden_size
+        or heads < teacher_config.num_attention_heads
+        or intermediate < teacher_config.intermediate_size
+    )
     split = student_config.num_experts > 1 and student_config.expert_intermediate_size < intermediate
     return narrower or split
 
@@ -128,35 +131,51 @@ def check_teacher_shapes(config: SparseBertConfigBase, teacher: EncoderWeights) 
     hidden, heads, intermediate = _student_shape(config)
     problems = []
     if config.vocab_size != teacher.word_embeddings.shape[0]:
-        problems.append(f"vocab_size {config.vocab_size} differs from the teacher's {teacher.word_embeddings.shape[0]} "
-                        "(both must read the same token ids: use the teacher's tokenizer and vocab_size)")  # fmt: skip
+        problems.append(
+            f"vocab_size {config.vocab_size} differs from the teacher's {teacher.word_embeddings.shape[0]} "
+            "(both must read the same token ids: use the teacher's tokenizer and vocab_size)"
+        )
     if config.hidden_act != teacher.hidden_act:
         problems.append(f"hidden_act {config.hidden_act!r} differs from the teacher's {teacher.hidden_act!r}")
     if hidden > teacher.hidden_size:
-        problems.append(f"hidden_size {hidden} is larger than the teacher's {teacher.hidden_size} (valid: at most that)")
+        problems.append(
+            f"hidden_size {hidden} is larger than the teacher's {teacher.hidden_size} (valid: at most that)"
+        )
     if hidden // heads != teacher.head_size:
-        problems.append(f"hidden_size / num_attention_heads = {hidden // heads} must equal the teacher's head size "
-                        f"{teacher.head_size} (valid: num_attention_heads = hidden_size / {teacher.head_size})")  # fmt: skip
+        problems.append(
+            f"hidden_size / num_attention_heads = {hidden // heads} must equal the teacher's head size "
+            f"{teacher.head_size} (valid: num_attention_heads = hidden_size / {teacher.head_size})"
+        )
     if heads > teacher.num_attention_heads:
         problems.append(f"num_attention_heads {heads} is more than the teacher's {teacher.num_attention_heads}")
     if config.num_attention_experts != 1:
-        problems.append(f"num_attention_experts {config.num_attention_experts}: only dense attention (1) is "
-                        "initialized from a teacher")  # fmt: skip
+        problems.append(
+            f"num_attention_experts {config.num_attention_experts}: only dense attention (1) is "
+            "initialized from a teacher"
+        )
     teacher_experts = teacher.layers[0].num_experts
     if teacher_experts > 1:
         if (config.num_experts, config.expert_intermediate_size, intermediate) != (
-            teacher_experts, teacher.intermediate_size, teacher.intermediate_size
+            teacher_experts,
+            teacher.intermediate_size,
+            teacher.intermediate_size,
         ):
-            problems.append(f"the teacher's FFNs are {teacher_experts} experts of width {teacher.intermediate_size}: "
-                            "the student must have the same num_experts and expert width")  # fmt: skip
+            problems.append(
+                f"the teacher's FFNs are {teacher_experts} experts of width {teacher.intermediate_size}: "
+                "the student must have the same num_experts and expert width"
+            )
     elif intermediate > teacher.intermediate_size:
         problems.append(f"intermediate_size {intermediate} is larger than the teacher's {teacher.intermediate_size}")
     if config.num_experts > 1 and config.expert_intermediate_size > intermediate:
-        problems.append(f"moe_intermediate_size {config.expert_intermediate_size} is larger than intermediate_size "
-                        f"{intermediate} (an expert is at most the FFN it comes from)")  # fmt: skip
+        problems.append(
+            f"moe_intermediate_size {config.expert_intermediate_size} is larger than intermediate_size "
+            f"{intermediate} (an expert is at most the FFN it comes from)"
+        )
     if config.max_position_embeddings > teacher.position_embeddings.shape[0]:
-        problems.append(f"max_position_embeddings {config.max_position_embeddings} is more than the teacher's "
-                        f"{teacher.position_embeddings.shape[0]}")  # fmt: skip
+        problems.append(
+            f"max_position_embeddings {config.max_position_embeddings} is more than the teacher's "
+            f"{teacher.position_embeddings.shape[0]}"
+        )
     if problems:
         raise TeacherShapeError("Cannot initialize the student from the teacher: " + "; ".join(problems) + ".")
 
@@ -185,8 +204,13 @@ def _head_rows(heads: torch.Tensor, head_size: int) -> torch.Tensor:
 def _copy_attention(attention: nn.Module, source: LayerWeights, heads, channels, head_size: int, name: str) -> None:
     rows = _head_rows(heads, head_size)
     for projection in ("query", "key", "value"):
-        _copy_linear(getattr(attention.self, projection), getattr(source, projection), rows, channels,
-                     f"{name}.self.{projection}")  # fmt: skip
+        _copy_linear(
+            getattr(attention.self, projection),
+            getattr(source, projection),
+            rows,
+            channels,
+            f"{name}.self.{projection}",
+        )
     _copy_linear(attention.output.dense, source.attention_output, channels, rows, f"{name}.output.dense")
     _copy_norm(attention.output.LayerNorm, source.attention_norm, channels, f"{name}.output.LayerNorm")
 
@@ -210,8 +234,10 @@ def _calibrate_routers(student, encoder, calibration, seed: int, copied: bool) -
     if copied or not layers:
         return False
     if calibration is None:
-        raise TeacherShapeError("The student's learned routers are balanced on calibration text: pass `calibration` "
-                                "(a few batches of model inputs).")  # fmt: skip
+        raise TeacherShapeError(
+            "The student's learned routers are balanced on calibration text: pass `calibration` "
+            "(a few batches of model inputs)."
+        )
     generator = torch.Generator().manual_seed(seed)
     for layer in layers:
         mean, covariance = measure_moe_inputs(student, layer.moe, calibration)
@@ -231,8 +257,9 @@ def _balanced_router(gate: nn.Linear, mean: torch.Tensor, covariance: torch.Tens
     _copy(gate.bias, -(weight @ mean), "router.gate.bias")
 
 
-def _copy_ffn(layer: nn.Module, source: LayerWeights, neurons, channels, student_config, statistics, teacher_index,
-              name: str) -> dict:  # fmt: skip
+def _copy_ffn(
+    layer: nn.Module, source: LayerWeights, neurons, channels, student_config, statistics, teacher_index, name: str
+) -> dict:
     """The student's FFN (dense, or experts made from the dense FFN) from teacher FFN ``source``; a record of how."""
     _copy_norm(layer.output.LayerNorm, source.ffn_norm, channels, f"{name}.output.LayerNorm")
     if source.num_experts > 1:  # an MoE teacher of the same shape: experts and router as they are
@@ -242,20 +269,33 @@ def _copy_ffn(layer: nn.Module, source: LayerWeights, neurons, channels, student
         _copy(experts.fc2_weight, source.ffn_out[0][:, channels], f"{name}.moe.experts.fc2_weight")
         _copy(experts.fc2_bias, source.ffn_out[1][:, channels], f"{name}.moe.experts.fc2_bias")
         if source.router is not None and hasattr(layer.moe.router, "gate"):
-            _copy_linear(layer.moe.router.gate, source.router, torch.arange(source.router[0].shape[0]), channels,
-                         f"{name}.moe.router.gate")  # fmt: skip
+            _copy_linear(
+                layer.moe.router.gate,
+                source.router,
+                torch.arange(source.router[0].shape[0]),
+                channels,
+                f"{name}.moe.router.gate",
+            )
         return {"mode": "copied"}
     fc1_weight, fc1_bias = source.ffn_in[0][neurons][:, channels], source.ffn_in[1][neurons]
     fc2_weight, fc2_bias = source.ffn_out[0][channels][:, neurons], source.ffn_out[1][channels]
     if student_config.num_experts == 1:
-        _copy_linear(layer.intermediate.dense, (fc1_weight, fc1_bias), torch.arange(len(neurons)),
-                     torch.arange(len(channels)), f"{name}.intermediate.dense")  # fmt: skip
+        _copy_linear(
+            layer.intermediate.dense,
+            (fc1_weight, fc1_bias),
+            torch.arange(len(neurons)),
+            torch.arange(len(channels)),
+            f"{name}.intermediate.dense",
+        )
         _copy(layer.output.dense.weight, fc2_weight, f"{name}.output.dense.weight")
         _copy(layer.output.dense.bias, fc2_bias, f"{name}.output.dense.bias")
         return {"mode": "dense"}
     num_experts, width = student_config.num_experts, student_config.expert_intermediate_size
-    importance = None if statistics is None or statistics.neuron_importance is None else \
-        statistics.neuron_importance[teacher_index][neurons]  # fmt: skip
+    importance = (
+        None
+        if statistics is None or statistics.neuron_importance is None
+        else statistics.neuron_importance[teacher_index][neurons]
+    )
     per_expert, shared = _expert_neurons(importance, len(neurons), num_experts, width)
     router = layer.moe.router
     learned = hasattr(router, "gate")
@@ -284,8 +324,9 @@ def _copy_task_head(student: nn.Module, teacher: nn.Module, channels: torch.Tens
         return "new"
     if student_head.out_features != teacher_head.out_features or student.config.id2label != teacher.config.id2label:
         return "new"
-    _copy_linear(student_head, linear_weights(teacher_head), torch.arange(teacher_head.out_features), channels,
-                 "classifier")  # fmt: skip
+    _copy_linear(
+        student_head, linear_weights(teacher_head), torch.arange(teacher_head.out_features), channels, "classifier"
+    )
     return "copied"
 
 
@@ -326,13 +367,19 @@ def initialize_from_teacher(
         )
     layers = parse_layer_map(layer_map, source.num_hidden_layers, config.num_hidden_layers)
     hidden, heads, intermediate = _student_shape(config)
-    channels = (torch.arange(source.hidden_size) if hidden == source.hidden_size
-                else _top(statistics.channel_importance, hidden))  # fmt: skip
+    channels = (
+        torch.arange(source.hidden_size)
+        if hidden == source.hidden_size
+        else _top(statistics.channel_importance, hidden)
+    )
     encoder = getattr(student, "base_model", student)
     embeddings = encoder.embeddings
     _copy(embeddings.word_embeddings.weight, source.word_embeddings[:, channels], "embeddings.word_embeddings")
-    _copy(embeddings.position_embeddings.weight, source.position_embeddings[: config.max_position_embeddings][:, channels],
-          "embeddings.position_embeddings")  # fmt: skip
+    _copy(
+        embeddings.position_embeddings.weight,
+        source.position_embeddings[: config.max_position_embeddings][:, channels],
+        "embeddings.position_embeddings",
+    )
     token_types = source.token_type_embeddings[:, channels]
     rows = torch.arange(config.type_vocab_size).clamp(max=token_types.shape[0] - 1)  # one-type teachers: row 0 for all
     _copy(embeddings.token_type_embeddings.weight, token_types[rows], "embeddings.token_type_embeddings")
@@ -340,24 +387,37 @@ def initialize_from_teacher(
     record_layers = []
     for index, teacher_index in enumerate(layers):
         layer, weights = encoder.encoder.layer[index], source.layers[teacher_index]
-        kept_heads = (torch.arange(source.num_attention_heads) if heads == source.num_attention_heads
-                      else _top(statistics.head_importance[teacher_index], heads))  # fmt: skip
-        neurons = (torch.arange(source.intermediate_size) if intermediate == source.intermediate_size
-                   else _top(statistics.neuron_importance[teacher_index], intermediate))  # fmt: skip
+        kept_heads = (
+            torch.arange(source.num_attention_heads)
+            if heads == source.num_attention_heads
+            else _top(statistics.head_importance[teacher_index], heads)
+        )
+        neurons = (
+            torch.arange(source.intermediate_size)
+            if intermediate == source.intermediate_size
+            else _top(statistics.neuron_importance[teacher_index], intermediate)
+        )
         name = f"encoder.layer.{index}"
         _copy_attention(layer.attention, weights, kept_heads, channels, source.head_size, f"{name}.attention")
         ffn = _copy_ffn(layer, weights, neurons, channels, config, statistics, teacher_index, name)
-        record_layers.append({
-            "teacher_layer": teacher_index,
-            "heads": "all" if heads == source.num_attention_heads else kept_heads.tolist(),
-            "ffn_neurons": "all" if intermediate == source.intermediate_size else f"top {intermediate} by importance",
-            **ffn,
-        })  # fmt: skip
+        record_layers.append(
+            {
+                "teacher_layer": teacher_index,
+                "heads": "all" if heads == source.num_attention_heads else kept_heads.tolist(),
+                "ffn_neurons": "all"
+                if intermediate == source.intermediate_size
+                else f"top {intermediate} by importance",
+                **ffn,
+            }
+        )
     auxiliary = getattr(encoder.encoder, "auxiliary_attention", None)
     if auxiliary is not None:  # aligned with the teacher's last layer in relation distillation: start from it
         last = source.num_hidden_layers - 1
-        kept_heads = (torch.arange(source.num_attention_heads) if heads == source.num_attention_heads
-                      else _top(statistics.head_importance[last], heads))  # fmt: skip
+        kept_heads = (
+            torch.arange(source.num_attention_heads)
+            if heads == source.num_attention_heads
+            else _top(statistics.head_importance[last], heads)
+        )
         _copy_attention(auxiliary, source.layers[last], kept_heads, channels, source.head_size, "auxiliary_attention")
     pooler = getattr(encoder, "pooler", None)
     if pooler is not None and source.pooler is not None:
@@ -369,11 +429,15 @@ def initialize_from_teacher(
         "teacher": teacher_name or getattr(teacher.config, "_name_or_path", "") or source.model_type,
         "teacher_model_type": source.model_type,
         "layer_map": layers,
-        "hidden_channels": "all" if hidden == source.hidden_size else f"top {hidden} of {source.hidden_size} by importance",
+        "hidden_channels": "all"
+        if hidden == source.hidden_size
+        else f"top {hidden} of {source.hidden_size} by importance",
         **({} if hidden == source.hidden_size else {"channel_indices": channels.tolist()}),
         "layers": record_layers,
-        "importance": None if statistics is None else {
+        "importance": None
+        if statistics is None
+        else {
             "criterion": "activation-based (Minitron, Muralidharan et al. 2024, sec. 2.2)",
             "tokens": statistics.num_tokens,
         },
-    }  # fmt: skip
+    }

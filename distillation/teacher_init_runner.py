@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -76,12 +76,20 @@ def teacher_statistics(student_config, teacher, calibration: Iterable[dict] | No
     return measure_teacher_activations(teacher, calibration)
 
 
-def initialize_student(student, teacher, layer_map: str | None, statistics, calibration, seed: int,
-                       teacher_name: str) -> dict:  # fmt: skip
+def initialize_student(
+    student, teacher, layer_map: str | None, statistics, calibration, seed: int, teacher_name: str
+) -> dict:
     """Initialize ``student`` from ``teacher`` (``statistics`` from ``teacher_statistics``, ``calibration`` batches
     for the routers); print the record and store it as ``config.teacher_initialization``."""
-    record = initialize_from_teacher(student, teacher, layer_map=layer_map, statistics=statistics,
-                                     calibration=calibration, seed=seed, teacher_name=teacher_name)  # fmt: skip
+    record = initialize_from_teacher(
+        student,
+        teacher,
+        layer_map=layer_map,
+        statistics=statistics,
+        calibration=calibration,
+        seed=seed,
+        teacher_name=teacher_name,
+    )
     student.config.teacher_initialization = record
     print("Student initialized from its teacher: " + json.dumps(summarize_record(record)))
     return record
@@ -93,10 +101,15 @@ def summarize_record(record: dict) -> dict:
     first = record["layers"][0]
     experts = {key: first[key] for key in ("experts", "expert_width", "shared_neurons") if key in first}
     return {
-        "teacher": record["teacher"], "layer_map": record["layer_map"], "hidden_channels": record["hidden_channels"],
+        "teacher": record["teacher"],
+        "layer_map": record["layer_map"],
+        "hidden_channels": record["hidden_channels"],
         "heads": "all" if all(layer["heads"] == "all" for layer in record["layers"]) else "top by importance",
-        "ffn_neurons": first["ffn_neurons"], "ffn": "/".join(modes), **experts, "task_head": record.get("task_head"),
-    }  # fmt: skip
+        "ffn_neurons": first["ffn_neurons"],
+        "ffn": "/".join(modes),
+        **experts,
+        "task_head": record.get("task_head"),
+    }
 
 
 def prepare_initialization(student_config, teacher, layer_map, dataset, collator):
@@ -113,8 +126,9 @@ def prepare_initialization(student_config, teacher, layer_map, dataset, collator
     return teacher_statistics(student_config, teacher, calibration), calibration
 
 
-def start_from_teacher(student, teacher, teacher_name: str, choice: str, layer_map, blocks, tokenizer,
-                       seed: int) -> dict | None:  # fmt: skip
+def start_from_teacher(
+    student, teacher, teacher_name: str, choice: str, layer_map, blocks, tokenizer, seed: int
+) -> dict | None:
     """``--init_from_teacher`` of the distillation commands: ``auto`` initializes ``student`` from ``teacher``
     wherever the shapes allow (saying why not elsewhere), ``none`` keeps the random initialization. Calibration text:
     the first blocks of the training corpus."""
@@ -130,6 +144,7 @@ def start_from_teacher(student, teacher, teacher_name: str, choice: str, layer_m
     if blocker is not None:
         print(f"The student starts from random weights, not from its teacher: {blocker}")
         return None
-    statistics, calibration = prepare_initialization(student.config, teacher, layer_map, blocks,
-                                                     DataCollatorWithPadding(tokenizer))  # fmt: skip
+    statistics, calibration = prepare_initialization(
+        student.config, teacher, layer_map, blocks, DataCollatorWithPadding(tokenizer)
+    )
     return initialize_student(student, teacher, layer_map, statistics, calibration, seed, teacher_name)

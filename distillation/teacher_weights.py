@@ -97,11 +97,16 @@ def _layer(layer: nn.Module, index: int) -> LayerWeights:
     else:
         ffn_in, ffn_out = linear_weights(layer.intermediate.dense), linear_weights(layer.output.dense)
     return LayerWeights(
-        query=linear_weights(attention.self.query), key=linear_weights(attention.self.key),
-        value=linear_weights(attention.self.value), attention_output=linear_weights(attention.output.dense),
+        query=linear_weights(attention.self.query),
+        key=linear_weights(attention.self.key),
+        value=linear_weights(attention.self.value),
+        attention_output=linear_weights(attention.output.dense),
         attention_norm=linear_weights(attention.output.LayerNorm),
-        ffn_in=ffn_in, ffn_out=ffn_out, ffn_norm=linear_weights(layer.output.LayerNorm), router=router,
-    )  # fmt: skip
+        ffn_in=ffn_in,
+        ffn_out=ffn_out,
+        ffn_norm=linear_weights(layer.output.LayerNorm),
+        router=router,
+    )
 
 
 def read_encoder_weights(model: nn.Module) -> EncoderWeights:
@@ -137,8 +142,15 @@ def read_encoder_weights(model: nn.Module) -> EncoderWeights:
     pooler = getattr(encoder, "pooler", None)
     hidden_act = config.hidden_act if isinstance(config.hidden_act, str) else type(config.hidden_act).__name__
     return EncoderWeights(
-        model_type=model_type, hidden_size=config.hidden_size, num_attention_heads=config.num_attention_heads,
-        intermediate_size=layer_weights[0].ffn_in[0].shape[-2], hidden_act=hidden_act, word_embeddings=word,
-        position_embeddings=position, token_type_embeddings=token_type, embedding_norm=embedding_norm,
-        layers=layer_weights, pooler=None if pooler is None else linear_weights(pooler.dense),
-    )  # fmt: skip
+        model_type=model_type,
+        hidden_size=config.hidden_size,
+        num_attention_heads=config.num_attention_heads,
+        intermediate_size=layer_weights[0].ffn_in[0].shape[-2],
+        hidden_act=hidden_act,
+        word_embeddings=word,
+        position_embeddings=position,
+        token_type_embeddings=token_type,
+        embedding_norm=embedding_norm,
+        layers=layer_weights,
+        pooler=None if pooler is None else linear_weights(pooler.dense),
+    )

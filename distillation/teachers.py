@@ -13,8 +13,8 @@ import transformers
 
 from ..modeling.signals import signal_module_name
 from ..training.compat import FROM_PRETRAINED_KWARGS
-from .data import PACKAGED_TEACHER, packaged_teacher_dir
 from ..training.run_errors import RunSettingsError
+from .data import PACKAGED_TEACHER, packaged_teacher_dir
 
 __all__ = ["load_encoder", "relation_module_names", "resolve_layer", "resolve_model_path"]
 
@@ -36,7 +36,9 @@ def load_encoder(name_or_path: str) -> transformers.PreTrainedModel:
     """The base encoder of a checkpoint (heads dropped): what relation distillation reads."""
     from ..training.checked_loading import load_checked
 
-    return load_checked(transformers.AutoModel, resolve_model_path(name_or_path), "--teacher", **FROM_PRETRAINED_KWARGS)
+    return load_checked(
+        transformers.AutoModel, resolve_model_path(name_or_path), "--teacher", **FROM_PRETRAINED_KWARGS
+    )
 
 
 def resolve_layer(layer: int, num_layers: int, role: str) -> int:

@@ -8,15 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from accelerate.utils import gather_object, model_has_dtensor
-from transformers import Trainer, TrainerCallback
+from accelerate.utils import model_has_dtensor
+from transformers import TrainerCallback
 
-from .data import CorpusArguments, build_block_dataset, bundled_corpus_files, check_model_compatibility, load_text_corpus
 from ..training.loss_guard import LossGuardCallback
 from ..training.precision_checks import check_precision_supported
 from ..training.routing_keys import routing_statistics
 from ..training.run_errors import RunSettingsError
 from ..training.trainer import CompactBertTrainer
+from .data import (
+    CorpusArguments,
+    build_block_dataset,
+    bundled_corpus_files,
+    check_model_compatibility,
+    load_text_corpus,
+)
 
 __all__ = [
     "DistillationTrainer",
@@ -51,7 +57,9 @@ def prepare_frozen_teacher(teacher: torch.nn.Module, accelerator) -> torch.nn.Mo
     shard: under FSDP / DeepSpeed ZeRO-3 every process holds the whole (frozen) teacher.
     """
     freeze_teacher(teacher)
-    prepared = accelerator.prepare_model(teacher, device_placement=not model_has_dtensor(teacher), evaluation_mode=True)
+    prepared = accelerator.prepare_model(
+        teacher, device_placement=not model_has_dtensor(teacher), evaluation_mode=True
+    )
     return freeze_teacher(prepared)
 
 
@@ -118,8 +126,10 @@ def prepare_block_datasets(corpus: CorpusArguments, tokenizer, config, with_pair
     eval_sources = corpus.eval_corpus or [str(path) for path in bundled_corpus_files("heldout")]
     eval_blocks = build_block_dataset(load_text_corpus(eval_sources), tokenizer, corpus.block_size, with_pairs)
     if corpus.max_train_blocks is not None:
-        train = train.take(corpus.max_train_blocks) if corpus.streaming else train.select(
-            range(min(corpus.max_train_blocks, len(train)))
+        train = (
+            train.take(corpus.max_train_blocks)
+            if corpus.streaming
+            else train.select(range(min(corpus.max_train_blocks, len(train))))
         )
     if corpus.max_eval_blocks is not None:
         eval_blocks = eval_blocks.select(range(min(corpus.max_eval_blocks, len(eval_blocks))))

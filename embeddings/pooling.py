@@ -50,8 +50,14 @@ class SentenceEmbedder(nn.Module):
     projection is a plain ``nn.Linear`` saved as sentence-transformers' ``Dense`` module.
     """
 
-    def __init__(self, encoder: nn.Module, pooling: str = "mean", projection: nn.Linear | None = None,
-                 normalize: bool = True, max_seq_length: int = 256):  # fmt: skip
+    def __init__(
+        self,
+        encoder: nn.Module,
+        pooling: str = "mean",
+        projection: nn.Linear | None = None,
+        normalize: bool = True,
+        max_seq_length: int = 256,
+    ):
         super().__init__()
         if pooling not in POOLING_MODES:
             raise ValueError(f"Unknown pooling mode {pooling!r}; valid: {', '.join(POOLING_MODES)}.")
@@ -75,8 +81,13 @@ class SentenceEmbedder(nn.Module):
     def embedding_dimension(self) -> int:
         return self.projection.out_features if self.projection is not None else self.encoder.config.hidden_size
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, **kwargs) -> SentenceEmbeddingOutput:  # fmt: skip
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **kwargs,
+    ) -> SentenceEmbeddingOutput:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -100,10 +111,18 @@ class SentenceEmbedder(nn.Module):
         chunks = []
         try:
             for start in range(0, len(sentences), batch_size):
-                batch = tokenizer(sentences[start : start + batch_size], padding=True, truncation=True,
-                                  max_length=self.max_seq_length, return_tensors="pt")  # fmt: skip
-                batch = {name: tensor.to(device) for name, tensor in batch.items()
-                         if name in ("input_ids", "attention_mask", "token_type_ids")}  # fmt: skip
+                batch = tokenizer(
+                    sentences[start : start + batch_size],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_seq_length,
+                    return_tensors="pt",
+                )
+                batch = {
+                    name: tensor.to(device)
+                    for name, tensor in batch.items()
+                    if name in ("input_ids", "attention_mask", "token_type_ids")
+                }
                 chunks.append(self(**batch).sentence_embedding.float().cpu())
         finally:
             self.train(was_training)

@@ -17,6 +17,7 @@ and entry named, so that an embedding is never computed differently from how sen
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,9 +112,11 @@ def read_embedding_head(folder: str | Path) -> EmbeddingHead:
         raise SentenceFolderError(f"{modules_path} must be a JSON list of module entries.")
     kinds = [_module_kind(entry, modules_path) for entry in modules]
     expected_order = ["Transformer", "Pooling", "Dense", "Normalize"]
-    if kinds[:2] != ["Transformer", "Pooling"] or any(
-        expected_order.index(a) >= expected_order.index(b) for a, b in zip(kinds, kinds[1:])
-    ) or len(set(kinds)) != len(kinds):  # fmt: skip
+    if (
+        kinds[:2] != ["Transformer", "Pooling"]
+        or any(expected_order.index(a) >= expected_order.index(b) for a, b in itertools.pairwise(kinds))
+        or len(set(kinds)) != len(kinds)
+    ):
         raise SentenceFolderError(
             f"{modules_path}: modules {kinds}; this project reproduces Transformer, Pooling, then optionally Dense "
             "and Normalize, in that order."
@@ -124,8 +127,10 @@ def read_embedding_head(folder: str | Path) -> EmbeddingHead:
         settings = _read_json(bert_config_path)
         head.max_seq_length = int(settings.get("max_seq_length") or head.max_seq_length)
         if settings.get("do_lower_case"):
-            raise SentenceFolderError(f"{bert_config_path}: do_lower_case true (lower-casing outside the tokenizer) "
-                                      "is not supported; lower-case in the tokenizer instead.")  # fmt: skip
+            raise SentenceFolderError(
+                f"{bert_config_path}: do_lower_case true (lower-casing outside the tokenizer) "
+                "is not supported; lower-case in the tokenizer instead."
+            )
     else:  # sentence-transformers 6 keeps the length in the tokenizer's configuration instead
         tokenizer_config = folder / "tokenizer_config.json"
         length = _read_json(tokenizer_config).get("model_max_length") if tokenizer_config.is_file() else None
@@ -145,8 +150,14 @@ def _read_pooling(path: Path) -> str:
     unsupported = [key for key in _UNSUPPORTED_POOLING_KEYS if settings.get(key)]
     modes = [mode for mode, key in _POOLING_KEYS.items() if settings.get(key)]
     if "pooling_mode" in settings and not modes:  # the single-string form of newer releases
-        modes = [{"mean_tokens": "mean", "cls_token": "cls", "max_tokens": "max", "mean_sqrt_len_tokens": "mean_sqrt_len"}
-                 .get(str(settings["pooling_mode"]), str(settings["pooling_mode"]))]  # fmt: skip
+        modes = [
+            {
+                "mean_tokens": "mean",
+                "cls_token": "cls",
+                "max_tokens": "max",
+                "mean_sqrt_len_tokens": "mean_sqrt_len",
+            }.get(str(settings["pooling_mode"]), str(settings["pooling_mode"]))
+        ]
     if unsupported or len(modes) != 1 or modes[0] not in POOLING_MODES:
         raise SentenceFolderError(
             f"{path}: pooling {unsupported or modes or 'none'}; exactly one of {', '.join(_POOLING_KEYS.values())} "
@@ -178,8 +189,9 @@ def _read_projection(folder: Path) -> dict:
     return {"weight": weight, "bias": state.get("linear.bias") if settings.get("bias", True) else None}
 
 
-def load_sentence_embedder(folder: str | Path, head: EmbeddingHead | None = None, role: str = "model folder",
-                           **from_pretrained) -> SentenceEmbedder:  # fmt: skip
+def load_sentence_embedder(
+    folder: str | Path, head: EmbeddingHead | None = None, role: str = "model folder", **from_pretrained
+) -> SentenceEmbedder:
     """The folder's encoder (``AutoModel``, its weights checked: ``checked_loading``) with its sentence-transformers
     head (or ``head`` where given); ``role`` names the folder in errors."""
     import transformers
@@ -205,22 +217,36 @@ def write_sentence_transformers_modules(folder: str | Path, embedder: SentenceEm
     import transformers
 
     folder = Path(folder)
-    modules = [{"idx": 0, "name": "0", "path": "", "type": _MODULE_TYPES["Transformer"][0]},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": _MODULE_TYPES["Pooling"][0]}]  # fmt: skip
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": _MODULE_TYPES["Transformer"][0]},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": _MODULE_TYPES["Pooling"][0]},
+    ]
     (folder / "1_Pooling").mkdir(parents=True, exist_ok=True)
     pooling = {key: embedder.pooling == mode for mode, key in _POOLING_KEYS.items()}
-    _write_json(folder / "1_Pooling" / "config.json",
-                {"word_embedding_dimension": embedder.encoder.config.hidden_size, **pooling,
-                 "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False,
-                 "include_prompt": True})  # fmt: skip
+    _write_json(
+        folder / "1_Pooling" / "config.json",
+        {
+            "word_embedding_dimension": embedder.encoder.config.hidden_size,
+            **pooling,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": False,
+            "include_prompt": True,
+        },
+    )
     if embedder.projection is not None:
         index = len(modules)
         dense = folder / f"{index}_Dense"
         dense.mkdir(exist_ok=True)
         linear = embedder.projection
-        _write_json(dense / "config.json", {"in_features": linear.in_features, "out_features": linear.out_features,
-                                            "bias": linear.bias is not None,
-                                            "activation_function": _IDENTITY_ACTIVATIONS[0]})  # fmt: skip
+        _write_json(
+            dense / "config.json",
+            {
+                "in_features": linear.in_features,
+                "out_features": linear.out_features,
+                "bias": linear.bias is not None,
+                "activation_function": _IDENTITY_ACTIVATIONS[0],
+            },
+        )
         state = {"linear.weight": linear.weight.detach().cpu().contiguous()}
         if linear.bias is not None:
             state["linear.bias"] = linear.bias.detach().cpu().contiguous()
@@ -229,13 +255,23 @@ def write_sentence_transformers_modules(folder: str | Path, embedder: SentenceEm
     if embedder.normalize:
         index = len(modules)
         (folder / f"{index}_Normalize").mkdir(exist_ok=True)
-        modules.append({"idx": index, "name": str(index), "path": f"{index}_Normalize", "type": _MODULE_TYPES["Normalize"][0]})
+        modules.append(
+            {"idx": index, "name": str(index), "path": f"{index}_Normalize", "type": _MODULE_TYPES["Normalize"][0]}
+        )
     _write_json(folder / MODULES_FILE, modules)
-    _write_json(folder / "sentence_bert_config.json", {"max_seq_length": embedder.max_seq_length, "do_lower_case": False})
-    _write_json(folder / "config_sentence_transformers.json", {
-        "__version__": {"transformers": transformers.__version__, "pytorch": torch.__version__},
-        "model_type": "SentenceTransformer", "prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine",
-    })  # fmt: skip
+    _write_json(
+        folder / "sentence_bert_config.json", {"max_seq_length": embedder.max_seq_length, "do_lower_case": False}
+    )
+    _write_json(
+        folder / "config_sentence_transformers.json",
+        {
+            "__version__": {"transformers": transformers.__version__, "pytorch": torch.__version__},
+            "model_type": "SentenceTransformer",
+            "prompts": {},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+    )
 
 
 def save_sentence_embedder(embedder: SentenceEmbedder, folder: str | Path, tokenizer=None) -> None:

@@ -13,8 +13,8 @@ import csv
 import io
 from pathlib import Path
 
-from ..training.run_errors import RunSettingsError
 from ..finetuning.data import read_utf8_text
+from ..training.run_errors import RunSettingsError
 
 __all__ = ["TEXT_COLUMNS", "read_sentences"]
 
@@ -30,11 +30,15 @@ def _file_sentences(path: Path) -> list[str]:
     header = next(rows, [])
     columns = [index for index, name in enumerate(header) if name in TEXT_COLUMNS]
     if not columns:
-        raise RunSettingsError(f"{path}: no text column in its header {header}; valid names: {', '.join(TEXT_COLUMNS)}.")
+        raise RunSettingsError(
+            f"{path}: no text column in its header {header}; valid names: {', '.join(TEXT_COLUMNS)}."
+        )
     sentences = []
     for line, row in enumerate(rows, start=2):
         if row and len(row) != len(header):
-            raise RunSettingsError(f"{path}, line {line}: {len(row)} tab-separated fields, the header has {len(header)}.")
+            raise RunSettingsError(
+                f"{path}, line {line}: {len(row)} tab-separated fields, the header has {len(header)}."
+            )
         sentences.extend(row[index].strip() for index in columns if row and row[index].strip())
     return sentences
 
@@ -45,8 +49,10 @@ def read_sentences(sources: list[str | Path], minimum: int = 1) -> list[str]:
     for source in sources:
         path = Path(source)
         if not path.is_file():
-            raise RunSettingsError(f"--sentences: {path} is not a file (give .txt files, one sentence per line, or "
-                                   ".tsv files with a header naming their text columns).")  # fmt: skip
+            raise RunSettingsError(
+                f"--sentences: {path} is not a file (give .txt files, one sentence per line, or "
+                ".tsv files with a header naming their text columns)."
+            )
         sentences.update(dict.fromkeys(_file_sentences(path)))
     if len(sentences) < minimum:
         raise RunSettingsError(

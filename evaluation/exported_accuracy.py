@@ -52,8 +52,9 @@ def read_labelled_sentences(tsv_path: str | Path, limit: int | None = None) -> t
     return sentences, np.array(labels)
 
 
-def onnx_predictions(onnx_path: str | Path, tokenizer, sentences: list[str], max_length: int = 64,
-                     batch_size: int = 32) -> np.ndarray:  # fmt: skip
+def onnx_predictions(
+    onnx_path: str | Path, tokenizer, sentences: list[str], max_length: int = 64, batch_size: int = 32
+) -> np.ndarray:
     """The argmax label of each sentence from a ``text-classification`` export (its ``logits`` output)."""
     import onnxruntime
 
@@ -61,8 +62,13 @@ def onnx_predictions(onnx_path: str | Path, tokenizer, sentences: list[str], max
     declared = {graph_input.name for graph_input in session.get_inputs()}
     predictions = []
     for start in range(0, len(sentences), batch_size):
-        encoded = tokenizer(sentences[start : start + batch_size], padding=True, truncation=True,
-                            max_length=max_length, return_tensors="np")  # fmt: skip
+        encoded = tokenizer(
+            sentences[start : start + batch_size],
+            padding=True,
+            truncation=True,
+            max_length=max_length,
+            return_tensors="np",
+        )
         feeds = {name: encoded[name].astype(np.int64) for name in declared if name in encoded}
         if "token_type_ids" in declared and "token_type_ids" not in feeds:
             feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
@@ -81,8 +87,13 @@ def tflite_predictions(tflite_path: str | Path, tokenizer, sentences: list[str])
     predictions = []
     for start in range(0, len(sentences), batch_size):
         chunk = sentences[start : start + batch_size]
-        encoded = tokenizer(chunk + [""] * (batch_size - len(chunk)), padding="max_length", truncation=True,
-                            max_length=length, return_tensors="np")  # fmt: skip
+        encoded = tokenizer(
+            chunk + [""] * (batch_size - len(chunk)),
+            padding="max_length",
+            truncation=True,
+            max_length=length,
+            return_tensors="np",
+        )
         feeds = {name: encoded[name].astype(np.int32) for name in runner.get_input_details() if name in encoded}
         if "token_type_ids" not in feeds:
             feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
@@ -100,12 +111,15 @@ def exported_predictions(path: str | Path, tokenizer, sentences: list[str], max_
     raise ValueError(f"{path}: expected a .onnx or .tflite model file.")
 
 
-def compare_exported_models(model_paths: dict[str, Path], tokenizer, tsv_path: str | Path, limit: int | None = None,
-                            max_length: int = 64) -> ExportedAccuracy:  # fmt: skip
+def compare_exported_models(
+    model_paths: dict[str, Path], tokenizer, tsv_path: str | Path, limit: int | None = None, max_length: int = 64
+) -> ExportedAccuracy:
     """Accuracy of every named model file on the same sentences, and the share of sentences on which all of them
     predict the same label."""
     sentences, labels = read_labelled_sentences(tsv_path, limit)
-    predicted = {name: exported_predictions(path, tokenizer, sentences, max_length) for name, path in model_paths.items()}
+    predicted = {
+        name: exported_predictions(path, tokenizer, sentences, max_length) for name, path in model_paths.items()
+    }
     stacked = np.stack(list(predicted.values()))
     agreement = float((stacked == stacked[0]).all(axis=0).mean())
     accuracy = {name: float((values == labels).mean()) for name, values in predicted.items()}

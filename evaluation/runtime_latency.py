@@ -20,13 +20,14 @@ a PyTorch module (a compiled module included), ``onnxruntime_runner`` for an ``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -50,8 +51,11 @@ def latency_inputs(vocab_size: int, batch_size: int, sequence_length: int, seed:
     on the same input."""
     generator = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(0, vocab_size, (batch_size, sequence_length), generator=generator)
-    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids),
-            "token_type_ids": torch.zeros_like(input_ids)}  # fmt: skip
+    return {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "token_type_ids": torch.zeros_like(input_ids),
+    }
 
 
 def eager_runner(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:
@@ -136,8 +140,6 @@ def device_description() -> str:
     """Where a latency was measured, for ``latency.json`` and the card: cores, architecture, library versions."""
     text = f"{os.cpu_count()}-core {platform.machine()} CPU{_cpu_model()}, torch {torch.__version__}"
     for package in ("onnxruntime", "ai-edge-litert"):
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             text += f", {package} {importlib.metadata.version(package)}"
-        except importlib.metadata.PackageNotFoundError:
-            pass
     return text

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from ..training.run_errors import RunSettingsError
 from ..finetuning.data import read_utf8_text
+from ..training.run_errors import RunSettingsError
 
 __all__ = [
     "PARAPHRASE_THRESHOLD",
@@ -70,8 +70,10 @@ def read_sts_pairs(path: str | Path, score_range: tuple[float, float] = (0.0, 5.
     header = next(rows, None)
     missing = [name for name in _COLUMNS if header is None or name not in header]
     if missing:
-        raise RunSettingsError(f"{path}: the header has no column {', '.join(map(repr, missing))}; its columns: "
-                               f"{header}. STS files need {', '.join(_COLUMNS)} (tab-separated).")  # fmt: skip
+        raise RunSettingsError(
+            f"{path}: the header has no column {', '.join(map(repr, missing))}; its columns: "
+            f"{header}. STS files need {', '.join(_COLUMNS)} (tab-separated)."
+        )
     positions = [header.index(name) for name in _COLUMNS]
     low, high = score_range
     pairs = StsPairs([], [], [], str(path))
@@ -89,7 +91,9 @@ def read_sts_pairs(path: str | Path, score_range: tuple[float, float] = (0.0, 5.
         except ValueError:
             raise RunSettingsError(f"{path}, line {line}: score {score_text!r} is not a number.") from None
         if not low <= score <= high:
-            raise RunSettingsError(f"{path}, line {line}: score {score} is outside the declared range [{low}, {high}].")
+            raise RunSettingsError(
+                f"{path}, line {line}: score {score} is outside the declared range [{low}, {high}]."
+            )
         if not first.strip() or not second.strip():
             raise RunSettingsError(f"{path}, line {line}: an empty sentence.")
         pairs.sentence1.append(first)
@@ -138,8 +142,9 @@ def sts_spearman(embeddings1: torch.Tensor, embeddings2: torch.Tensor, scores) -
     return 100.0 * spearman(_cosines(embeddings1, embeddings2), torch.as_tensor(scores, dtype=torch.float64))
 
 
-def paraphrase_recall_at_1(embeddings1: torch.Tensor, embeddings2: torch.Tensor, scores,
-                           threshold: float = PARAPHRASE_THRESHOLD) -> float:  # fmt: skip
+def paraphrase_recall_at_1(
+    embeddings1: torch.Tensor, embeddings2: torch.Tensor, scores, threshold: float = PARAPHRASE_THRESHOLD
+) -> float:
     """×100: among pairs scored ≥ ``threshold``, how often a first sentence's nearest second sentence (cosine) is
     its own partner."""
     selected = torch.as_tensor(scores, dtype=torch.float64) >= threshold

@@ -30,16 +30,39 @@ import sys
 from pathlib import Path
 
 from compact_bert.training.routing_keys import ROUTING_KEY
+
 from .downstream import mean_and_spread, write_results
 from .student_results import TASKS, check_data, recipe_parser, run_once, training_flags
 
 __all__ = ["REMEDIES", "main", "routing_log"]
 
 STUDENT = "minimoe-4l-192h"
-DISTILLATION = ["--max_steps", "200", "--per_device_train_batch_size", "16", "--finetune", "false",
-                "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true", "--init_from_teacher", "none",
-                "--learning_rate", "1e-3", "--warmup_steps", "20", "--save_steps", "50", "--seed", "0",
-                "--data_seed", "0"]  # fmt: skip
+DISTILLATION = [
+    "--max_steps",
+    "200",
+    "--per_device_train_batch_size",
+    "16",
+    "--finetune",
+    "false",
+    "--report_to",
+    "none",
+    "--disable_tqdm",
+    "true",
+    "--use_cpu",
+    "true",
+    "--init_from_teacher",
+    "none",
+    "--learning_rate",
+    "1e-3",
+    "--warmup_steps",
+    "20",
+    "--save_steps",
+    "50",
+    "--seed",
+    "0",
+    "--data_seed",
+    "0",
+]
 REMEDIES = {
     "capacity 1.25": ["--capacity_factor", "checkpoint"],
     "no capacity limit": ["--capacity_factor", "none"],
@@ -50,8 +73,18 @@ REMEDIES = {
 
 def _distilled_student(folder: Path) -> Path:
     if not (folder / "run_summary.json").is_file():
-        command = [sys.executable, "-m", "compact_bert.cli.main", "distill", "minimoe", "--student_preset", STUDENT,
-                   "--output_dir", str(folder), *DISTILLATION]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "compact_bert.cli.main",
+            "distill",
+            "minimoe",
+            "--student_preset",
+            STUDENT,
+            "--output_dir",
+            str(folder),
+            *DISTILLATION,
+        ]
         print("$", " ".join(command), flush=True)
         subprocess.run(command, check=True)
     return folder
@@ -65,16 +98,21 @@ def _is_training_routing(key: str) -> bool:
 def routing_log(run_folder: Path) -> dict:
     """Worst-block routing numbers of a fine-tuning run from its ``trainer_state.json``: largest expert share and
     dropped fraction at the first logged step, and the dropped fraction averaged over the logged steps."""
-    history = [entry for entry in json.loads((run_folder / "trainer_state.json").read_text())["log_history"]
-               if any(_is_training_routing(key) for key in entry)]  # fmt: skip
+    history = [
+        entry
+        for entry in json.loads((run_folder / "trainer_state.json").read_text())["log_history"]
+        if any(_is_training_routing(key) for key in entry)
+    ]
 
     def worst(entry: dict, suffix: str) -> float:
         # training steps only: the final evaluation logs eval_block*_... under the evaluation's (unlimited) capacity
         return max(float(value) for key, value in entry.items() if _is_training_routing(key) and key.endswith(suffix))
 
-    return {"first_max_expert_share": worst(history[0], "_max_expert_share"),
-            "first_dropped_fraction": worst(history[0], "_dropped_fraction"),
-            "mean_dropped_fraction": statistics.fmean(worst(entry, "_dropped_fraction") for entry in history)}  # fmt: skip
+    return {
+        "first_max_expert_share": worst(history[0], "_max_expert_share"),
+        "first_dropped_fraction": worst(history[0], "_dropped_fraction"),
+        "mean_dropped_fraction": statistics.fmean(worst(entry, "_dropped_fraction") for entry in history),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,21 +125,32 @@ def main(argv: list[str] | None = None) -> int:
         for name, remedy in REMEDIES.items():
             for seed in args.seeds:
                 folder = args.output_dir / task / f"{'-'.join(name.replace(',', '').split())}-seed{seed}"
-                record = run_once(folder, ["--model_name_or_path", str(student), *flags, *remedy, "--seed", str(seed)],
-                                  TASKS[task][0])  # fmt: skip
+                record = run_once(
+                    folder,
+                    ["--model_name_or_path", str(student), *flags, *remedy, "--seed", str(seed)],
+                    TASKS[task][0],
+                )
                 results.setdefault(task, {}).setdefault(name, []).append({**record, **routing_log(folder)})
     lines = []
     for task, by_remedy in results.items():
-        lines += [f"**{task}** ({TASKS[task][0]}, final model), student `{STUDENT}` distilled 200 steps from random weights",
-                  "", "| remedy | per seed | mean ± std | largest expert share, first logged step | dropped, first "
-                  "logged step | dropped, mean over training |", "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"**{task}** ({TASKS[task][0]}, final model), student `{STUDENT}` distilled 200 steps from random weights",
+            "",
+            "| remedy | per seed | mean ± std | largest expert share, first logged step | dropped, first "
+            "logged step | dropped, mean over training |",
+            "|---|---|---|---|---|---|",
+        ]
         for name, records in by_remedy.items():
-            mean = {key: statistics.fmean(record[key] for record in records)
-                    for key in ("first_max_expert_share", "first_dropped_fraction", "mean_dropped_fraction")}  # fmt: skip
+            mean = {
+                key: statistics.fmean(record[key] for record in records)
+                for key in ("first_max_expert_share", "first_dropped_fraction", "mean_dropped_fraction")
+            }
             values = [record["value"] for record in records]
-            lines.append(f"| {name} | {', '.join(f'{100 * value:.1f}' for value in values)} | {mean_and_spread(values)} | "
-                         f"{100 * mean['first_max_expert_share']:.0f}% | {100 * mean['first_dropped_fraction']:.1f}% | "
-                         f"{100 * mean['mean_dropped_fraction']:.1f}% |")  # fmt: skip
+            lines.append(
+                f"| {name} | {', '.join(f'{100 * value:.1f}' for value in values)} | {mean_and_spread(values)} | "
+                f"{100 * mean['first_max_expert_share']:.0f}% | {100 * mean['first_dropped_fraction']:.1f}% | "
+                f"{100 * mean['mean_dropped_fraction']:.1f}% |"
+            )
         lines.append("")
     lines.append(f"Seeds {args.seeds}; routing numbers: the worst block, averaged over seeds.")
     write_results(args.output_dir, "\n".join(lines), results)

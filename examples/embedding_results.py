@@ -50,8 +50,8 @@ _PROBE_STEPS = 8
 def seconds_per_step(shape: str, cache_dir: Path) -> float:
     """CPU seconds (all threads) per optimizer step of ``shape`` on the default training batches: the median of
     ``_PROBE_STEPS`` steps of forward, MSE, backward and AdamW, after one warm-up step."""
-    from compact_bert.distillation.embedding_data import EmbeddingDistillationCollator, tokenize_sentences
     from compact_bert.distillation.embedding_config import EmbeddingDistillationConfig
+    from compact_bert.distillation.embedding_data import EmbeddingDistillationCollator, tokenize_sentences
     from compact_bert.distillation.embedding_trainer import embedding_distillation_loss
     from compact_bert.embeddings.bundled_corpus import bundled_sentence_files
     from compact_bert.embeddings.sentences import read_sentences
@@ -62,8 +62,9 @@ def seconds_per_step(shape: str, cache_dir: Path) -> float:
     batch_size = settings.per_device_train_batch_size
     data = tokenize_sentences(sentences[: batch_size * (_PROBE_STEPS + 1)], tokenizer, settings.max_seq_length)
     arguments = distill_embeddings_command.EmbeddingStudentArguments(student_preset=shape)
-    student, _ = distill_embeddings_command._student_embedder(arguments, teacher, tokenizer, data, 0,
-                                                              settings.max_seq_length)  # fmt: skip
+    student, _ = distill_embeddings_command._student_embedder(
+        arguments, teacher, tokenizer, data, 0, settings.max_seq_length
+    )
     targets = torch.randn(len(data), teacher.embedding_dimension)
     collate = EmbeddingDistillationCollator(tokenizer, targets)
     optimizer = torch.optim.AdamW(student.parameters(), lr=1e-4)
@@ -91,11 +92,15 @@ def _run(folder: Path, arguments: list[str]) -> dict:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     distill_embeddings_command.run(arguments)
     summary = json.loads((folder / "run_summary.json").read_text())
-    record = {"spearman": summary["eval_sts_spearman_cosine"], "recall": summary["eval_sts_paraphrase_recall_at_1"],
-              "teacher_spearman": summary["teacher_sts"]["spearman_cosine"],
-              "teacher_recall": summary["teacher_sts"]["paraphrase_recall_at_1"],
-              "steps": summary["optimizer_steps"], "cpu_seconds": round(time.process_time() - cpu_start, 1),
-              "wall_seconds": round(time.perf_counter() - wall_start, 1)}  # fmt: skip
+    record = {
+        "spearman": summary["eval_sts_spearman_cosine"],
+        "recall": summary["eval_sts_paraphrase_recall_at_1"],
+        "teacher_spearman": summary["teacher_sts"]["spearman_cosine"],
+        "teacher_recall": summary["teacher_sts"]["paraphrase_recall_at_1"],
+        "steps": summary["optimizer_steps"],
+        "cpu_seconds": round(time.process_time() - cpu_start, 1),
+        "wall_seconds": round(time.perf_counter() - wall_start, 1),
+    }
     record_path.write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -112,8 +117,9 @@ def _export(model_dir: Path, output_dir: Path) -> dict[str, Path]:
     if not int8_path.is_file():
         output_dir.mkdir(parents=True, exist_ok=True)
         embedder = load_sentence_embedder(model_dir).eval()
-        export_module_with_dynamo(embedder, ("sentence_embedding",), onnx_path,
-                                  random_graph_inputs(embedder.config, 2, 16, seed=0))  # fmt: skip
+        export_module_with_dynamo(
+            embedder, ("sentence_embedding",), onnx_path, random_graph_inputs(embedder.config, 2, 16, seed=0)
+        )
         check_sentence_transformers_parity(onnx_path, model_dir)
         quantize_onnx_file(onnx_path, int8_path)
     return {"onnx": onnx_path, "int8": int8_path}
@@ -123,7 +129,12 @@ def measure_latency(folders: dict[str, Path], output_dir: Path) -> dict:
     """Median milliseconds of every model in eager PyTorch, ONNX Runtime and int8 ONNX Runtime, at batch 1 x 128
     and 32 x 128, all interleaved in one process per input shape."""
     from compact_bert.embeddings.sentence_transformers_folder import load_sentence_embedder
-    from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
+    from compact_bert.evaluation.runtime_latency import (
+        eager_runner,
+        latency_inputs,
+        measure_interleaved,
+        onnxruntime_runner,
+    )
 
     exported = {name: _export(folder, output_dir / "onnx" / name) for name, folder in folders.items()}
     embedders = {name: load_sentence_embedder(folder).eval() for name, folder in folders.items()}
@@ -155,29 +166,43 @@ def write_report(output_dir: Path, runs: dict, latency: dict, seeds: list[int], 
         "| eager b32 | ONNX b32 | int8 b32 |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
         f"| teacher (all-MiniLM-L6-v2) | {teacher['teacher_spearman']:.2f} | | {teacher['teacher_recall']:.1f} | | | "
-        + " | ".join(f"{teacher_ms[key]:.1f} ms" for key in ("eager_b1", "onnx_b1", "int8_b1", "eager_b32", "onnx_b32", "int8_b32"))
+        + " | ".join(
+            f"{teacher_ms[key]:.1f} ms"
+            for key in ("eager_b1", "onnx_b1", "int8_b1", "eager_b32", "onnx_b32", "int8_b32")
+        )
         + " |",
     ]
     for shape in SHAPES:
         records = runs[shape]
         spearman = [record["spearman"] for record in records]
         kept = 100 * statistics.mean(spearman) / teacher["teacher_spearman"]
-        ratios = " | ".join(f"{latency[shape][key] / teacher_ms[key]:.2f}×" for key in
-                            ("eager_b1", "onnx_b1", "int8_b1", "eager_b32", "onnx_b32", "int8_b32"))  # fmt: skip
-        rows.append(f"| {shape} | {_mean_spread(spearman)} | {kept:.1f}% | "
-                    f"{_mean_spread([record['recall'] for record in records])} | {records[0]['steps']} | "
-                    f"{statistics.mean(record['cpu_seconds'] for record in records) / 60:.1f} | {ratios} |")  # fmt: skip
+        ratios = " | ".join(
+            f"{latency[shape][key] / teacher_ms[key]:.2f}×"
+            for key in ("eager_b1", "onnx_b1", "int8_b1", "eager_b32", "onnx_b32", "int8_b32")
+        )
+        rows.append(
+            f"| {shape} | {_mean_spread(spearman)} | {kept:.1f}% | "
+            f"{_mean_spread([record['recall'] for record in records])} | {records[0]['steps']} | "
+            f"{statistics.mean(record['cpu_seconds'] for record in records) / 60:.1f} | {ratios} |"
+        )
     table = "\n".join(rows)
-    moe, dense = statistics.mean(r["spearman"] for r in runs["minimoe-4l-384h"]), statistics.mean(
-        r["spearman"] for r in runs["minilm-4l-384h"])  # fmt: skip
-    narrow_moe, narrow_dense = (statistics.mean(r["spearman"] for r in runs[name]) for name in ("minimoe-4l-192h", "minilm-4l-192h"))
-    text = (f"Seeds {seeds}; {budget:g} CPU-minutes of distillation per student (steps set from each shape's measured "
-            f"CPU seconds per step); latency ratios to the teacher, eager / ONNX Runtime / int8, batch 1 x 128 and "
-            f"32 x 128.\n\n{table}\n\nMoE vs its dense twin at equal FLOPs per token: 384 wide {moe:.2f} vs "
-            f"{dense:.2f}, 192 wide {narrow_moe:.2f} vs {narrow_dense:.2f} (Spearman, mean over seeds).\n")  # fmt: skip
+    moe, dense = (
+        statistics.mean(r["spearman"] for r in runs["minimoe-4l-384h"]),
+        statistics.mean(r["spearman"] for r in runs["minilm-4l-384h"]),
+    )
+    narrow_moe, narrow_dense = (
+        statistics.mean(r["spearman"] for r in runs[name]) for name in ("minimoe-4l-192h", "minilm-4l-192h")
+    )
+    text = (
+        f"Seeds {seeds}; {budget:g} CPU-minutes of distillation per student (steps set from each shape's measured "
+        f"CPU seconds per step); latency ratios to the teacher, eager / ONNX Runtime / int8, batch 1 x 128 and "
+        f"32 x 128.\n\n{table}\n\nMoE vs its dense twin at equal FLOPs per token: 384 wide {moe:.2f} vs "
+        f"{dense:.2f}, 192 wide {narrow_moe:.2f} vs {narrow_dense:.2f} (Spearman, mean over seeds).\n"
+    )
     (output_dir / "results.md").write_text(text)
-    (output_dir / "results.json").write_text(json.dumps({"runs": runs, "latency_ms": latency, "seeds": seeds,
-                                                         "cpu_minutes": budget}, indent=2) + "\n")  # fmt: skip
+    (output_dir / "results.json").write_text(
+        json.dumps({"runs": runs, "latency_ms": latency, "seeds": seeds, "cpu_minutes": budget}, indent=2) + "\n"
+    )
     return text
 
 
@@ -186,16 +211,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output_dir", type=Path, default=Path("runs/embedding_results"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--cpu_minutes", type=float, default=5.0, help="CPU time of distillation per student.")
-    parser.add_argument("--measure", type=Path, nargs="+", default=None,
-                        help="Only measure the latency of these sentence-transformers folders against the teacher "
-                        "(eager, ONNX, int8; batch 1 and 32 x 128) and print it; exports go to --output_dir/onnx.")  # fmt: skip
+    parser.add_argument(
+        "--measure",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="Only measure the latency of these sentence-transformers folders against the teacher "
+        "(eager, ONNX, int8; batch 1 and 32 x 128) and print it; exports go to --output_dir/onnx.",
+    )
     args = parser.parse_args(argv)
     if args.measure:
-        latency = measure_latency({"teacher": resolve_model_path(TEACHER), **{path.name: path for path in args.measure}},
-                                  args.output_dir)  # fmt: skip
+        latency = measure_latency(
+            {"teacher": resolve_model_path(TEACHER), **{path.name: path for path in args.measure}}, args.output_dir
+        )
         for name, values in latency.items():
-            print(name, ", ".join(f"{key} {value:.1f} ms ({value / latency['teacher'][key]:.2f}x)"
-                                  for key, value in values.items()))  # fmt: skip
+            print(
+                name,
+                ", ".join(
+                    f"{key} {value:.1f} ms ({value / latency['teacher'][key]:.2f}x)" for key, value in values.items()
+                ),
+            )
         return 0
     args.output_dir.mkdir(parents=True, exist_ok=True)
     cache = args.output_dir / "teacher_cache"
@@ -210,14 +245,33 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for shape in SHAPES:
             folder = args.output_dir / f"seed-{seed}" / shape
-            runs.setdefault(shape, []).append(_run(folder, [
-                "--student_preset", shape, "--seed", str(seed), "--max_steps", str(steps[shape]),
-                "--teacher_cache_dir", str(cache), "--save_strategy", "no", "--report_to", "none",
-                "--disable_tqdm", "true", "--use_cpu", "true",
-            ]))  # fmt: skip
+            runs.setdefault(shape, []).append(
+                _run(
+                    folder,
+                    [
+                        "--student_preset",
+                        shape,
+                        "--seed",
+                        str(seed),
+                        "--max_steps",
+                        str(steps[shape]),
+                        "--teacher_cache_dir",
+                        str(cache),
+                        "--save_strategy",
+                        "no",
+                        "--report_to",
+                        "none",
+                        "--disable_tqdm",
+                        "true",
+                        "--use_cpu",
+                        "true",
+                    ],
+                )
+            )
     first = args.output_dir / f"seed-{args.seeds[0]}"
-    latency = measure_latency({"teacher": resolve_model_path(TEACHER), **{shape: first / shape for shape in SHAPES}},
-                              args.output_dir)  # fmt: skip
+    latency = measure_latency(
+        {"teacher": resolve_model_path(TEACHER), **{shape: first / shape for shape in SHAPES}}, args.output_dir
+    )
     print(write_report(args.output_dir, runs, latency, args.seeds, args.cpu_minutes))
     return 0
 

@@ -30,14 +30,30 @@ __all__ = ["TFLITE_SEQUENCE_LENGTH", "main", "measure_folder"]
 TFLITE_SEQUENCE_LENGTH = 64
 
 
-def _row(model_dir: Path, runtime: str, files: dict, parity: float, float_bytes: int, int8_bytes: int,
-         limit: int | None, tokenizer) -> dict:  # fmt: skip
+def _row(
+    model_dir: Path,
+    runtime: str,
+    files: dict,
+    parity: float,
+    float_bytes: int,
+    int8_bytes: int,
+    limit: int | None,
+    tokenizer,
+) -> dict:
     measured = compare_exported_models(files, tokenizer, bundled_sst2_files()["validation"], limit)
-    return {"folder": str(model_dir), "runtime": runtime, "fp32_parity_max_abs_diff": parity,
-            "fp32_mb": float_bytes / 1e6, "int8_mb": int8_bytes / 1e6, "size_ratio": int8_bytes / float_bytes,
-            "fp32_accuracy": measured.accuracy["fp32"], "int8_accuracy": measured.accuracy["int8"],
-            "change_points": 100 * (measured.accuracy["int8"] - measured.accuracy["fp32"]),
-            "agreement": measured.agreement, "examples": measured.examples}  # fmt: skip
+    return {
+        "folder": str(model_dir),
+        "runtime": runtime,
+        "fp32_parity_max_abs_diff": parity,
+        "fp32_mb": float_bytes / 1e6,
+        "int8_mb": int8_bytes / 1e6,
+        "size_ratio": int8_bytes / float_bytes,
+        "fp32_accuracy": measured.accuracy["fp32"],
+        "int8_accuracy": measured.accuracy["int8"],
+        "change_points": 100 * (measured.accuracy["int8"] - measured.accuracy["fp32"]),
+        "agreement": measured.agreement,
+        "examples": measured.examples,
+    }
 
 
 def measure_folder(model_dir: Path, output_dir: Path, limit: int | None = None, tflite: bool = False) -> list[dict]:
@@ -46,27 +62,50 @@ def measure_folder(model_dir: Path, output_dir: Path, limit: int | None = None, 
     quantized = quantize_onnx(output_dir, "text-classification")
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
     runtime = "onnxruntime" + (" (Optimum's quantizer)" if quantized.quantizer == "optimum" else "")
-    rows = [_row(model_dir, runtime,
-                 {"fp32": quantized.float_path, "int8": quantized.quantized_path}, export.max_abs_diff,
-                 quantized.float_bytes, quantized.quantized_bytes, limit, tokenizer)]  # fmt: skip
+    rows = [
+        _row(
+            model_dir,
+            runtime,
+            {"fp32": quantized.float_path, "int8": quantized.quantized_path},
+            export.max_abs_diff,
+            quantized.float_bytes,
+            quantized.quantized_bytes,
+            limit,
+            tokenizer,
+        )
+    ]
     if tflite:
         from compact_bert.export.tflite_exporter import export_tflite
 
-        converted = export_tflite(model_dir, output_dir / "tflite", "text-classification", TFLITE_SEQUENCE_LENGTH,
-                                  quantize="int8")  # fmt: skip
-        rows.append(_row(model_dir, f"LiteRT (1 x {TFLITE_SEQUENCE_LENGTH})",
-                         {"fp32": converted.tflite_path, "int8": converted.int8_path}, converted.max_abs_diff,
-                         converted.float_bytes, converted.int8_bytes, limit, tokenizer))  # fmt: skip
+        converted = export_tflite(
+            model_dir, output_dir / "tflite", "text-classification", TFLITE_SEQUENCE_LENGTH, quantize="int8"
+        )
+        rows.append(
+            _row(
+                model_dir,
+                f"LiteRT (1 x {TFLITE_SEQUENCE_LENGTH})",
+                {"fp32": converted.tflite_path, "int8": converted.int8_path},
+                converted.max_abs_diff,
+                converted.float_bytes,
+                converted.int8_bytes,
+                limit,
+                tokenizer,
+            )
+        )
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = ["| folder | runtime | fp32 MB | int8 MB | ratio | SST-2 dev fp32 | int8 | change (points) | agreement |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| folder | runtime | fp32 MB | int8 MB | ratio | SST-2 dev fp32 | int8 | change (points) | agreement |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        lines.append(f"| {row['folder']} | {row['runtime']} | {row['fp32_mb']:.1f} | {row['int8_mb']:.1f} | {row['size_ratio']:.2f} | "
-                     f"{100 * row['fp32_accuracy']:.1f} | {100 * row['int8_accuracy']:.1f} | "
-                     f"{row['change_points']:+.1f} | {100 * row['agreement']:.1f}% |")  # fmt: skip
+        lines.append(
+            f"| {row['folder']} | {row['runtime']} | {row['fp32_mb']:.1f} | {row['int8_mb']:.1f} | {row['size_ratio']:.2f} | "
+            f"{100 * row['fp32_accuracy']:.1f} | {100 * row['int8_accuracy']:.1f} | "
+            f"{row['change_points']:+.1f} | {100 * row['agreement']:.1f}% |"
+        )
     return "\n".join(lines)
 
 
@@ -87,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
             check_tflite_installed()
         except ValueError as error:
             parser.error(str(error))
-    rows = [row for index, folder in enumerate(args.folders)
-            for row in measure_folder(folder, args.output_dir / f"{index}-{folder.name}", args.limit, args.tflite)]  # fmt: skip
+    rows = [
+        row
+        for index, folder in enumerate(args.folders)
+        for row in measure_folder(folder, args.output_dir / f"{index}-{folder.name}", args.limit, args.tflite)
+    ]
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
     table = format_table(rows)

@@ -28,20 +28,54 @@ BATCH_SIZE = 16
 
 
 def _distill(preset: str, seed: int, steps: int, output_dir: Path) -> dict:
-    command = [sys.executable, "-m", "compact_bert.cli.main", "distill", "minimoe", "--student_preset", preset,
-               "--seed", str(seed), "--data_seed", str(seed), "--max_steps", str(steps), "--output_dir", str(output_dir), "--finetune", "false",
-               "--per_device_train_batch_size", str(BATCH_SIZE),
-               "--max_eval_blocks", "512", "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true",
-               # As this table was measured: students from random weights, at the learning rate and warm-up that
-               # were the defaults then.
-               "--init_from_teacher", "none", "--learning_rate", "1e-3", "--warmup_steps", "20", "--save_steps", "50"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "compact_bert.cli.main",
+        "distill",
+        "minimoe",
+        "--student_preset",
+        preset,
+        "--seed",
+        str(seed),
+        "--data_seed",
+        str(seed),
+        "--max_steps",
+        str(steps),
+        "--output_dir",
+        str(output_dir),
+        "--finetune",
+        "false",
+        "--per_device_train_batch_size",
+        str(BATCH_SIZE),
+        "--max_eval_blocks",
+        "512",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--use_cpu",
+        "true",
+        # As this table was measured: students from random weights, at the learning rate and warm-up that
+        # were the defaults then.
+        "--init_from_teacher",
+        "none",
+        "--learning_rate",
+        "1e-3",
+        "--warmup_steps",
+        "20",
+        "--save_steps",
+        "50",
+    ]
     print("$", " ".join(command), flush=True)
     subprocess.run(command, check=True)
     return json.loads((output_dir / "run_summary.json").read_text())
 
 
 def _shares(summary: dict, kind: str) -> list[float]:
-    blocks = sorted(int(key[len("eval_block"):].split("_")[0]) for key in summary if key.endswith(f"_{kind}_expert_share"))
+    blocks = sorted(
+        int(key[len("eval_block") :].split("_")[0]) for key in summary if key.endswith(f"_{kind}_expert_share")
+    )
     return [summary[f"eval_block{block}_{kind}_expert_share"] for block in blocks]
 
 
@@ -54,14 +88,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_data_dir(args.data_dir, list(TASKS))
 
-    results = {preset: [_distill(preset, seed, args.steps, args.output_dir / f"{preset}-seed{seed}") for seed in args.seeds]
-               for preset in PRESETS}  # fmt: skip
-    downstream = {
-        preset: {task: [finetune_seeds(args.output_dir / f"{preset}-seed{seed}", task, args.data_dir,
-                                       args.output_dir / f"{preset}-seed{seed}-{task}", [seed])["values"][0]
-                        for seed in args.seeds] for task in TASKS}
+    results = {
+        preset: [_distill(preset, seed, args.steps, args.output_dir / f"{preset}-seed{seed}") for seed in args.seeds]
         for preset in PRESETS
-    }  # fmt: skip
+    }
+    downstream = {
+        preset: {
+            task: [
+                finetune_seeds(
+                    args.output_dir / f"{preset}-seed{seed}",
+                    task,
+                    args.data_dir,
+                    args.output_dir / f"{preset}-seed{seed}-{task}",
+                    [seed],
+                )["values"][0]
+                for seed in args.seeds
+            ]
+            for task in TASKS
+        }
+        for preset in PRESETS
+    }
     lines = [
         f"{args.steps} steps x batch {BATCH_SIZE} x 128 tokens, seeds {args.seeds}; held-out = bundled WikiText-2 test slice.",
         "",
@@ -71,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for preset, runs in results.items():
         losses = [run["eval_relation_loss"] for run in runs]
-        params = f"{runs[0]['student_total_params'] / 1e6:.1f}M / {runs[0]['student_active_params_per_token'] / 1e6:.1f}M"
+        params = (
+            f"{runs[0]['student_total_params'] / 1e6:.1f}M / {runs[0]['student_active_params_per_token'] / 1e6:.1f}M"
+        )
         max_shares = " / ".join(f"{value:.2f}" for value in _shares(runs[0], "max")) or "-"
         min_shares = " / ".join(f"{value:.2f}" for value in _shares(runs[0], "min")) or "-"
         lines.append(
@@ -86,11 +134,16 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|",
     ]
     for preset, scores in downstream.items():
-        cells = [f"{', '.join(f'{100 * value:.1f}' for value in scores[task])} | {mean_and_spread(scores[task])}" for task in TASKS]
+        cells = [
+            f"{', '.join(f'{100 * value:.1f}' for value in scores[task])} | {mean_and_spread(scores[task])}"
+            for task in TASKS
+        ]
         lines.append(f"| {preset} | {' | '.join(cells)} |")
     lines.append("")
-    lines.append(f"Fine-tuning: {', '.join(f'{task} first {spec.max_train_samples} train examples' for task, spec in TASKS.items())}; "
-                 "3 epochs, batch 32, lr 3e-4, official dev sets.")
+    lines.append(
+        f"Fine-tuning: {', '.join(f'{task} first {spec.max_train_samples} train examples' for task, spec in TASKS.items())}; "
+        "3 epochs, batch 32, lr 3e-4, official dev sets."
+    )
     write_results(args.output_dir, "\n".join(lines), {"distillation": results, "downstream": downstream})
     return 0
 

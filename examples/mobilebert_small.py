@@ -22,14 +22,47 @@ __all__ = ["STUDENT", "TEACHER", "main"]
 
 # IB-BERT shape at small scale: inverted bottleneck 128 -> 256, 4 heads; MobileBERT shape: bottleneck
 # 128 -> 32, 2 stacked FFNs, NoNorm + ReLU; same 4 layers, heads, embedding size and feature maps.
-TEACHER = {"num_hidden_layers": 4, "hidden_size": 128, "intra_bottleneck_size": 256, "intermediate_size": 512,
-           "embedding_size": 64, "num_attention_heads": 4, "max_position_embeddings": 128}  # fmt: skip
-STUDENT = {"num_hidden_layers": 4, "hidden_size": 128, "intra_bottleneck_size": 32, "intermediate_size": 128,
-           "embedding_size": 64, "num_attention_heads": 4, "num_feedforward_networks": 2,
-           "max_position_embeddings": 128}  # fmt: skip
-COMMON = ["--per_device_train_batch_size", "16", "--block_size", "128", "--logging_steps", "25",
-          "--save_steps", "100", "--save_total_limit", "1", "--max_eval_blocks", "256", "--report_to", "none",
-          "--disable_tqdm", "true", "--seed", "42", "--use_cpu", "true"]  # fmt: skip
+TEACHER = {
+    "num_hidden_layers": 4,
+    "hidden_size": 128,
+    "intra_bottleneck_size": 256,
+    "intermediate_size": 512,
+    "embedding_size": 64,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 128,
+}
+STUDENT = {
+    "num_hidden_layers": 4,
+    "hidden_size": 128,
+    "intra_bottleneck_size": 32,
+    "intermediate_size": 128,
+    "embedding_size": 64,
+    "num_attention_heads": 4,
+    "num_feedforward_networks": 2,
+    "max_position_embeddings": 128,
+}
+COMMON = [
+    "--per_device_train_batch_size",
+    "16",
+    "--block_size",
+    "128",
+    "--logging_steps",
+    "25",
+    "--save_steps",
+    "100",
+    "--save_total_limit",
+    "1",
+    "--max_eval_blocks",
+    "256",
+    "--report_to",
+    "none",
+    "--disable_tqdm",
+    "true",
+    "--seed",
+    "42",
+    "--use_cpu",
+    "true",
+]
 
 
 def _run(arguments: list[str]) -> dict:
@@ -51,17 +84,54 @@ def main(argv: list[str] | None = None) -> int:
     check_data_dir(args.data_dir, ["sst2"])
 
     teacher_dir = args.output_dir / "teacher"
-    teacher = _run(["pretrain", "--preset", "ib-bert-large", "--model_overrides", json.dumps(TEACHER),
-                    "--output_dir", str(teacher_dir), "--max_steps", str(args.teacher_steps),
-                    "--learning_rate", "1e-3", "--warmup_steps", "40", *COMMON])  # fmt: skip
+    teacher = _run(
+        [
+            "pretrain",
+            "--preset",
+            "ib-bert-large",
+            "--model_overrides",
+            json.dumps(TEACHER),
+            "--output_dir",
+            str(teacher_dir),
+            "--max_steps",
+            str(args.teacher_steps),
+            "--learning_rate",
+            "1e-3",
+            "--warmup_steps",
+            "40",
+            *COMMON,
+        ]
+    )
     rows = []
     for strategy in ("akt", "jkt", "pkt"):
-        summary = _run(["distill", "mobilebert", "--teacher", str(teacher_dir), "--student_overrides", json.dumps(STUDENT),
-                        "--strategy", strategy, "--output_dir", str(args.output_dir / f"student_{strategy}"),
-                        "--max_steps", str(args.student_steps), "--learning_rate", "1e-3", "--warmup_steps", "20",
-                        *COMMON])  # fmt: skip
-        sst2 = finetune_seeds(args.output_dir / f"student_{strategy}", "sst2", args.data_dir,
-                              args.output_dir / f"student_{strategy}-sst2", args.seeds)["values"]  # fmt: skip
+        summary = _run(
+            [
+                "distill",
+                "mobilebert",
+                "--teacher",
+                str(teacher_dir),
+                "--student_overrides",
+                json.dumps(STUDENT),
+                "--strategy",
+                strategy,
+                "--output_dir",
+                str(args.output_dir / f"student_{strategy}"),
+                "--max_steps",
+                str(args.student_steps),
+                "--learning_rate",
+                "1e-3",
+                "--warmup_steps",
+                "20",
+                *COMMON,
+            ]
+        )
+        sst2 = finetune_seeds(
+            args.output_dir / f"student_{strategy}",
+            "sst2",
+            args.data_dir,
+            args.output_dir / f"student_{strategy}-sst2",
+            args.seeds,
+        )["values"]
         rows.append((strategy, summary, sst2))
     lines = [
         f"Teacher (IB-BERT-shaped, {args.teacher_steps} steps): held-out masked-token accuracy "
@@ -78,8 +148,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{summary['eval_masked_token_accuracy']:.3f} | {summary['train_seconds']:.0f} s | "
             f"{', '.join(f'{100 * value:.1f}' for value in sst2)} | {mean_and_spread(sst2)} |"
         )
-    lines += ["", f"SST-2: first {TASKS['sst2'].max_train_samples} GLUE train sentences, 3 epochs, batch 32, lr 3e-4, "
-              f"seeds {args.seeds}, GLUE dev set (872 sentences)."]
+    lines += [
+        "",
+        f"SST-2: first {TASKS['sst2'].max_train_samples} GLUE train sentences, 3 epochs, batch 32, lr 3e-4, "
+        f"seeds {args.seeds}, GLUE dev set (872 sentences).",
+    ]
     results = {strategy: {"distillation": summary, "sst2_accuracy": sst2} for strategy, summary, sst2 in rows}
     write_results(args.output_dir, "\n".join(lines), {"teacher": teacher, **results})
     return 0

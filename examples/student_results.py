@@ -41,8 +41,9 @@ from pathlib import Path
 
 from compact_bert.cli import finetune_command
 from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS
-from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.distillation.teachers import resolve_model_path
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
+
 from .downstream import DEFAULT_DATA_DIR
 from .student_results_report import write_report
 
@@ -63,20 +64,53 @@ def _without(flags: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
 _SHARED_FLAGS = _without(COMPARISON_FLAGS, ("--task_name", "--max_seq_length"))
 TASKS = {
     # name -> (metric in the run summary, flags that pick the data, augmented copies for task distillation)
-    "sst2": ("eval_accuracy", ["--task_name", "sst2", "--max_seq_length", "64", "--validation_file",
-                               "{data}/sst2/validation.tsv", "--train_file", "{bundled_sst2}"], 2),
-    "conll2003": ("eval_overall_f1", ["--task_name", "ner", "--max_seq_length", "128", "--train_file",
-                                      "{data}/conll2003/train.txt", "--validation_file",
-                                      "{data}/conll2003/validation.txt", "--max_train_samples", "4000"], 0),
-}  # fmt: skip
+    "sst2": (
+        "eval_accuracy",
+        [
+            "--task_name",
+            "sst2",
+            "--max_seq_length",
+            "64",
+            "--validation_file",
+            "{data}/sst2/validation.tsv",
+            "--train_file",
+            "{bundled_sst2}",
+        ],
+        2,
+    ),
+    "conll2003": (
+        "eval_overall_f1",
+        [
+            "--task_name",
+            "ner",
+            "--max_seq_length",
+            "128",
+            "--train_file",
+            "{data}/conll2003/train.txt",
+            "--validation_file",
+            "{data}/conll2003/validation.txt",
+            "--max_train_samples",
+            "4000",
+        ],
+        0,
+    ),
+}
 RUN_RECORD = "recipe_run.json"
 
 
 def training_flags(task: str, data_dir: Path) -> list[str]:
     """``compact-bert finetune`` flags of every model of ``task``: its data, the main job's settings, no reporting."""
     fill = {"data": str(data_dir), "bundled_sst2": str(bundled_sst2_files()["train"])}
-    return [*(flag.format(**fill) for flag in TASKS[task][1]), *_SHARED_FLAGS, "--report_to", "none",
-            "--disable_tqdm", "true", "--use_cpu", "true"]  # fmt: skip
+    return [
+        *(flag.format(**fill) for flag in TASKS[task][1]),
+        *_SHARED_FLAGS,
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--use_cpu",
+        "true",
+    ]
 
 
 def _start_flags(start: str, task: str, teacher_dir: Path, pretrained: str) -> list[str]:
@@ -100,7 +134,9 @@ def _check_start(folder: Path, start: str, teacher_dir: Path, pretrained: str) -
 def _own_cache(folder: Path, arguments: list[str]) -> list[str]:
     """A task-distilled run computes its teacher's logits itself (a cache inside its own folder), so that its CPU
     time includes them instead of borrowing an earlier run's."""
-    return [*arguments, "--teacher_cache_dir", str(folder / "teacher_cache")] if "--teacher" in arguments else arguments
+    return (
+        [*arguments, "--teacher_cache_dir", str(folder / "teacher_cache")] if "--teacher" in arguments else arguments
+    )
 
 
 def run_once(folder: Path, arguments: list[str], metric: str) -> dict:
@@ -116,11 +152,14 @@ def run_once(folder: Path, arguments: list[str], metric: str) -> dict:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
     summary = finetune_command.finetune(model_args, data_args, config, arguments)[0]
-    record = {"value": summary[metric], "cpu_seconds": round(time.process_time() - cpu_start, 1),
-              "wall_seconds": round(time.perf_counter() - wall_start, 1),
-              "reported_checkpoint": summary["reported_checkpoint"],
-              # which teacher the student started from (None: random weights), so a start is checked, not assumed
-              "initialized_from": (summary.get("teacher_initialization") or {}).get("teacher")}  # fmt: skip
+    record = {
+        "value": summary[metric],
+        "cpu_seconds": round(time.process_time() - cpu_start, 1),
+        "wall_seconds": round(time.perf_counter() - wall_start, 1),
+        "reported_checkpoint": summary["reported_checkpoint"],
+        # which teacher the student started from (None: random weights), so a start is checked, not assumed
+        "initialized_from": (summary.get("teacher_initialization") or {}).get("teacher"),
+    }
     record_path.write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -129,8 +168,10 @@ def check_data(data_dir: Path, tasks: list[str]) -> None:
     needed = {"sst2": ["sst2/validation.tsv"], "conll2003": ["conll2003/train.txt", "conll2003/validation.txt"]}
     missing = [str(data_dir / name) for task in tasks for name in needed[task] if not (data_dir / name).is_file()]
     if missing:
-        raise SystemExit(f"--data_dir: missing {', '.join(missing)}; point --data_dir at the shared data folder "
-                         "(GLUE SST-2 dev set, CoNLL-2003 train and dev).")  # fmt: skip
+        raise SystemExit(
+            f"--data_dir: missing {', '.join(missing)}; point --data_dir at the shared data folder "
+            "(GLUE SST-2 dev set, CoNLL-2003 train and dev)."
+        )
 
 
 def measure_latency(folders: dict[str, Path]) -> dict[str, float]:
@@ -139,8 +180,10 @@ def measure_latency(folders: dict[str, Path]) -> dict[str, float]:
 
     from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
 
-    models = {name: transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
-              for name, folder in folders.items()}  # fmt: skip
+    models = {
+        name: transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        for name, folder in folders.items()
+    }
     inputs = latency_inputs(models["teacher"].config.vocab_size, 1, 128)
     measured = measure_interleaved({name: eager_runner(model, inputs) for name, model in models.items()}, rounds=30)
     return {name: result.median_ms for name, result in measured.items()}
@@ -175,16 +218,20 @@ def main(argv: list[str] | None = None) -> int:
             for shape in SHAPES:
                 for index, start in enumerate(STARTS):
                     folder = base / f"{shape}-start{index}"
-                    record = run_once(folder, ["--model_name_or_path", shape,
-                                               *_start_flags(start, task, teacher_dir, pretrained), *seeded], metric)  # fmt: skip
+                    record = run_once(
+                        folder,
+                        ["--model_name_or_path", shape, *_start_flags(start, task, teacher_dir, pretrained), *seeded],
+                        metric,
+                    )
                     _check_start(folder, start, teacher_dir, pretrained)
                     runs[task].setdefault(shape, {}).setdefault(start, []).append(record)
             (args.output_dir / "runs.json").write_text(json.dumps(runs, indent=2) + "\n")
     first = args.output_dir / "sst2" / f"seed-{args.seeds[0]}"
     latency = None
     if "sst2" in args.tasks:
-        latency = measure_latency({"teacher": first / "teacher",
-                                   **{shape: first / f"{shape}-start2" for shape in SHAPES}})  # fmt: skip
+        latency = measure_latency(
+            {"teacher": first / "teacher", **{shape: first / f"{shape}-start2" for shape in SHAPES}}
+        )
     write_report(args.output_dir, runs, latency, args.seeds)
     return 0
 

@@ -14,7 +14,10 @@ from pathlib import Path
 
 __all__ = ["directions", "task_table", "write_figure", "write_report"]
 
-METRIC_NAMES = {"sst2": "SST-2 dev accuracy (872 sentences)", "conll2003": "CoNLL-2003 dev entity F1 (3,250 sentences)"}
+METRIC_NAMES = {
+    "sst2": "SST-2 dev accuracy (872 sentences)",
+    "conll2003": "CoNLL-2003 dev entity F1 (3,250 sentences)",
+}
 SHORT_METRIC = {"sst2": "SST-2 acc.", "conll2003": "CoNLL-2003 F1"}
 DENSE_TWIN = ("minimoe-4l-384h", "minilm-4l-384h")  # paper 002: MiniMoE against the dense model of equal FLOPs
 
@@ -34,9 +37,12 @@ def task_table(task: str, by_model: dict, latency: dict | None) -> str:
     ratio to the teacher and training CPU-minutes (mean over seeds)."""
     teacher = by_model["teacher"]["teacher"]
     teacher_mean = _mean(teacher)
-    lines = [f"**{METRIC_NAMES[task]}**", "",
-             "| model | start | per seed | mean ± std | of teacher | latency vs teacher | training CPU-min |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"**{METRIC_NAMES[task]}**",
+        "",
+        "| model | start | per seed | mean ± std | of teacher | latency vs teacher | training CPU-min |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for model, by_start in by_model.items():
         ratio = "1.00×" if model == "teacher" else "-"
         if latency and model in latency and model != "teacher":
@@ -67,9 +73,11 @@ def directions(runs: dict) -> list[str]:
                 verdict = "holds" if difference > spread else "holds only within the seeds' spread"
             else:
                 verdict = "does not hold" if -difference > spread else "does not hold, within the seeds' spread"
-            lines.append(f"- {SHORT_METRIC[task]}, {start}: MiniMoE 4L;384H {100 * _mean(moe_records):.1f} vs dense "
-                         f"twin {100 * _mean(dense_records):.1f} ({difference:+.1f} points, largest std "
-                         f"{spread:.1f}): **{verdict}**.")  # fmt: skip
+            lines.append(
+                f"- {SHORT_METRIC[task]}, {start}: MiniMoE 4L;384H {100 * _mean(moe_records):.1f} vs dense "
+                f"twin {100 * _mean(dense_records):.1f} ({difference:+.1f} points, largest std "
+                f"{spread:.1f}): **{verdict}**."
+            )
     return lines
 
 
@@ -84,23 +92,40 @@ def write_figure(runs: dict, latency: dict, path: Path) -> Path:
     tasks = list(runs)
     figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.5), squeeze=False)
     markers = {"minimoe-4l-384h": "o", "minilm-4l-384h": "s", "minimoe-4l-192h": "^", "teacher": "*"}
-    colors = {"random init": "tab:gray", "teacher init": "tab:blue", "teacher init + task distillation": "tab:red",
-              "teacher": "black"}  # fmt: skip
+    colors = {
+        "random init": "tab:gray",
+        "teacher init": "tab:blue",
+        "teacher init + task distillation": "tab:red",
+        "teacher": "black",
+    }
     for axis, task in zip(axes[0], tasks):
         for model, by_start in runs[task].items():
             x = latency[model] / latency["teacher"]
             for start, records in by_start.items():
                 color = colors["teacher" if model == "teacher" else start]
-                axis.errorbar(x, 100 * _mean(records), yerr=100 * _spread(records), marker=markers[model],
-                              color=color, markersize=10 if model == "teacher" else 7, capsize=3, linestyle="none")  # fmt: skip
+                axis.errorbar(
+                    x,
+                    100 * _mean(records),
+                    yerr=100 * _spread(records),
+                    marker=markers[model],
+                    color=color,
+                    markersize=10 if model == "teacher" else 7,
+                    capsize=3,
+                    linestyle="none",
+                )
         axis.set_xlabel("eager CPU latency, batch 1 × 128 (teacher = 1)")
         axis.set_ylabel(SHORT_METRIC[task])
         axis.set_title(METRIC_NAMES[task], fontsize=10)
         axis.grid(alpha=0.3)
-    handles = [plt.Line2D([], [], marker=marker, color="black", linestyle="none", label=name)
-               for name, marker in markers.items()]  # fmt: skip
-    handles += [plt.Line2D([], [], marker="o", color=color, linestyle="none", label=name)
-                for name, color in colors.items() if name != "teacher"]  # fmt: skip
+    handles = [
+        plt.Line2D([], [], marker=marker, color="black", linestyle="none", label=name)
+        for name, marker in markers.items()
+    ]
+    handles += [
+        plt.Line2D([], [], marker="o", color=color, linestyle="none", label=name)
+        for name, color in colors.items()
+        if name != "teacher"
+    ]
     figure.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
     figure.tight_layout(rect=(0, 0.12, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,16 +142,21 @@ def write_report(output_dir: Path, runs: dict, latency: dict | None, seeds: list
     if found:
         sections.append("Paper 002's direction (MiniMoE ≥ its dense twin at equal FLOPs):\n\n" + "\n".join(found))
     if latency:
-        sections.append("Eager latency, batch 1 × 128, median of 30 interleaved rounds (ms): "
-                        + ", ".join(f"{name} {value:.1f}" for name, value in latency.items()))  # fmt: skip
+        sections.append(
+            "Eager latency, batch 1 × 128, median of 30 interleaved rounds (ms): "
+            + ", ".join(f"{name} {value:.1f}" for name, value in latency.items())
+        )
         write_figure(runs, latency, output_dir / "accuracy_vs_latency.png")
-    sections.append(f"Seeds: {', '.join(map(str, seeds))}. Every value is the final model's (no checkpoint or "
-                    "setting chosen on a dev set).")  # fmt: skip
+    sections.append(
+        f"Seeds: {', '.join(map(str, seeds))}. Every value is the final model's (no checkpoint or "
+        "setting chosen on a dev set)."
+    )
     report = "\n\n".join(sections)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "results.md").write_text(report + "\n")
-    (output_dir / "results.json").write_text(json.dumps({"runs": runs, "latency_ms": latency, "seeds": seeds},
-                                                        indent=2) + "\n")  # fmt: skip
+    (output_dir / "results.json").write_text(
+        json.dumps({"runs": runs, "latency_ms": latency, "seeds": seeds}, indent=2) + "\n"
+    )
     print(report)
     return report
 

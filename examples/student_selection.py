@@ -31,8 +31,9 @@ from pathlib import Path
 
 from compact_bert.cli import finetune_command
 from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS, baseline_overrides
-from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.distillation.teachers import resolve_model_path
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
+
 from .downstream import DEFAULT_DATA_DIR
 
 __all__ = ["CANDIDATES", "main", "write_selection_set"]
@@ -43,24 +44,39 @@ SELECTION_SEED = 20
 TEACHER = "all-MiniLM-L6-v2"
 # name -> (model, extra finetune flags); "{teacher}" / "{pretrained}" are filled in.
 CANDIDATES = {
-    "minilm-3l, from fine-tuned teacher, KD + aug": ("minilm-3l-384h", ["--teacher", "{teacher}", "--augment_copies", "2"]),
-    "minilm-3l, from pretrained teacher, KD + aug": ("minilm-3l-384h", ["--teacher", "{teacher}", "--augment_copies", "2",
-                                                                       "--init_from_teacher", "{pretrained}"]),
-    "minilm-3l, from fine-tuned teacher, KD + 4 aug": ("minilm-3l-384h", ["--teacher", "{teacher}", "--augment_copies", "4"]),
+    "minilm-3l, from fine-tuned teacher, KD + aug": (
+        "minilm-3l-384h",
+        ["--teacher", "{teacher}", "--augment_copies", "2"],
+    ),
+    "minilm-3l, from pretrained teacher, KD + aug": (
+        "minilm-3l-384h",
+        ["--teacher", "{teacher}", "--augment_copies", "2", "--init_from_teacher", "{pretrained}"],
+    ),
+    "minilm-3l, from fine-tuned teacher, KD + 4 aug": (
+        "minilm-3l-384h",
+        ["--teacher", "{teacher}", "--augment_copies", "4"],
+    ),
     "minilm-3l, from fine-tuned teacher, KD": ("minilm-3l-384h", ["--teacher", "{teacher}", "--augment_copies", "0"]),
-    "minimoe-3l upcycled, from fine-tuned teacher, KD + aug": ("minimoe-3l-384h", ["--teacher", "{teacher}",
-                                                                                    "--augment_copies", "2"]),
-    "minimoe-3l split 4x384, from fine-tuned teacher, KD + aug": ("minimoe-3l-384h", [
-        "--model_overrides", '{"moe_intermediate_size": 384}', "--teacher", "{teacher}", "--augment_copies", "2"]),
-}  # fmt: skip
+    "minimoe-3l upcycled, from fine-tuned teacher, KD + aug": (
+        "minimoe-3l-384h",
+        ["--teacher", "{teacher}", "--augment_copies", "2"],
+    ),
+    "minimoe-3l split 4x384, from fine-tuned teacher, KD + aug": (
+        "minimoe-3l-384h",
+        ["--model_overrides", '{"moe_intermediate_size": 384}', "--teacher", "{teacher}", "--augment_copies", "2"],
+    ),
+}
 
 
 def write_selection_set(glue_train: Path, bundled_train: Path, output: Path) -> Path:
     """``SELECTION_ROWS`` GLUE SST-2 train sentences of at least ``MIN_WORDS`` words that the bundled slice does not
     hold, drawn with a fixed seed, as ``sentence<TAB>label``."""
     taken = set(bundled_train.read_text(encoding="utf-8").splitlines()[1:])
-    rows = [row for row in glue_train.read_text(encoding="utf-8").splitlines()[1:]
-            if row not in taken and len(row.split("\t")[0].split()) >= MIN_WORDS]  # fmt: skip
+    rows = [
+        row
+        for row in glue_train.read_text(encoding="utf-8").splitlines()[1:]
+        if row not in taken and len(row.split("\t")[0].split()) >= MIN_WORDS
+    ]
     chosen = random.Random(SELECTION_SEED).sample(rows, SELECTION_ROWS)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("sentence\tlabel\n" + "\n".join(chosen) + "\n", encoding="utf-8")
@@ -77,9 +93,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output_dir", default="runs/student_selection")
     parser.add_argument("--data_dir", default=str(DEFAULT_DATA_DIR))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--candidates", type=int, nargs="+", default=None,
-                        help=f"Indices of the candidates to train (0-{len(CANDIDATES) - 1}, in the order of the module "
-                             "docstring after the baseline; default: all). Teacher and baseline always run.")  # fmt: skip
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        nargs="+",
+        default=None,
+        help=f"Indices of the candidates to train (0-{len(CANDIDATES) - 1}, in the order of the module "
+        "docstring after the baseline; default: all). Teacher and baseline always run.",
+    )
     args = parser.parse_args(argv)
     chosen = range(len(CANDIDATES)) if args.candidates is None else args.candidates
     if any(not 0 <= index < len(CANDIDATES) for index in chosen):
@@ -92,37 +113,72 @@ def main(argv: list[str] | None = None) -> None:
     pretrained = str(resolve_model_path(TEACHER))
     from transformers import AutoConfig
 
-    common = ["--task_name", "sst2", "--train_file", str(bundled_sst2_files()["train"]), "--validation_file",
-              str(selection), *COMPARISON_FLAGS, "--report_to", "none", "--disable_tqdm", "true",
-              "--teacher_cache_dir", str(output / "cache")]  # fmt: skip
+    common = [
+        "--task_name",
+        "sst2",
+        "--train_file",
+        str(bundled_sst2_files()["train"]),
+        "--validation_file",
+        str(selection),
+        *COMPARISON_FLAGS,
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--teacher_cache_dir",
+        str(output / "cache"),
+    ]
     results: dict[str, list[dict]] = {}
     for seed in args.seeds:
         seeded = [*common, "--seed", str(seed)]
         teacher_dir = output / f"seed-{seed}" / "teacher"
         runs = {"teacher": _finetune(["--model_name_or_path", pretrained, "--output_dir", str(teacher_dir), *seeded])}
         overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(pretrained)))
-        runs["baseline"] = _finetune(["--model_name_or_path", "minilm-3l-384h", "--model_overrides", overrides,
-                                      "--init_from_teacher", pretrained, "--output_dir",
-                                      str(output / f"seed-{seed}" / "baseline"), *seeded])  # fmt: skip
+        runs["baseline"] = _finetune(
+            [
+                "--model_name_or_path",
+                "minilm-3l-384h",
+                "--model_overrides",
+                overrides,
+                "--init_from_teacher",
+                pretrained,
+                "--output_dir",
+                str(output / f"seed-{seed}" / "baseline"),
+                *seeded,
+            ]
+        )
         for index, (name, (model, flags)) in enumerate(CANDIDATES.items()):
             if index not in chosen:
                 continue
             flags = [flag.format(teacher=teacher_dir, pretrained=pretrained) for flag in flags]
-            runs[name] = _finetune(["--model_name_or_path", model, *flags, "--output_dir",
-                                    str(output / f"seed-{seed}" / f"candidate-{index}"), *seeded])  # fmt: skip
+            runs[name] = _finetune(
+                [
+                    "--model_name_or_path",
+                    model,
+                    *flags,
+                    "--output_dir",
+                    str(output / f"seed-{seed}" / f"candidate-{index}"),
+                    *seeded,
+                ]
+            )
         for name, run in runs.items():
-            results.setdefault(name, []).append({"seed": seed, "accuracy": run["eval_accuracy"],
-                                                 "train_seconds": run["train_seconds"]})  # fmt: skip
+            results.setdefault(name, []).append(
+                {"seed": seed, "accuracy": run["eval_accuracy"], "train_seconds": run["train_seconds"]}
+            )
         (output / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nSelection-set accuracy ({SELECTION_ROWS} GLUE SST-2 train sentences outside the bundled slice; "
-          f"seeds {args.seeds}): mean, spread (min-max), share of the teacher's mean, train seconds")
+    print(
+        f"\nSelection-set accuracy ({SELECTION_ROWS} GLUE SST-2 train sentences outside the bundled slice; "
+        f"seeds {args.seeds}): mean, spread (min-max), share of the teacher's mean, train seconds"
+    )
     teacher_mean = statistics.fmean(entry["accuracy"] for entry in results["teacher"])
     for name, entries in results.items():
         accuracies = [entry["accuracy"] for entry in entries]
         mean = statistics.fmean(accuracies)
         seconds = statistics.fmean(entry["train_seconds"] for entry in entries)
-        print(f"  {name:<60} {100 * mean:5.1f}%  ({100 * min(accuracies):.1f}-{100 * max(accuracies):.1f})  "
-              f"{100 * mean / teacher_mean:5.1f}%  {seconds:5.0f} s")
+        print(
+            f"  {name:<60} {100 * mean:5.1f}%  ({100 * min(accuracies):.1f}-{100 * max(accuracies):.1f})  "
+            f"{100 * mean / teacher_mean:5.1f}%  {seconds:5.0f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ is the same source).
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -31,7 +31,9 @@ __all__ = ["EXPERT_MODULE_NAMES", "batched_expert_form", "batched_expert_ffn", "
 EXPERT_MODULE_NAMES = ("MoEExperts", "ExpertLinear")
 
 
-def _gathered_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
+def _gathered_linear(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor
+) -> torch.Tensor:
     """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` for every token ``t`` with one batched product."""
     return torch.matmul(rows.unsqueeze(1), weight[expert].transpose(1, 2)).squeeze(1) + bias[expert]
 
@@ -45,7 +47,9 @@ def _gathered_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
 ALL_EXPERTS_MAX = 8
 
 
-def _all_experts_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
+def _all_experts_linear(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor
+) -> torch.Tensor:
     """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` by computing every expert on every row and keeping each
     row's own expert. The experts' ``[E, out, in]`` matrices act as one ``[E * out, in]`` matrix, so the graph has
     a plain 2-D ``MatMul`` with a constant weight: what int8 quantization (per output channel) handles."""

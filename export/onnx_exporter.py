@@ -88,8 +88,9 @@ def load_for_export(model_dir, task: str, sequence_length: int) -> tuple[nn.Modu
         head = read_embedding_head(model_dir)  # a folder without sentence-transformers modules fails here
         return load_sentence_embedder(model_dir, head).eval(), export_task
     # A head the folder does not hold would be exported random (a base model exported as a token classifier).
-    model = load_checked(getattr(transformers, export_task.auto_class), model_dir, "MODEL_DIR",
-                         require_every_weight=True)  # fmt: skip
+    model = load_checked(
+        getattr(transformers, export_task.auto_class), model_dir, "MODEL_DIR", require_every_weight=True
+    )
     return model.eval(), export_task
 
 
@@ -132,8 +133,9 @@ def parity_inputs(config, sequence_length: int) -> dict[str, torch.Tensor]:
     return random_graph_inputs(config, 3, length, seed=1234)
 
 
-def export_module_with_dynamo(model: nn.Module, output_names: tuple[str, ...], onnx_path: Path, example: dict,
-                              opset: int | None = None) -> None:  # fmt: skip
+def export_module_with_dynamo(
+    model: nn.Module, output_names: tuple[str, ...], onnx_path: Path, example: dict, opset: int | None = None
+) -> None:
     """``torch.onnx.export(dynamo=True)`` of any transformers-style module taking the graph inputs, with named
     outputs, dynamic batch and sequence axes and the static MoE forms. Also used by the benchmarks for
     transformers' own BERT, so that every model is exported the same way."""
@@ -176,9 +178,12 @@ def without_exporter_noise():
     registry.addFilter(torchvision_note)
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
-            warnings.filterwarnings("ignore", message=r"# The axis name: .* will not be used, since it shares",
-                                    category=UserWarning)  # fmt: skip
+            warnings.filterwarnings(
+                "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning
+            )
+            warnings.filterwarnings(
+                "ignore", message=r"# The axis name: .* will not be used, since it shares", category=UserWarning
+            )
             yield
     finally:
         registry.removeFilter(torchvision_note)
@@ -195,7 +200,14 @@ def _export_with_optimum(model_dir: Path, output_dir: Path, task: str, opset: in
 
     register_when_optimum_is_imported()
     # Optimum's own validation runs on its dummy inputs; ours (below) runs on differently routed ones.
-    main_export(str(model_dir), output=str(output_dir), task=task, opset=opset, library_name="transformers", do_validation=False)
+    main_export(
+        str(model_dir),
+        output=str(output_dir),
+        task=task,
+        opset=opset,
+        library_name="transformers",
+        do_validation=False,
+    )
 
 
 def copy_folder_files(model_dir: Path, output_dir: Path, model: nn.Module) -> None:
@@ -213,12 +225,20 @@ def check_opset(onnx_path: Path, requested: int | None) -> None:
         return
     import onnx
 
-    written = next((entry.version for entry in onnx.load(str(onnx_path), load_external_data=False).opset_import
-                    if entry.domain in ("", "ai.onnx")), None)  # fmt: skip
+    written = next(
+        (
+            entry.version
+            for entry in onnx.load(str(onnx_path), load_external_data=False).opset_import
+            if entry.domain in ("", "ai.onnx")
+        ),
+        None,
+    )
     if written != requested:
         onnx_path.unlink(missing_ok=True)
-        raise ValueError(f"--opset {requested}: the exporter wrote opset {written} instead (torch.onnx's dynamo exporter "
-                         "supports opset 18 and newer); ask for an opset it supports.")  # fmt: skip
+        raise ValueError(
+            f"--opset {requested}: the exporter wrote opset {written} instead (torch.onnx's dynamo exporter "
+            "supports opset 18 and newer); ask for an opset it supports."
+        )
 
 
 def check_parity(onnx_path: Path, model: nn.Module, export_task: ExportTask, inputs: dict) -> tuple[float, float]:

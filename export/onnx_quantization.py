@@ -27,8 +27,12 @@ __all__ = ["QUANTIZED_FILE", "QuantizationReport", "quantize_onnx", "quantize_on
 QUANTIZED_FILE = "model_quantized.onnx"
 # Optimum's AutoQuantizationConfig.avx2(is_static=False), spelled out for onnxruntime's own quantizer.
 AVX2_OPERATORS = ("Conv", "MatMul", "Attention", "LSTM", "Gather", "Transpose", "EmbedLayerNormalization")
-AVX2_EXTRA_OPTIONS = {"WeightSymmetric": True, "ActivationSymmetric": False, "EnableSubgraph": False,
-                      "ForceSymmetric": False}  # fmt: skip
+AVX2_EXTRA_OPTIONS = {
+    "WeightSymmetric": True,
+    "ActivationSymmetric": False,
+    "EnableSubgraph": False,
+    "ForceSymmetric": False,
+}
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,9 @@ def quantize_onnx(onnx_dir, task: str, quantizer: str = "auto") -> QuantizationR
         _quantize_with_optimum(onnx_dir, task)
     else:
         quantize_onnx_file(source, target)
-    return QuantizationReport(source, target, "optimum" if use_optimum else "onnxruntime",
-                              _onnx_bytes(source), _onnx_bytes(target))  # fmt: skip
+    return QuantizationReport(
+        source, target, "optimum" if use_optimum else "onnxruntime", _onnx_bytes(source), _onnx_bytes(target)
+    )
 
 
 def _quantize_with_optimum(onnx_dir: Path, task: str) -> None:
@@ -104,8 +109,15 @@ def quantize_onnx_file(source: Path, target: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folded = Path(scratch) / "folded.onnx"
         quant_pre_process(str(source), str(folded), skip_symbolic_shape=True)
-        quantize_dynamic(folded, target, op_types_to_quantize=list(AVX2_OPERATORS), per_channel=True,
-                         reduce_range=False, weight_type=QuantType.QUInt8, extra_options=dict(AVX2_EXTRA_OPTIONS))  # fmt: skip
+        quantize_dynamic(
+            folded,
+            target,
+            op_types_to_quantize=list(AVX2_OPERATORS),
+            per_channel=True,
+            reduce_range=False,
+            weight_type=QuantType.QUInt8,
+            extra_options=dict(AVX2_EXTRA_OPTIONS),
+        )
 
 
 def _onnx_bytes(path: Path) -> int:

@@ -15,7 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["PARITY_SENTENCES", "check_sentence_transformers_parity", "copy_sentence_transformers_files", "reference_embeddings"]
+__all__ = [
+    "PARITY_SENTENCES",
+    "check_sentence_transformers_parity",
+    "copy_sentence_transformers_files",
+    "reference_embeddings",
+]
 
 PARITY_ATOL = 1e-4
 PARITY_SENTENCES = (
@@ -65,7 +70,9 @@ def check_sentence_transformers_parity(onnx_path: Path, model_dir: Path, sentenc
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
     head = read_embedding_head(model_dir)
-    batch = tokenizer(list(sentences), padding=True, truncation=True, max_length=head.max_seq_length, return_tensors="np")
+    batch = tokenizer(
+        list(sentences), padding=True, truncation=True, max_length=head.max_seq_length, return_tensors="np"
+    )
     if "token_type_ids" not in batch:
         batch["token_type_ids"] = np.zeros_like(batch["input_ids"])
     session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
@@ -73,6 +80,8 @@ def check_sentence_transformers_parity(onnx_path: Path, model_dir: Path, sentenc
     expected, reference = reference_embeddings(model_dir, sentences)
     difference = float(np.abs(produced - expected).max())
     if difference > PARITY_ATOL:
-        raise RuntimeError(f"{onnx_path} differs from {reference} by {difference:.3g} on real sentences (tolerance "
-                           f"{PARITY_ATOL}): the export is wrong, do not ship it.")  # fmt: skip
+        raise RuntimeError(
+            f"{onnx_path} differs from {reference} by {difference:.3g} on real sentences (tolerance "
+            f"{PARITY_ATOL}): the export is wrong, do not ship it."
+        )
     return difference

@@ -50,7 +50,9 @@ _TOKEN_AXES = {0: "batch_size", 1: "sequence_length"}
 EXPORT_TASKS = {
     task.name: task
     for task in (
-        ExportTask("feature-extraction", "AutoModel", {"last_hidden_state": _TOKEN_AXES}, "ORTModelForFeatureExtraction"),
+        ExportTask(
+            "feature-extraction", "AutoModel", {"last_hidden_state": _TOKEN_AXES}, "ORTModelForFeatureExtraction"
+        ),
         ExportTask("fill-mask", "AutoModelForMaskedLM", {"logits": _TOKEN_AXES}, "ORTModelForMaskedLM"),
         ExportTask(
             "text-classification",
@@ -59,7 +61,10 @@ EXPORT_TASKS = {
             "ORTModelForSequenceClassification",
         ),
         ExportTask(
-            "token-classification", "AutoModelForTokenClassification", {"logits": _TOKEN_AXES}, "ORTModelForTokenClassification"
+            "token-classification",
+            "AutoModelForTokenClassification",
+            {"logits": _TOKEN_AXES},
+            "ORTModelForTokenClassification",
         ),
         ExportTask(
             "question-answering",
@@ -75,7 +80,12 @@ EXPORT_TASKS = {
 # Tasks Optimum's exporter and ``ORTModelFor*`` classes serve (the others are exported with torch.onnx only).
 OPTIMUM_TASKS = tuple(name for name, task in EXPORT_TASKS.items() if task.ort_model_class is not None)
 
-_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+_WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 
 
 def resolve_task(task: str, model_type: str) -> ExportTask:

@@ -52,7 +52,11 @@ __all__ = [
 
 TFLITE_FILE = "model.tflite"
 TFLITE_INT8_FILE = "model_int8.tflite"
-_REQUIRED_MODULES = {"litert_torch": "litert-torch", "ai_edge_litert": "ai-edge-litert", "ai_edge_quantizer": "ai-edge-quantizer"}
+_REQUIRED_MODULES = {
+    "litert_torch": "litert-torch",
+    "ai_edge_litert": "ai-edge-litert",
+    "ai_edge_quantizer": "ai-edge-quantizer",
+}
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,9 @@ def convert_to_tflite(model: nn.Module, output_names: tuple[str, ...], example: 
     edge_model.export(str(path))
 
 
-def tflite_outputs(tflite_path: Path, inputs: dict[str, torch.Tensor], threads: int | None = None) -> dict[str, np.ndarray]:
+def tflite_outputs(
+    tflite_path: Path, inputs: dict[str, torch.Tensor], threads: int | None = None
+) -> dict[str, np.ndarray]:
     """Run a converted model once with LiteRT's interpreter; inputs must have the shape it was converted at."""
     from ai_edge_litert.interpreter import Interpreter
 
@@ -164,7 +170,9 @@ def export_tflite(
         example_inputs = random_graph_inputs(model.config, batch_size, sequence_length, seed=0)
     shapes = {name: tuple(example_inputs[name].shape) for name in GRAPH_INPUTS}
     if set(shapes.values()) != {(batch_size, sequence_length)}:
-        raise ValueError(f"example_inputs must all have the fixed shape {(batch_size, sequence_length)}, got {shapes}.")
+        raise ValueError(
+            f"example_inputs must all have the fixed shape {(batch_size, sequence_length)}, got {shapes}."
+        )
     convert_to_tflite(model, output_names, example_inputs, tflite_path)
     copy_folder_files(model_dir, output_dir, model)
     if export_task.name == "sentence-embedding":
@@ -187,6 +195,16 @@ def export_tflite(
         quantize_tflite(tflite_path, int8_path)
         int8_bytes = int8_path.stat().st_size
         int8_diff, _ = _max_difference(tflite_outputs(int8_path, check), expected, export_task)
-    return TfliteExportReport(tflite_path, task, batch_size, sequence_length, max_diff, scale,
-                              tflite_path.stat().st_size, round(time.perf_counter() - started, 1), int8_path,
-                              int8_bytes, int8_diff)  # fmt: skip
+    return TfliteExportReport(
+        tflite_path,
+        task,
+        batch_size,
+        sequence_length,
+        max_diff,
+        scale,
+        tflite_path.stat().st_size,
+        round(time.perf_counter() - started, 1),
+        int8_path,
+        int8_bytes,
+        int8_diff,
+    )

@@ -42,8 +42,9 @@ def augment_sentences(text: str, mask_token: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-def augment_split(split: datasets.Dataset, text_columns: tuple[str, ...], copies: int, mask_token: str,
-                  seed: int) -> datasets.Dataset:  # fmt: skip
+def augment_split(
+    split: datasets.Dataset, text_columns: tuple[str, ...], copies: int, mask_token: str, seed: int
+) -> datasets.Dataset:
     """``split`` followed by ``copies`` perturbed copies of every example (original order, copy after copy), with a
     boolean ``augmented`` column; the copies keep their source's label until the teacher relabels them."""
     if copies < 1:
@@ -55,9 +56,13 @@ def augment_split(split: datasets.Dataset, text_columns: tuple[str, ...], copies
         for index in range(len(split)):
             for name in split.column_names:
                 value = columns[name][index]
-                added[name].append(augment_sentences(str(value), mask_token, rng) if name in text_columns and value
-                                   is not None else value)  # fmt: skip
+                added[name].append(
+                    augment_sentences(str(value), mask_token, rng)
+                    if name in text_columns and value is not None
+                    else value
+                )
     merged = {name: columns[name] + added[name] for name in split.column_names}
     merged[AUGMENTED_COLUMN] = [False] * len(split) + [True] * (copies * len(split))
-    return datasets.Dataset.from_dict(merged, features=datasets.Features({**split.features,
-                                                                          AUGMENTED_COLUMN: datasets.Value("bool")}))
+    return datasets.Dataset.from_dict(
+        merged, features=datasets.Features({**split.features, AUGMENTED_COLUMN: datasets.Value("bool")})
+    )

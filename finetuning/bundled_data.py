@@ -48,13 +48,16 @@ def _read_lines(path: Path) -> tuple[str, list[str]]:
     return header, rows
 
 
-def sst2_slice_texts(source_dir: str | Path, train_rows: int = SST2_SLICE_TRAIN_ROWS,
-                     seed: int = SST2_SLICE_SEED) -> dict[str, str]:  # fmt: skip
+def sst2_slice_texts(
+    source_dir: str | Path, train_rows: int = SST2_SLICE_TRAIN_ROWS, seed: int = SST2_SLICE_SEED
+) -> dict[str, str]:
     """The contents of the slice's ``train.tsv`` and ``validation.tsv`` built from GLUE SST-2 in ``source_dir``."""
     source_dir = Path(source_dir)
     header, rows = _read_lines(source_dir / "train.tsv")
     if not 0 < train_rows <= len(rows):
-        raise ValueError(f"train_rows must be in 1..{len(rows)} (the rows of {source_dir / 'train.tsv'}), got {train_rows}.")
+        raise ValueError(
+            f"train_rows must be in 1..{len(rows)} (the rows of {source_dir / 'train.tsv'}), got {train_rows}."
+        )
     chosen = sorted(random.Random(seed).sample(range(len(rows)), train_rows))
     _read_lines(source_dir / "validation.tsv")  # header check only: the dev set is copied unchanged
     return {
@@ -65,9 +68,11 @@ def sst2_slice_texts(source_dir: str | Path, train_rows: int = SST2_SLICE_TRAIN_
 
 def write_sst2_slice(source_dir: str | Path, target_dir: str | Path | None = None) -> dict[str, Path]:
     """Write the slice (default: over the bundled files) and return the paths written."""
-    targets = bundled_sst2_files() if target_dir is None else {
-        split: Path(target_dir) / f"{split}.tsv" for split in ("train", "validation")
-    }  # fmt: skip
+    targets = (
+        bundled_sst2_files()
+        if target_dir is None
+        else {split: Path(target_dir) / f"{split}.tsv" for split in ("train", "validation")}
+    )
     for split, text in sst2_slice_texts(source_dir).items():
         targets[split].parent.mkdir(parents=True, exist_ok=True)
         targets[split].write_bytes(text.encode("utf-8"))
@@ -76,7 +81,9 @@ def write_sst2_slice(source_dir: str | Path, target_dir: str | Path | None = Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Regenerate the bundled SST-2 slice from the GLUE SST-2 files.")
-    parser.add_argument("source_dir", help="Folder with GLUE SST-2 train.tsv and validation.tsv, e.g. ../shared/data/sst2")
+    parser.add_argument(
+        "source_dir", help="Folder with GLUE SST-2 train.tsv and validation.tsv, e.g. ../shared/data/sst2"
+    )
     parser.add_argument("--target_dir", default=None, help="Where to write (default: the package's sst2_slice/).")
     arguments = parser.parse_args(argv)
     for path in write_sst2_slice(arguments.source_dir, arguments.target_dir).values():

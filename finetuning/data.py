@@ -8,13 +8,12 @@ shows — fails before any model is built, with the file, line or column at faul
 
 from __future__ import annotations
 
-import math
-
 import csv
 import gzip
 import io
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,17 +58,33 @@ class GlueTask:
 # GLUE's column names (as in the `glue` dataset on the Hub and transformers' run_glue.py).
 GLUE_TASKS: dict[str, GlueTask] = {
     # not in paper 002's tables: GLUE's own metric
-    "cola": GlueTask(("sentence",), "matthews_correlation", label_names=("unacceptable", "acceptable"),
-                     headerless_columns=("source", "label", "original_label", "sentence")),
+    "cola": GlueTask(
+        ("sentence",),
+        "matthews_correlation",
+        label_names=("unacceptable", "acceptable"),
+        headerless_columns=("source", "label", "original_label", "sentence"),
+    ),
     "sst2": GlueTask(("sentence",), "accuracy", max_seq_length=64, label_names=("negative", "positive")),
-    "mrpc": GlueTask(("sentence1", "sentence2"), "f1", label_names=("not_equivalent", "equivalent"),
-                     original_columns=(("#1 String", "sentence1"), ("#2 String", "sentence2"), ("Quality", "label"))),
-    "qqp": GlueTask(("question1", "question2"), "f1", label_names=("not_duplicate", "duplicate"),
-                    original_columns=(("is_duplicate", "label"),)),
+    "mrpc": GlueTask(
+        ("sentence1", "sentence2"),
+        "f1",
+        label_names=("not_equivalent", "equivalent"),
+        original_columns=(("#1 String", "sentence1"), ("#2 String", "sentence2"), ("Quality", "label")),
+    ),
+    "qqp": GlueTask(
+        ("question1", "question2"),
+        "f1",
+        label_names=("not_duplicate", "duplicate"),
+        original_columns=(("is_duplicate", "label"),),
+    ),
     "stsb": GlueTask(("sentence1", "sentence2"), "spearmanr", regression=True, original_columns=(("score", "label"),)),
-    "mnli": GlueTask(("premise", "hypothesis"), "accuracy", validation_split="validation_matched",
-                     label_names=("entailment", "neutral", "contradiction"),
-                     original_columns=(("sentence1", "premise"), ("sentence2", "hypothesis"), ("gold_label", "label"))),
+    "mnli": GlueTask(
+        ("premise", "hypothesis"),
+        "accuracy",
+        validation_split="validation_matched",
+        label_names=("entailment", "neutral", "contradiction"),
+        original_columns=(("sentence1", "premise"), ("sentence2", "hypothesis"), ("gold_label", "label")),
+    ),
     "qnli": GlueTask(("question", "sentence"), "accuracy", label_names=("entailment", "not_entailment")),
     "rte": GlueTask(("sentence1", "sentence2"), "accuracy", label_names=("entailment", "not_entailment")),
     "wnli": GlueTask(("sentence1", "sentence2"), "accuracy", label_names=("not_entailment", "entailment")),
@@ -87,16 +102,21 @@ class FinetuneDataArguments:
 
     task_name: str | None = field(
         default=None,
-        metadata={"help": f"A GLUE task ({', '.join(GLUE_TASKS)}) for its column conventions and dev metric, or "
-                  "'ner'. Without it, --task_type and the column flags describe the data."},
-    )  # fmt: skip
+        metadata={
+            "help": f"A GLUE task ({', '.join(GLUE_TASKS)}) for its column conventions and dev metric, or "
+            "'ner'. Without it, --task_type and the column flags describe the data."
+        },
+    )
     task_type: str | None = field(
         default=None,
-        metadata={"help": f"One of {', '.join(TASK_TYPES)}; default: from --task_name, else 'ner' for CoNLL "
-                  ".txt/.conll files and 'classification' otherwise."},
-    )  # fmt: skip
+        metadata={
+            "help": f"One of {', '.join(TASK_TYPES)}; default: from --task_name, else 'ner' for CoNLL "
+            ".txt/.conll files and 'classification' otherwise."
+        },
+    )
     train_file: str | None = field(
-        default=None, metadata={"help": "Training data: .tsv, .csv, .json, .jsonl (tables) or .txt/.conll (CoNLL NER)."}
+        default=None,
+        metadata={"help": "Training data: .tsv, .csv, .json, .jsonl (tables) or .txt/.conll (CoNLL NER)."},
     )
     validation_file: str | None = field(default=None, metadata={"help": "Dev data, same formats as --train_file."})
     dataset_name: str | None = field(
@@ -115,13 +135,18 @@ class FinetuneDataArguments:
     tag_column: str = field(default="ner_tags", metadata={"help": "NER: column of a dataset holding the tags."})
     label_list: str | None = field(
         default=None,
-        metadata={"help": "Comma-separated label names in id order; default: read from the training data. Needed "
-                  "when the dev data has labels that training never shows."},
-    )  # fmt: skip
-    max_seq_length: int | None = field(
-        default=None, metadata={"help": "Tokens per example after truncation (default: 64 for SST-2, else 128; paper 002 Table 7)."}
+        metadata={
+            "help": "Comma-separated label names in id order; default: read from the training data. Needed "
+            "when the dev data has labels that training never shows."
+        },
     )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use the first N training examples (quick runs)."})
+    max_seq_length: int | None = field(
+        default=None,
+        metadata={"help": "Tokens per example after truncation (default: 64 for SST-2, else 128; paper 002 Table 7)."},
+    )
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Use the first N training examples (quick runs)."}
+    )
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use the first N dev examples (quick runs)."})
 
     def __post_init__(self):
@@ -142,9 +167,11 @@ class FinetuneDataArguments:
             names = [name.strip() for name in self.label_list.split(",")]
             duplicates = sorted({name for name in names if names.count(name) > 1})
             if "" in names or duplicates:
-                raise ValueError(f"--label_list {self.label_list!r} has "
-                                 + (f"duplicate label(s) {duplicates}" if duplicates else "an empty label")
-                                 + "; give each label once, in id order.")  # fmt: skip
+                raise ValueError(
+                    f"--label_list {self.label_list!r} has "
+                    + (f"duplicate label(s) {duplicates}" if duplicates else "an empty label")
+                    + "; give each label once, in id order."
+                )
         for name in ("max_seq_length", "max_train_samples", "max_eval_samples"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}.")
@@ -222,12 +249,15 @@ def read_utf8_text(path: Path) -> str:
         line = raw[: error.start].count(b"\n") + 1
         from ..training.run_errors import RunSettingsError
 
-        raise RunSettingsError(f"{path}:{line}: byte {raw[error.start:error.start + 1]!r} is not UTF-8 ({error.reason}); "
-                         "save the file as UTF-8.") from None  # fmt: skip
+        raise RunSettingsError(
+            f"{path}:{line}: byte {raw[error.start : error.start + 1]!r} is not UTF-8 ({error.reason}); "
+            "save the file as UTF-8."
+        ) from None
 
 
-def read_table(path: str | Path, role: str = "--train_file",
-               fieldnames: tuple[str, ...] | None = None) -> tuple[list[dict], list[int]]:  # fmt: skip
+def read_table(
+    path: str | Path, role: str = "--train_file", fieldnames: tuple[str, ...] | None = None
+) -> tuple[list[dict], list[int]]:
     """Rows of a .tsv / .csv (header line first, unless ``fieldnames`` names the columns of a file without one) or
     .json (a list of objects) / .jsonl file, and each row's line number (for errors). TSV files are read without
     quote handling, as GLUE's files are written."""
@@ -318,11 +348,14 @@ def sort_tags(tags) -> list[str]:
     return sorted(set(tags), key=lambda tag: (tag != "O", tag[2:], "BIES".find(tag[:1]), tag))
 
 
-def build_label_maps(train_labels, eval_labels, given_names: list[str] | None, sources: tuple[str, str],
-                     is_tags: bool) -> list[str]:  # fmt: skip
+def build_label_maps(
+    train_labels, eval_labels, given_names: list[str] | None, sources: tuple[str, str], is_tags: bool
+) -> list[str]:
     """The label names in id order: ``given_names`` if any, else the sorted training labels. Labels of either
     split outside that list are an error naming the split's source."""
-    names = list(given_names) if given_names else (sort_tags(train_labels) if is_tags else _sorted_labels(train_labels))
+    names = (
+        list(given_names) if given_names else (sort_tags(train_labels) if is_tags else _sorted_labels(train_labels))
+    )
     known = set(names)
     for labels, source in ((train_labels, sources[0]), (eval_labels, sources[1])):
         unknown = sorted({str(label) for label in labels} - known)
@@ -400,8 +433,14 @@ def _table_split(path, role, arguments) -> tuple[dict, list[int], str]:
     if missing:
         raise ValueError(f"{role}: {path} has no column {', '.join(map(repr, missing))}; its columns: {columns}.")
     data = {column: [row.get(column) for row in rows] for column in needed}
-    check_rows(data, lines, str(path), arguments.resolved_text_columns(), arguments.label_column,
-               regression=arguments.resolved_task_type() == "regression")
+    check_rows(
+        data,
+        lines,
+        str(path),
+        arguments.resolved_text_columns(),
+        arguments.label_column,
+        regression=arguments.resolved_task_type() == "regression",
+    )
     return data, lines, str(path)
 
 
@@ -413,15 +452,18 @@ def _kind(value) -> str:
     return "decimal" if isinstance(value, float) else "string"
 
 
-def check_rows(data: dict, lines: list[int], source: str, text_columns, label_column: str,
-               regression: bool = False) -> None:  # fmt: skip
+def check_rows(
+    data: dict, lines: list[int], source: str, text_columns, label_column: str, regression: bool = False
+) -> None:
     """Rows are data, not accidents: no missing (null) text or label, no empty text, and labels of one kind per
     file (``1`` and ``1.0`` in one JSON file would otherwise be two classes, ``true`` and ``"1"`` three)."""
     for column in (*text_columns, label_column):
         for value, line in zip(data[column], lines):
             if value is None:
-                raise ValueError(f"{source}:{line}: column {column!r} is missing or null; every row needs a value "
-                                 "(drop or fill the row).")  # fmt: skip
+                raise ValueError(
+                    f"{source}:{line}: column {column!r} is missing or null; every row needs a value "
+                    "(drop or fill the row)."
+                )
             if column != label_column and (not isinstance(value, str) or not value.strip()):
                 raise ValueError(f"{source}:{line}: column {column!r} holds {value!r}, not a non-empty text.")
     first_of_kind: dict[str, tuple[int, object]] = {}
@@ -430,8 +472,9 @@ def check_rows(data: dict, lines: list[int], source: str, text_columns, label_co
         first_of_kind.setdefault("number" if regression and kind in ("integer", "decimal") else kind, (line, value))
     if len(first_of_kind) > 1:
         examples = ", ".join(f"{kind} {value!r} (line {line})" for kind, (line, value) in first_of_kind.items())
-        raise ValueError(f"{source}: column {label_column!r} mixes label kinds: {examples}; write every label the "
-                         "same way.")  # fmt: skip
+        raise ValueError(
+            f"{source}: column {label_column!r} mixes label kinds: {examples}; write every label the same way."
+        )
 
 
 def _dataset_split(dataset_dict, split: str, arguments, columns) -> tuple[dict, list[int], str]:
@@ -481,8 +524,10 @@ def load_finetuning_data(arguments: FinetuneDataArguments) -> LabeledSplits:
         return _load_ner(arguments, dataset_dict, eval_split, given)
     columns = (*arguments.resolved_text_columns(), arguments.label_column)
     splits = []
-    for role, path, split, limit in (("--train_file", arguments.train_file, "train", arguments.max_train_samples),
-                                     ("--validation_file", arguments.validation_file, eval_split, arguments.max_eval_samples)):  # fmt: skip
+    for role, path, split, limit in (
+        ("--train_file", arguments.train_file, "train", arguments.max_train_samples),
+        ("--validation_file", arguments.validation_file, eval_split, arguments.max_eval_samples),
+    ):
         if dataset_dict is not None:
             if split == eval_split and split not in dataset_dict:
                 splits.append(None)
@@ -510,25 +555,33 @@ def load_finetuning_data(arguments: FinetuneDataArguments) -> LabeledSplits:
                 [str(value) for value in train[0][label]],
                 [str(value) for value in evaluation[0][label]] if evaluation else [],
                 given or _task_label_order(train[0][label], arguments.glue_task),
-                (train[2], evaluation[2] if evaluation else ""), is_tags=False,
-            )  # fmt: skip
+                (train[2], evaluation[2] if evaluation else ""),
+                is_tags=False,
+            )
             index = {name: position for position, name in enumerate(names)}
             for split in (train, evaluation):
                 if split is not None:
                     split[0][label] = [index[str(value)] for value in split[0][label]]
             if given is None:
                 names = conventional_names(names, arguments.glue_task)
-    built = [None if split is None else datasets.Dataset.from_dict(
-        {**{column: split[0][column] for column in columns[:-1]}, "label": split[0][label]}
-    ) for split in (train, evaluation)]  # fmt: skip
+    built = [
+        None
+        if split is None
+        else datasets.Dataset.from_dict(
+            {**{column: split[0][column] for column in columns[:-1]}, "label": split[0][label]}
+        )
+        for split in (train, evaluation)
+    ]
     return LabeledSplits(built[0], built[1], task_type, names, arguments.resolved_text_columns())
 
 
 def _load_ner(arguments, dataset_dict, eval_split: str, given: list[str] | None) -> LabeledSplits:
     splits = []
     if dataset_dict is None:
-        for role, path, limit in (("--train_file", arguments.train_file, arguments.max_train_samples),
-                                  ("--validation_file", arguments.validation_file, arguments.max_eval_samples)):  # fmt: skip
+        for role, path, limit in (
+            ("--train_file", arguments.train_file, arguments.max_train_samples),
+            ("--validation_file", arguments.validation_file, arguments.max_eval_samples),
+        ):
             if path is None:
                 splits.append(None)
                 continue
@@ -546,8 +599,10 @@ def _load_ner(arguments, dataset_dict, eval_split: str, given: list[str] | None)
             splits.append((words[:limit] if limit else words, tags[:limit] if limit else tags, source))
         class_names = _class_label_names(dataset_dict, arguments.tag_column)
     if class_names is not None:  # ClassLabel ids → names, so that one path checks and maps them
-        splits = [None if split is None else (split[0], [[class_names[tag] for tag in tags] for tags in split[1]], split[2])
-                  for split in splits]  # fmt: skip
+        splits = [
+            None if split is None else (split[0], [[class_names[tag] for tag in tags] for tags in split[1]], split[2])
+            for split in splits
+        ]
     train, evaluation = splits
     for split in splits:
         if split is not None:
@@ -555,12 +610,19 @@ def _load_ner(arguments, dataset_dict, eval_split: str, given: list[str] | None)
     names = build_label_maps(
         [tag for tags in train[1] for tag in tags],
         [tag for tags in evaluation[1] for tag in tags] if evaluation else [],
-        given or class_names, (train[2], evaluation[2] if evaluation else ""), is_tags=True,
-    )  # fmt: skip
+        given or class_names,
+        (train[2], evaluation[2] if evaluation else ""),
+        is_tags=True,
+    )
     index = {name: position for position, name in enumerate(names)}
-    built = [None if split is None else datasets.Dataset.from_dict(
-        {"tokens": split[0], "label": [[index[tag] for tag in tags] for tags in split[1]]}
-    ) for split in splits]  # fmt: skip
+    built = [
+        None
+        if split is None
+        else datasets.Dataset.from_dict(
+            {"tokens": split[0], "label": [[index[tag] for tag in tags] for tags in split[1]]}
+        )
+        for split in splits
+    ]
     return LabeledSplits(built[0], built[1], "ner", names, ("tokens",))
 
 
@@ -587,15 +649,17 @@ def tokenize_token_dataset(dataset: datasets.Dataset, tokenizer, max_length: int
 
     def encode(batch):
         encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=max_length)
-        encoded["labels"] = [align_labels_with_words(encoded.word_ids(index), labels)
-                             for index, labels in enumerate(batch["label"])]  # fmt: skip
+        encoded["labels"] = [
+            align_labels_with_words(encoded.word_ids(index), labels) for index, labels in enumerate(batch["label"])
+        ]
         return encoded
 
     return dataset.map(encode, batched=True, remove_columns=dataset.column_names)
 
 
-def tokenize_sequence_dataset(dataset: datasets.Dataset, tokenizer, text_columns: tuple[str, ...],
-                              max_length: int) -> datasets.Dataset:  # fmt: skip
+def tokenize_sequence_dataset(
+    dataset: datasets.Dataset, tokenizer, text_columns: tuple[str, ...], max_length: int
+) -> datasets.Dataset:
     """Sentence or sentence pair → truncated token ids; ``label`` becomes ``labels``."""
 
     def encode(batch):

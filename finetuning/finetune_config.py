@@ -28,16 +28,22 @@ class FinetuneConfig(TrainingArguments):
     """``TrainingArguments`` with the papers' fine-tuning defaults, plus seeds, a learning-rate grid, early
     stopping and the MoE balance-loss coefficient."""
 
-    output_dir: str | None = field(default="outputs/finetune", metadata={"help": "Where the fine-tuned model is saved."})
+    output_dir: str | None = field(
+        default="outputs/finetune", metadata={"help": "Where the fine-tuned model is saved."}
+    )
     learning_rate: float = field(
         default=2e-5, metadata={"help": "Peak AdamW learning rate (in both papers' full fine-tuning grids)."}
     )
     num_train_epochs: float = field(default=10.0, metadata={"help": "Epochs (10 in papers 002 and 003)."})
-    per_device_train_batch_size: int = field(default=32, metadata={"help": "Examples per device and step (32: papers 002, 003)."})
+    per_device_train_batch_size: int = field(
+        default=32, metadata={"help": "Examples per device and step (32: papers 002, 003)."}
+    )
     per_device_eval_batch_size: int = field(default=64, metadata={"help": "Examples per device in evaluation."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (0.01: papers 002, 003)."})
     if TRANSFORMERS_5:
-        warmup_steps: float = field(default=0.1, metadata={"help": _WARMUP_HELP.format("A value >= 1 is a step count.")})
+        warmup_steps: float = field(
+            default=0.1, metadata={"help": _WARMUP_HELP.format("A value >= 1 is a step count.")}
+        )
     else:
         warmup_ratio: float = field(default=0.1, metadata={"help": _WARMUP_HELP.format("")})
     eval_strategy: str = field(default="epoch", metadata={"help": "Evaluate on the dev set after every epoch."})
@@ -49,62 +55,83 @@ class FinetuneConfig(TrainingArguments):
     logging_strategy: str = field(default="epoch", metadata={"help": "Log train loss terms once per epoch."})
     early_stopping_patience: int | None = field(
         default=5,
-        metadata={"help": "Stop after this many evaluations without dev improvement (paper 002 Table 8: 5 epochs); "
-                  "0 or a negative value disables early stopping."},
-    )  # fmt: skip
+        metadata={
+            "help": "Stop after this many evaluations without dev improvement (paper 002 Table 8: 5 epochs); "
+            "0 or a negative value disables early stopping."
+        },
+    )
     router_aux_loss_coef: float | None = field(
         default=None,
-        metadata={"help": "MoE models: weight of the balance loss during fine-tuning. Default: keep the checkpoint's "
-                  "(MiniMoE α = 0.01, paper 002 §3.2, applied at fine-tuning too per its Fig. 5; MoE-BERT "
-                  "λ_B = 1000, paper 003 appendix A). 0 turns balancing off."},
-    )  # fmt: skip
+        metadata={
+            "help": "MoE models: weight of the balance loss during fine-tuning. Default: keep the checkpoint's "
+            "(MiniMoE α = 0.01, paper 002 §3.2, applied at fine-tuning too per its Fig. 5; MoE-BERT "
+            "λ_B = 1000, paper 003 appendix A). 0 turns balancing off."
+        },
+    )
     seeds: list[int] = field(
         default_factory=list,
-        metadata={"help": "Run once per seed (output_dir/seed-N) and report mean ± std of the dev metrics; "
-                  "default: one run with --seed."},
-    )  # fmt: skip
+        metadata={
+            "help": "Run once per seed (output_dir/seed-N) and report mean ± std of the dev metrics; "
+            "default: one run with --seed."
+        },
+    )
     learning_rate_grid: list[float] = field(
         default_factory=list,
-        metadata={"help": "Run every learning rate (output_dir/lr-X/...) and report the best seed-averaged dev "
-                  "result. Papers: 1e-5 2e-5 3e-5 (002, GLUE), 1e-4 2e-4 3e-4 (002, CoNLL), 1e-5 2e-5 5e-5 (003)."},
-    )  # fmt: skip
+        metadata={
+            "help": "Run every learning rate (output_dir/lr-X/...) and report the best seed-averaged dev "
+            "result. Papers: 1e-5 2e-5 3e-5 (002, GLUE), 1e-4 2e-4 3e-4 (002, CoNLL), 1e-5 2e-5 5e-5 (003)."
+        },
+    )
 
     distillation_alpha: float = field(
         default=0.5,
-        metadata={"help": "With --teacher: weight of the hard-label loss; the teacher's soft targets get 1 - alpha "
-                  "(0 = learn from the teacher alone, 1 = ignore it)."},
-    )  # fmt: skip
+        metadata={
+            "help": "With --teacher: weight of the hard-label loss; the teacher's soft targets get 1 - alpha "
+            "(0 = learn from the teacher alone, 1 = ignore it)."
+        },
+    )
     distillation_temperature: float = field(
         default=2.0,
-        metadata={"help": "With --teacher: softmax temperature T of the soft targets (the loss is scaled by T^2, "
-                  "Hinton et al. 2015; DistilBERT uses 2). Regression distills the teacher's value with MSE."},
-    )  # fmt: skip
+        metadata={
+            "help": "With --teacher: softmax temperature T of the soft targets (the loss is scaled by T^2, "
+            "Hinton et al. 2015; DistilBERT uses 2). Regression distills the teacher's value with MSE."
+        },
+    )
     augment_copies: int = field(
         default=0,
-        metadata={"help": "With --teacher: add this many perturbed copies of every training example (word masking "
-                  "and n-gram sampling, Tang et al. 2019), labelled by the teacher's predictions (sentence tasks)."},
-    )  # fmt: skip
+        metadata={
+            "help": "With --teacher: add this many perturbed copies of every training example (word masking "
+            "and n-gram sampling, Tang et al. 2019), labelled by the teacher's predictions (sentence tasks)."
+        },
+    )
     augmentation_seed: int = field(
-        default=0, metadata={"help": "Seed of --augment_copies (independent of --seed, so seeds share a transfer set)."}
+        default=0,
+        metadata={"help": "Seed of --augment_copies (independent of --seed, so seeds share a transfer set)."},
     )
     teacher_cache_dir: str | None = field(
         default=None,
-        metadata={"help": "With --teacher: where the teacher's logits are cached, keyed by teacher, tokenizer, data "
-                  "and max length (default: $COMPACT_BERT_CACHE or ~/.cache/compact_bert/teacher_outputs)."},
-    )  # fmt: skip
+        metadata={
+            "help": "With --teacher: where the teacher's logits are cached, keyed by teacher, tokenizer, data "
+            "and max length (default: $COMPACT_BERT_CACHE or ~/.cache/compact_bert/teacher_outputs)."
+        },
+    )
     capacity_factor: str = field(
         default="none",
-        metadata={"help": "MoE models: expert capacity while fine-tuning. 'none' (default): no limit, no token is "
-                  "dropped even when the task's text routes differently from the distillation corpus; "
-                  "'checkpoint': the model's own (e.g. 1.25); or a number > 0."},
-    )  # fmt: skip
+        metadata={
+            "help": "MoE models: expert capacity while fine-tuning. 'none' (default): no limit, no token is "
+            "dropped even when the task's text routes differently from the distillation corpus; "
+            "'checkpoint': the model's own (e.g. 1.25); or a number > 0."
+        },
+    )
 
     rebalance_routers: bool = field(
         default=False,
-        metadata={"help": "MoE models: before training, shift each learned router's bias so that the first 256 "
-                  "training examples spread evenly over its experts (for a router learned on other text; see "
-                  "finetuning/router_rebalancing.py)."},
-    )  # fmt: skip
+        metadata={
+            "help": "MoE models: before training, shift each learned router's bias so that the first 256 "
+            "training examples spread evenly over its experts (for a router learned on other text; see "
+            "finetuning/router_rebalancing.py)."
+        },
+    )
 
     def resolved_capacity_factor(self, checkpoint_value: float | None) -> float | None:
         """The capacity factor to fine-tune with, given the checkpoint's."""
@@ -121,7 +148,9 @@ class FinetuneConfig(TrainingArguments):
             except ValueError:
                 value = float("nan")
             if not value > 0:
-                raise ValueError(f"`capacity_factor` must be 'none', 'checkpoint' or a number > 0, got {self.capacity_factor!r}.")
+                raise ValueError(
+                    f"`capacity_factor` must be 'none', 'checkpoint' or a number > 0, got {self.capacity_factor!r}."
+                )
         if self.augment_copies < 0:
             raise ValueError(f"`augment_copies` must be >= 0, got {self.augment_copies}.")
         if not 0.0 <= self.distillation_alpha <= 1.0:

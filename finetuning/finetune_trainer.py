@@ -126,6 +126,7 @@ def check_metric_name(name: str, task_type: str, label_names: list[str] | None, 
 
     valid = metric_names(task_type, label_names, glue_task)
     if name.removeprefix("eval_") not in valid:
-        raise RunSettingsError(f"--metric_for_best_model {name!r} is not a metric of this {task_type} task's evaluation; "
-                               f"valid: {', '.join(valid)}.")  # fmt: skip
-
+        raise RunSettingsError(
+            f"--metric_for_best_model {name!r} is not a metric of this {task_type} task's evaluation; "
+            f"valid: {', '.join(valid)}."
+        )

@@ -17,7 +17,7 @@ Blocks are balanced in order: a block's routing inputs are measured with the rou
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -55,8 +55,9 @@ def balancing_bias(logits: torch.Tensor, rounds: int = BALANCING_ROUNDS) -> torc
 def _learned_routers(model: nn.Module) -> list[nn.Module]:
     """Every ``TopOneRouter``, matched by class name so that a model loaded through remote code (its own copy of
     the class) counts too, as in ``peft_support``."""
-    return [module for module in model.modules()
-            if any(base.__name__ == "TopOneRouter" for base in type(module).__mro__)]  # fmt: skip
+    return [
+        module for module in model.modules() if any(base.__name__ == "TopOneRouter" for base in type(module).__mro__)
+    ]
 
 
 @torch.no_grad()
@@ -74,18 +75,28 @@ def rebalance_routers(model: nn.Module, batches: Iterable[dict[str, torch.Tensor
         for router in routers:
             captured: list[torch.Tensor] = []
             mask: list[torch.Tensor] = []
-            handle = router.gate.register_forward_hook(lambda module, inputs, output: captured.append(output.float()))
+            handle = router.gate.register_forward_hook(lambda module, inputs, output: captured.append(output.float()))  # noqa: B023
             try:
                 for batch in batches:
                     mask.append(batch["attention_mask"].reshape(-1).bool())
-                    model(**{key: batch[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in batch})
+                    model(
+                        **{
+                            key: batch[key]
+                            for key in ("input_ids", "attention_mask", "token_type_ids")
+                            if key in batch
+                        }
+                    )
             finally:
                 handle.remove()
             logits = torch.cat([output.reshape(-1, output.shape[-1])[real] for output, real in zip(captured, mask)])
             bias = balancing_bias(logits.double())
             router.gate.bias.add_(bias.to(router.gate.bias.dtype))
-            record.append({"max_expert_share_before": round(float(_load(logits.double(), torch.zeros_like(bias)).max()), 4),
-                           "max_expert_share_after": round(float(_load(logits.double(), bias).max()), 4)})  # fmt: skip
+            record.append(
+                {
+                    "max_expert_share_before": round(float(_load(logits.double(), torch.zeros_like(bias)).max()), 4),
+                    "max_expert_share_after": round(float(_load(logits.double(), bias).max()), 4),
+                }
+            )
     finally:
         model.train(was_training)
     return record

@@ -42,16 +42,20 @@ class ReportingEarlyStopping(EarlyStoppingCallback):
                 "best_checkpoint": state.best_model_checkpoint,
                 "evaluations_without_improvement": self.early_stopping_patience_counter,
             }
-            print(f"Early stopping at epoch {self.stop['epoch']} (step {state.global_step} of {state.max_steps}): "
-                  f"{metric} has not improved for {self.early_stopping_patience_counter} evaluations; best "
-                  f"{state.best_metric} ({state.best_model_checkpoint}).")  # fmt: skip
+            print(
+                f"Early stopping at epoch {self.stop['epoch']} (step {state.global_step} of {state.max_steps}): "
+                f"{metric} has not improved for {self.early_stopping_patience_counter} evaluations; best "
+                f"{state.best_metric} ({state.best_model_checkpoint})."
+            )
 
 
 def reported_checkpoint(training_args) -> str:
     """How the reported dev metrics were obtained (the run summary's ``reported_checkpoint``)."""
     if getattr(training_args, "load_best_model_at_end", False):
-        return (f"best of the run's checkpoints by {training_args.metric_for_best_model} on the same dev set it "
-                "reports (selected on that data: optimistic)")  # fmt: skip
+        return (
+            f"best of the run's checkpoints by {training_args.metric_for_best_model} on the same dev set it "
+            "reports (selected on that data: optimistic)"
+        )
     return "final model (no selection on the dev set)"
 
 
@@ -60,5 +64,7 @@ def single_class_warning(summary: dict) -> str | None:
     share = summary.get("eval_majority_prediction_share")
     if share is None or share < SINGLE_CLASS_SHARE:
         return None
-    return (f"The reported model predicts one class for every dev example (majority share {share}): its "
-            f"{summary.get('task_name') or 'dev'} metric is that of a constant answer, not of a trained classifier.")
+    return (
+        f"The reported model predicts one class for every dev example (majority share {share}): its "
+        f"{summary.get('task_name') or 'dev'} metric is that of a constant answer, not of a trained classifier."
+    )

@@ -22,9 +22,7 @@ import datasets
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification, Trainer
 
-from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..distillation.losses import soft_target_loss, token_soft_target_loss
-from ..training.run_errors import RunSettingsError
 from ..distillation.teacher_cache import (
     cached_teacher_outputs,
     data_fingerprint,
@@ -32,6 +30,8 @@ from ..distillation.teacher_cache import (
     tokenizer_fingerprint,
 )
 from ..distillation.trainer_utils import freeze_teacher
+from ..training.compat import FROM_PRETRAINED_KWARGS
+from ..training.run_errors import RunSettingsError
 from .data import conventional_names
 from .finetune_trainer import FinetuneTrainer, split_loss_terms
 
@@ -47,8 +47,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 TEACHER_LOGITS = "teacher_logits"
-_HEAD_SUFFIXES = {"ner": "ForTokenClassification", "classification": "ForSequenceClassification",
-                  "regression": "ForSequenceClassification"}  # fmt: skip
+_HEAD_SUFFIXES = {
+    "ner": "ForTokenClassification",
+    "classification": "ForSequenceClassification",
+    "regression": "ForSequenceClassification",
+}
 
 
 def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None, tokenizer, glue_task=None):
@@ -70,8 +73,9 @@ def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None
         )
     if task_type == "regression":
         if config.num_labels != 1:
-            raise RunSettingsError(f"--teacher {folder}: a regression task needs a teacher with num_labels=1, "
-                                   f"got {config.num_labels}.")  # fmt: skip
+            raise RunSettingsError(
+                f"--teacher {folder}: a regression task needs a teacher with num_labels=1, got {config.num_labels}."
+            )
     else:
         teacher_labels = [str(config.id2label[index]) for index in range(config.num_labels)]
         if conventional_names(teacher_labels, glue_task) != [str(name) for name in label_names]:
@@ -86,8 +90,10 @@ def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None
         try:
             teacher_tokenizer = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError) as error:
-            raise RunSettingsError(f"--teacher {folder}: its tokenizer files cannot be read ({error}); the teacher's "
-                                   "folder must hold the tokenizer it was trained with.") from None  # fmt: skip
+            raise RunSettingsError(
+                f"--teacher {folder}: its tokenizer files cannot be read ({error}); the teacher's "
+                "folder must hold the tokenizer it was trained with."
+            ) from None
         if tokenizer_fingerprint(teacher_tokenizer) != tokenizer_fingerprint(tokenizer):
             raise RunSettingsError(
                 f"--teacher {folder}: its tokenizer ({len(teacher_tokenizer)} tokens) is not the student's "
@@ -98,8 +104,10 @@ def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None
     teacher, info = auto_class.from_pretrained(path, output_loading_info=True, **FROM_PRETRAINED_KWARGS)
     missing = [key for key in info.get("missing_keys", ()) if "classifier" in key or "qa_outputs" in key]
     if missing:
-        raise RunSettingsError(f"--teacher {folder}: its task head was not in the checkpoint ({', '.join(missing)}); "
-                               "give a teacher fine-tuned on this task.")  # fmt: skip
+        raise RunSettingsError(
+            f"--teacher {folder}: its task head was not in the checkpoint ({', '.join(missing)}); "
+            "give a teacher fine-tuned on this task."
+        )
     return freeze_teacher(teacher)
 
 
@@ -120,8 +128,16 @@ def _teacher_logits(teacher, dataset: datasets.Dataset, collator, batch_size: in
     return {"logits": torch.cat(padded)}
 
 
-def attach_teacher_logits(teacher, dataset: datasets.Dataset, tokenizer, collator, max_length: int, task_type: str,
-                          cache_dir: str | None, batch_size: int = 64) -> tuple[datasets.Dataset, dict]:  # fmt: skip
+def attach_teacher_logits(
+    teacher,
+    dataset: datasets.Dataset,
+    tokenizer,
+    collator,
+    max_length: int,
+    task_type: str,
+    cache_dir: str | None,
+    batch_size: int = 64,
+) -> tuple[datasets.Dataset, dict]:
     """``dataset`` with a ``teacher_logits`` column (from the cache, computed once per teacher, tokenizer, data and
     max length), and a record of the cache entry used."""
     fingerprints = {
@@ -131,7 +147,9 @@ def attach_teacher_logits(teacher, dataset: datasets.Dataset, tokenizer, collato
         "data": data_fingerprint(dataset),
         "max_length": max_length,
     }
-    result = cached_teacher_outputs(lambda: _teacher_logits(teacher, dataset, collator, batch_size), fingerprints, cache_dir)
+    result = cached_teacher_outputs(
+        lambda: _teacher_logits(teacher, dataset, collator, batch_size), fingerprints, cache_dir
+    )
     logits = result.outputs["logits"]
     if logits.shape[0] != len(dataset):  # a bug, never the user's input: the key includes the data
         raise RuntimeError(f"Cached teacher logits hold {logits.shape[0]} examples, the data {len(dataset)}.")
@@ -146,10 +164,13 @@ def attach_teacher_logits(teacher, dataset: datasets.Dataset, tokenizer, collato
 def label_augmented_examples(dataset: datasets.Dataset, augmented: list[bool], task_type: str) -> datasets.Dataset:
     """The augmented examples' ``labels`` replaced by the teacher's prediction (its argmax, or its value for
     regression), as Tang et al. (2019) label their transfer set; the original examples keep their gold labels."""
+
     def relabel(example, index):
         if augmented[index]:
             logits = example[TEACHER_LOGITS]
-            example["labels"] = logits[0] if task_type == "regression" else max(range(len(logits)), key=logits.__getitem__)
+            example["labels"] = (
+                logits[0] if task_type == "regression" else max(range(len(logits)), key=logits.__getitem__)
+            )
         return example
 
     return dataset.map(relabel, with_indices=True)
@@ -186,14 +207,17 @@ class TaskDistillationTrainer(FinetuneTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         teacher_logits = inputs.pop(TEACHER_LOGITS, None)
-        loss, outputs = Trainer.compute_loss(self, model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
+        loss, outputs = Trainer.compute_loss(
+            self, model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
+        )
         terms = split_loss_terms(loss, outputs)
         if teacher_logits is not None:
             alpha, temperature = self.args.distillation_alpha, self.args.distillation_temperature
             logits = outputs["logits"]
             if logits.dim() == 3:
-                distillation = token_soft_target_loss(logits, teacher_logits.to(logits.device), inputs["attention_mask"],
-                                                      temperature)  # fmt: skip
+                distillation = token_soft_target_loss(
+                    logits, teacher_logits.to(logits.device), inputs["attention_mask"], temperature
+                )
             else:
                 distillation = soft_target_loss(logits, teacher_logits.to(logits.device), temperature)
             loss = alpha * terms["task_loss"] + (1.0 - alpha) * distillation + terms.get("balance_loss", 0.0)

@@ -18,9 +18,9 @@ from pathlib import Path
 from transformers import AutoConfig
 
 from ..distillation.data import PACKAGED_TEACHER, bundled_corpus_files
-from ..training.routing_keys import ROUTING_KEY
 from ..finetuning.data import GLUE_TASKS
 from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
+from ..training.routing_keys import ROUTING_KEY
 from .hub_files import hub_files
 from .latency import LatencyReport, read_latency
 
@@ -34,8 +34,13 @@ GLUE_HUB_ID = "nyu-mll/glue"
 # Evaluation keys that describe the evaluation run, not the model.
 # Not results of the model: timings, and the share of the most frequent predicted class (a diagnostic that flags a
 # one-class classifier, reported in the run summary).
-NOT_RESULTS = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time",
-               "eval_majority_prediction_share")
+NOT_RESULTS = (
+    "eval_runtime",
+    "eval_samples_per_second",
+    "eval_steps_per_second",
+    "eval_model_preparation_time",
+    "eval_majority_prediction_share",
+)
 
 
 @dataclass(frozen=True)
@@ -45,21 +50,35 @@ class Paper:
     bibtex: str
 
 
-_MOBILEBERT = Paper("2004.02984", "MobileBERT: a Compact Task-Agnostic BERT for Resource-Limited Devices",
-                    "@inproceedings{sun2020mobilebert,\n  title={MobileBERT: a Compact Task-Agnostic BERT for "
-                    "Resource-Limited Devices},\n  author={Sun, Zhiqing and Yu, Hongkun and Song, Xiaodan and Liu, "
-                    "Renjie and Yang, Yiming and Zhou, Denny},\n  booktitle={ACL},\n  year={2020}\n}")  # fmt: skip
-_MINIMOE = Paper("2305.12129", "Lifting the Curse of Capacity Gap in Distilling Language Models",
-                 "@inproceedings{zhang2023lifting,\n  title={Lifting the Curse of Capacity Gap in Distilling Language "
-                 "Models},\n  author={Zhang, Chen and Yang, Yang and Liu, Jiahao and Wang, Jingang and Xian, Yunsen "
-                 "and Wang, Benyou and Song, Dawei},\n  booktitle={ACL},\n  year={2023}\n}")  # fmt: skip
-_TCD = Paper("2403.01994", "Vanilla Transformers are Transfer Capability Teachers",
-             "@article{lu2024vanilla,\n  title={Vanilla Transformers are Transfer Capability Teachers},\n  "
-             "author={Lu, Xin and Zhao, Yanyan and Qin, Bing},\n  journal={arXiv preprint arXiv:2403.01994},\n  "
-             "year={2024}\n}")  # fmt: skip
+_MOBILEBERT = Paper(
+    "2004.02984",
+    "MobileBERT: a Compact Task-Agnostic BERT for Resource-Limited Devices",
+    "@inproceedings{sun2020mobilebert,\n  title={MobileBERT: a Compact Task-Agnostic BERT for "
+    "Resource-Limited Devices},\n  author={Sun, Zhiqing and Yu, Hongkun and Song, Xiaodan and Liu, "
+    "Renjie and Yang, Yiming and Zhou, Denny},\n  booktitle={ACL},\n  year={2020}\n}",
+)
+_MINIMOE = Paper(
+    "2305.12129",
+    "Lifting the Curse of Capacity Gap in Distilling Language Models",
+    "@inproceedings{zhang2023lifting,\n  title={Lifting the Curse of Capacity Gap in Distilling Language "
+    "Models},\n  author={Zhang, Chen and Yang, Yang and Liu, Jiahao and Wang, Jingang and Xian, Yunsen "
+    "and Wang, Benyou and Song, Dawei},\n  booktitle={ACL},\n  year={2023}\n}",
+)
+_TCD = Paper(
+    "2403.01994",
+    "Vanilla Transformers are Transfer Capability Teachers",
+    "@article{lu2024vanilla,\n  title={Vanilla Transformers are Transfer Capability Teachers},\n  "
+    "author={Lu, Xin and Zhao, Yanyan and Qin, Bing},\n  journal={arXiv preprint arXiv:2403.01994},\n  "
+    "year={2024}\n}",
+)
 # model_type → the paper that defines the family (and its distillation method).
-PAPERS = {"compact_mobilebert": _MOBILEBERT, "ib_bert": _MOBILEBERT, "mobilebert": _MOBILEBERT,
-          "minimoe": _MINIMOE, "moe_bert": _TCD}  # fmt: skip
+PAPERS = {
+    "compact_mobilebert": _MOBILEBERT,
+    "ib_bert": _MOBILEBERT,
+    "mobilebert": _MOBILEBERT,
+    "minimoe": _MINIMOE,
+    "moe_bert": _TCD,
+}
 
 
 @dataclass
@@ -95,9 +114,15 @@ class FolderFacts:
     @property
     def evaluation_results(self) -> dict[str, float]:
         """``eval_*`` numbers of the run, without timings and routing statistics (reported on their own)."""
-        return {key: value for key, value in self.summary.items()
-                if key.startswith("eval_") and isinstance(value, (int, float)) and not isinstance(value, bool)
-                and key not in NOT_RESULTS and not ROUTING_KEY.match(key)}  # fmt: skip
+        return {
+            key: value
+            for key, value in self.summary.items()
+            if key.startswith("eval_")
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and key not in NOT_RESULTS
+            and not ROUTING_KEY.match(key)
+        }
 
     @property
     def routing_statistics(self) -> dict[int, dict[str, float]]:
@@ -125,8 +150,18 @@ def read_folder_facts(folder: str | Path) -> FolderFacts:
     except TypeError:  # no formula for non-compact-bert configs (e.g. a converted transformers MobileBERT)
         flops = None
     exported = [name for name in hub_files(folder) if name.endswith((".onnx", ".tflite"))]
-    return FolderFacts(folder, config, summary, total, active, flops, read_latency(folder), exported,
-                       _base_model(summary), _datasets(summary))  # fmt: skip
+    return FolderFacts(
+        folder,
+        config,
+        summary,
+        total,
+        active,
+        flops,
+        read_latency(folder),
+        exported,
+        _base_model(summary),
+        _datasets(summary),
+    )
 
 
 def is_local_dataset(name: str) -> bool:
@@ -182,8 +217,9 @@ def _bundled_wikitext(paths: list[str]) -> bool:
 def _same_file_as_any(path: Path, candidates: list[Path]) -> bool:
     if path in candidates:
         return True
-    return path.is_file() and any(candidate.name == path.name and filecmp.cmp(candidate, path, shallow=False)
-                                  for candidate in candidates)  # fmt: skip
+    return path.is_file() and any(
+        candidate.name == path.name and filecmp.cmp(candidate, path, shallow=False) for candidate in candidates
+    )
 
 
 def _datasets(summary: dict) -> list[str]:

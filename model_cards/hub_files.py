@@ -13,22 +13,40 @@ import fnmatch
 import os
 from pathlib import Path
 
-__all__ = ["EXPORT_FOLDERS", "HUB_FILE_PATTERNS", "MODULE_FOLDER_PATTERN", "NEVER_SHIPPED", "excluded_files", "hub_files",
-           "symbolic_links"]
+__all__ = [
+    "EXPORT_FOLDERS",
+    "HUB_FILE_PATTERNS",
+    "MODULE_FOLDER_PATTERN",
+    "NEVER_SHIPPED",
+    "excluded_files",
+    "hub_files",
+    "symbolic_links",
+]
 
 # Matched against the name of a file directly in the model folder.
 HUB_FILE_PATTERNS = (
-    "*.safetensors", "model.safetensors.index.json",  # weights (and the index of sharded weights)
-    "config.json", "generation_config.json",
-    "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json", "added_tokens.json",
-    "configuration_*.py", "modeling_*.py",  # the remote code that `trust_remote_code=True` loads
+    "*.safetensors",
+    "model.safetensors.index.json",  # weights (and the index of sharded weights)
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "configuration_*.py",
+    "modeling_*.py",  # the remote code that `trust_remote_code=True` loads
     "adapter_config.json",  # a PEFT adapter folder (its weights are *.safetensors)
     "README.md",  # the model card
-    "*.onnx", "*.onnx_data", "*.tflite",  # exports saved next to the weights
+    "*.onnx",
+    "*.onnx_data",
+    "*.tflite",  # exports saved next to the weights
     "latency.json",  # measured latency the card reports (model_cards/latency.py)
     # a sentence-transformers folder's pipeline (an embedding student): without them the Hub copy loses its pooling
-    "modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-)  # fmt: skip
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+)
 # sentence-transformers keeps each module's settings in a numbered folder (``1_Pooling/config.json``,
 # ``2_Dense/model.safetensors``): shipped whole, minus the deny-list.
 MODULE_FOLDER_PATTERN = "[0-9]*_*"

@@ -53,8 +53,13 @@ class LatencyReport:
             name: {key: value for key, value in vars(runtime).items() if value is not None}
             for name, runtime in self.runtimes.items()
         }
-        return {"format_version": FORMAT_VERSION, "sequence_length": self.sequence_length,
-                "batch_size": self.batch_size, "device": self.device, "runtimes": runtimes}  # fmt: skip
+        return {
+            "format_version": FORMAT_VERSION,
+            "sequence_length": self.sequence_length,
+            "batch_size": self.batch_size,
+            "device": self.device,
+            "runtimes": runtimes,
+        }
 
 
 def write_latency(folder: str | Path, report: LatencyReport) -> Path:
@@ -84,7 +89,9 @@ def read_latency(folder: str | Path) -> LatencyReport | None:
             raise ValueError(f"{path}: runtimes.{runtime}.median_ms must be a number of milliseconds, got {entry!r}.")
         unknown = set(entry) - {"median_ms", "p90_ms", "file", "precision"}
         if unknown:
-            raise ValueError(f"{path}: runtimes.{runtime} has unknown fields {sorted(unknown)}; valid: median_ms, "
-                             "p90_ms, file, precision.")  # fmt: skip
+            raise ValueError(
+                f"{path}: runtimes.{runtime} has unknown fields {sorted(unknown)}; valid: median_ms, "
+                "p90_ms, file, precision."
+            )
         runtimes[runtime] = RuntimeLatency(**entry)
     return LatencyReport(data["sequence_length"], data["batch_size"], data["device"], runtimes)

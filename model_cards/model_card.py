@@ -42,10 +42,20 @@ _HEADS = (
     ("ForPreTraining", "fill-mask", "AutoModelForPreTraining"),
 )
 _ARCHITECTURE_FIELDS = (
-    "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "true_hidden_size",
-    "embedding_size", "num_feedforward_networks", "num_experts", "num_attention_experts", "router_type",
-    "capacity_factor", "vocab_size", "max_position_embeddings",
-)  # fmt: skip
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "true_hidden_size",
+    "embedding_size",
+    "num_feedforward_networks",
+    "num_experts",
+    "num_attention_experts",
+    "router_type",
+    "capacity_factor",
+    "vocab_size",
+    "max_position_embeddings",
+)
 _DATASET_LICENSES = {
     WIKITEXT_HUB_ID: "WikiText-2 (Wikipedia text): CC BY-SA 3.0",
     GLUE_HUB_ID: "GLUE SST-2 (Stanford Sentiment Treebank): research use, no separate licence (the Hub lists it as unknown)",
@@ -54,8 +64,10 @@ _DATASET_LICENSES = {
 
 def _head(facts: FolderFacts) -> tuple[str, str]:
     architecture = (getattr(facts.config, "architectures", None) or [""])[0]
-    return next(((tag, auto) for suffix, tag, auto in _HEADS if architecture.endswith(suffix)),
-                ("feature-extraction", "AutoModel"))  # fmt: skip
+    return next(
+        ((tag, auto) for suffix, tag, auto in _HEADS if architecture.endswith(suffix)),
+        ("feature-extraction", "AutoModel"),
+    )
 
 
 def pipeline_tag(facts: FolderFacts) -> str:
@@ -90,14 +102,18 @@ def _usage_code(facts: FolderFacts, model_id: str, auto_class: str, folder) -> s
     class otherwise. The id is a Python string literal, whatever characters a folder name holds."""
     name = json.dumps(model_id)
     if facts.is_sentence_embedding:
-        source = ("from sentence_transformers import SentenceTransformer\n\n"
-                  f"model = SentenceTransformer({name}, trust_remote_code=True)\n"
-                  'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n'
-                  "similarity = model.similarity(embeddings, embeddings)")  # fmt: skip
+        source = (
+            "from sentence_transformers import SentenceTransformer\n\n"
+            f"model = SentenceTransformer({name}, trust_remote_code=True)\n"
+            'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n'
+            "similarity = model.similarity(embeddings, embeddings)"
+        )
     else:
-        source = (f"from transformers import {auto_class}, AutoTokenizer\n\n"
-                  f"model = {auto_class}.from_pretrained({name}, trust_remote_code=True)\n"
-                  f"tokenizer = AutoTokenizer.from_pretrained({name}{_tokenizer_arguments(folder)})")  # fmt: skip
+        source = (
+            f"from transformers import {auto_class}, AutoTokenizer\n\n"
+            f"model = {auto_class}.from_pretrained({name}, trust_remote_code=True)\n"
+            f"tokenizer = AutoTokenizer.from_pretrained({name}{_tokenizer_arguments(folder)})"
+        )
     return code_block(source, "python")
 
 
@@ -118,23 +134,42 @@ def _eval_dataset(facts: FolderFacts) -> dict:
         limit = data.get("max_eval_blocks")
         if data.get("dataset_name"):
             name = _dataset_label(data["dataset_name"])
-            return {"dataset_type": name, "dataset_name": name, "dataset_config": data.get("dataset_config_name"),
-                    "dataset_split": "held-out"}  # fmt: skip
+            return {
+                "dataset_type": name,
+                "dataset_name": name,
+                "dataset_config": data.get("dataset_config_name"),
+                "dataset_split": "held-out",
+            }
         if not data.get("eval_corpus"):
             split = f"test[:{limit} blocks of {data.get('block_size')} tokens]" if limit else "test"
-            return {"dataset_type": WIKITEXT_HUB_ID, "dataset_name": "WikiText-2 (compact-bert's held-out slice)",
-                    "dataset_split": split}  # fmt: skip
+            return {
+                "dataset_type": WIKITEXT_HUB_ID,
+                "dataset_name": "WikiText-2 (compact-bert's held-out slice)",
+                "dataset_split": split,
+            }
         names = ", ".join(Path(path).name for path in data["eval_corpus"])
         return {"dataset_type": names, "dataset_name": names, "dataset_split": "held-out"}
     task = summary.get("task_name") or data.get("task_name")
     limit = data.get("max_eval_samples")
     split = (data.get("validation_split") or "validation") + (f"[:{limit}]" if limit else "")
     if facts.datasets == [GLUE_HUB_ID]:
-        return {"dataset_type": GLUE_HUB_ID, "dataset_name": f"GLUE {task.upper()}", "dataset_config": task,
-                "dataset_split": split}  # fmt: skip
-    source = _dataset_label(data["dataset_name"]) if data.get("dataset_name") else Path(data.get("validation_file") or "dev set").name
-    return {"dataset_type": source, "dataset_name": source, "dataset_config": data.get("dataset_config_name"),
-            "dataset_split": split}  # fmt: skip
+        return {
+            "dataset_type": GLUE_HUB_ID,
+            "dataset_name": f"GLUE {task.upper()}",
+            "dataset_config": task,
+            "dataset_split": split,
+        }
+    source = (
+        _dataset_label(data["dataset_name"])
+        if data.get("dataset_name")
+        else Path(data.get("validation_file") or "dev set").name
+    )
+    return {
+        "dataset_type": source,
+        "dataset_name": source,
+        "dataset_config": data.get("dataset_config_name"),
+        "dataset_split": split,
+    }
 
 
 def _eval_results(facts: FolderFacts) -> list[EvalResult]:
@@ -146,8 +181,9 @@ def _eval_results(facts: FolderFacts) -> list[EvalResult]:
     dataset = {key: value for key, value in _eval_dataset(facts).items() if value is not None}
     task = pipeline_tag(facts)
     return [
-        EvalResult(task_type=task, metric_type=key.removeprefix("eval_"), metric_name=key, metric_value=value,
-                   **dataset)  # fmt: skip
+        EvalResult(
+            task_type=task, metric_type=key.removeprefix("eval_"), metric_name=key, metric_value=value, **dataset
+        )
         for key, value in sorted(results.items())
     ]
 
@@ -163,22 +199,31 @@ def _card_data(facts: FolderFacts, model_name: str) -> ModelCardData:
     if facts.summary.get("teacher"):
         tags.append("knowledge-distillation")
     return ModelCardData(
-        model_name=model_name, license=LICENSE, language="en", tags=tags,
+        model_name=model_name,
+        license=LICENSE,
+        language="en",
+        tags=tags,
         library_name="sentence-transformers" if facts.is_sentence_embedding else "transformers",
-        datasets=facts.datasets or None, base_model=facts.base_model, pipeline_tag=pipeline_tag(facts),
+        datasets=facts.datasets or None,
+        base_model=facts.base_model,
+        pipeline_tag=pipeline_tag(facts),
         eval_results=_eval_results(facts) or None,
-    )  # fmt: skip
+    )
 
 
 def _size_text(facts: FolderFacts) -> str:
     if facts.total_params is None:
         return "Not counted: compact-bert has no parameter count for this model type."
-    lines = [f"- Parameters (base model, without the task head): {facts.total_params:,}",
-             f"- Active parameters per token: {facts.active_params:,}"
-             + (" (top-1 routing: one expert of each MoE layer per token)" if facts.is_mixture_of_experts else "")]  # fmt: skip
+    lines = [
+        f"- Parameters (base model, without the task head): {facts.total_params:,}",
+        f"- Active parameters per token: {facts.active_params:,}"
+        + (" (top-1 routing: one expert of each MoE layer per token)" if facts.is_mixture_of_experts else ""),
+    ]
     if facts.flops is not None:
-        lines.append(f"- Forward FLOPs per {FLOPS_SEQUENCE_LENGTH}-token sequence: {facts.flops / 1e9:.3f} G (matrix "
-                     "multiplications of the base model, a multiply-add counted as 2)")  # fmt: skip
+        lines.append(
+            f"- Forward FLOPs per {FLOPS_SEQUENCE_LENGTH}-token sequence: {facts.flops / 1e9:.3f} G (matrix "
+            "multiplications of the base model, a multiply-add counted as 2)"
+        )
     return "\n".join(lines)
 
 
@@ -186,11 +231,15 @@ def _latency_text(facts: FolderFacts) -> str:
     report = facts.latency
     if report is None:
         return "Not measured: this folder has no `latency.json` (written by a benchmark or export step)."
-    rows = [f"| {name} | {runtime.precision} | {runtime.median_ms:.2f} | "
-            f"{'' if runtime.p90_ms is None else f'{runtime.p90_ms:.2f}'} | {runtime.file or ''} |"
-            for name, runtime in report.runtimes.items()]  # fmt: skip
-    return (f"Batch {report.batch_size}, {report.sequence_length} tokens, on {report.device}.\n\n"
-            "| Runtime | Precision | Median (ms) | p90 (ms) | File |\n|---|---|---|---|---|\n" + "\n".join(rows))  # fmt: skip
+    rows = [
+        f"| {name} | {runtime.precision} | {runtime.median_ms:.2f} | "
+        f"{'' if runtime.p90_ms is None else f'{runtime.p90_ms:.2f}'} | {runtime.file or ''} |"
+        for name, runtime in report.runtimes.items()
+    ]
+    return (
+        f"Batch {report.batch_size}, {report.sequence_length} tokens, on {report.device}.\n\n"
+        "| Runtime | Precision | Median (ms) | p90 (ms) | File |\n|---|---|---|---|---|\n" + "\n".join(rows)
+    )
 
 
 def _recipe_text(facts: FolderFacts) -> str:
@@ -201,47 +250,76 @@ def _recipe_text(facts: FolderFacts) -> str:
     if summary.get("command_line"):
         lines.append(f"Command:\n\n{code_block(summary['command_line'], 'bash')}\n")
     if summary.get("converted_from"):
-        lines.append(f"- Converted one to one from {code(Path(summary['converted_from']).name)} (largest output "
-                     f"difference on a probe input: {summary.get('max_abs_difference')})")  # fmt: skip
+        lines.append(
+            f"- Converted one to one from {code(Path(summary['converted_from']).name)} (largest output "
+            f"difference on a probe input: {summary.get('max_abs_difference')})"
+        )
     if summary.get("teacher"):
-        lines.append(f"- Teacher: {code(model_reference(str(summary['teacher'])))}"
-                     + (f", through a teacher assistant ({summary['teacher_assistant']})" if summary.get("teacher_assistant") else ""))  # fmt: skip
+        lines.append(
+            f"- Teacher: {code(model_reference(str(summary['teacher'])))}"
+            + (
+                f", through a teacher assistant ({summary['teacher_assistant']})"
+                if summary.get("teacher_assistant")
+                else ""
+            )
+        )
     initialization = summary.get("teacher_initialization")
     if summary.get("model_name_or_path") and initialization:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])
-        lines.append(f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
-                     f"hidden channels: {initialization['hidden_channels']}), then fine-tuned as the preset "
-                     f"{code(Path(summary['model_name_or_path']).name)}")  # fmt: skip
+        lines.append(
+            f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
+            f"hidden channels: {initialization['hidden_channels']}), then fine-tuned as the preset "
+            f"{code(Path(summary['model_name_or_path']).name)}"
+        )
     elif initialization:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])
-        lines.append(f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
-                     f"hidden channels: {initialization['hidden_channels']})")  # fmt: skip
+        lines.append(
+            f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
+            f"hidden channels: {initialization['hidden_channels']})"
+        )
     elif summary.get("model_name_or_path"):
         lines.append(f"- Fine-tuned from: {code(facts.base_model or Path(summary['model_name_or_path']).name)}")
     lines.extend(_local_source_stage(summary))
     distillation = summary.get("task_distillation")
     if distillation:
-        lines.append(f"- Task distillation from the fine-tuned teacher {code(Path(distillation['teacher']).name)}: "
-                     f"{distillation['alpha']} x labels + {round(1 - distillation['alpha'], 4)} x its soft targets at "
-                     f"temperature {distillation['temperature']}"
-                     + (f", over the training set and {distillation['augment_copies']} perturbed copies of every "
-                        "example labelled by the teacher" if distillation.get("augment_copies") else ""))  # fmt: skip
-    for key, label in (("strategy", "Knowledge-transfer strategy"), ("task_name", "Task"), ("seed", "Seed"),
-                       ("learning_rate", "Learning rate"), ("optimizer_steps", "Optimizer steps"),
-                       ("world_size", "Processes"), ("train_seconds", "Training time (s)")):  # fmt: skip
+        lines.append(
+            f"- Task distillation from the fine-tuned teacher {code(Path(distillation['teacher']).name)}: "
+            f"{distillation['alpha']} x labels + {round(1 - distillation['alpha'], 4)} x its soft targets at "
+            f"temperature {distillation['temperature']}"
+            + (
+                f", over the training set and {distillation['augment_copies']} perturbed copies of every "
+                "example labelled by the teacher"
+                if distillation.get("augment_copies")
+                else ""
+            )
+        )
+    for key, label in (
+        ("strategy", "Knowledge-transfer strategy"),
+        ("task_name", "Task"),
+        ("seed", "Seed"),
+        ("learning_rate", "Learning rate"),
+        ("optimizer_steps", "Optimizer steps"),
+        ("world_size", "Processes"),
+        ("train_seconds", "Training time (s)"),
+    ):
         if summary.get(key) is not None:
             lines.append(f"- {label}: {summary[key]}")
     if summary.get("role") == "embedding student":
         projection = summary.get("projection")
-        lines.append(f"- Embedding distillation: MSE to the teacher's {summary['pooling']}-pooled"
-                     + (", normalised" if summary.get("normalize") else "") + " sentence embeddings"
-                     + (f", through a {projection[0]} → {projection[1]} projection" if projection else "")
-                     + f", on {summary['num_sentences']:,} sentences")  # fmt: skip
+        lines.append(
+            f"- Embedding distillation: MSE to the teacher's {summary['pooling']}-pooled"
+            + (", normalised" if summary.get("normalize") else "")
+            + " sentence embeddings"
+            + (f", through a {projection[0]} → {projection[1]} projection" if projection else "")
+            + f", on {summary['num_sentences']:,} sentences"
+        )
         lines.append("- Training sentences: " + ", ".join(code(Path(name).name) for name in summary["sentences"]))
     data = summary.get("data") or {}
     if facts.datasets:
-        lines.append("- Training data: " + ", ".join(f"[{name}](https://huggingface.co/datasets/{name})"
-                                                     for name in facts.datasets))  # fmt: skip
+        lines.append(
+            "- Training data: "
+            + ", ".join(f"[{name}](https://huggingface.co/datasets/{name})" for name in facts.datasets)
+        )
     elif data.get("dataset_name"):
         lines.append(f"- Training data: {code(_dataset_label(data['dataset_name']))}")
     elif data.get("corpus") or data.get("train_file"):
@@ -268,9 +346,11 @@ def _local_source_stage(summary: dict) -> list[str]:
         return []
     corpus = (earlier.get("data") or {}).get("corpus")
     data = ", ".join(code(Path(name).name) for name in corpus) if corpus else "the bundled WikiText-2 slice"
-    return [f"- That starting point, {code(Path(source).name)}, is a local student (not on the Hub): distilled from "
-            f"{code(Path(str(earlier['teacher'])).name)} for {earlier.get('optimizer_steps', '?')} optimizer steps on "
-            f"{data} with {code(earlier.get('command_line', 'compact-bert distill'))}"]
+    return [
+        f"- That starting point, {code(Path(source).name)}, is a local student (not on the Hub): distilled from "
+        f"{code(Path(str(earlier['teacher'])).name)} for {earlier.get('optimizer_steps', '?')} optimizer steps on "
+        f"{data} with {code(earlier.get('command_line', 'compact-bert distill'))}"
+    ]
 
 
 def _evaluation_text(facts: FolderFacts) -> str:
@@ -288,28 +368,39 @@ def _routing_text(facts: FolderFacts) -> str | None:
     blocks = facts.routing_statistics
     if not blocks:
         return "Not measured: the run recorded no routing statistics."
-    rows = "\n".join(f"| {block} | {stats.get('max_expert_share', '')} | {stats.get('min_expert_share', '')} | "
-                     f"{stats.get('dropped_fraction', '')} |" for block, stats in blocks.items())  # fmt: skip
-    return ("Share of the held-out evaluation's real tokens routed to the busiest and the idlest expert of each MoE "
-            "block, and the fraction dropped by capacity (uniform routing: 1 / number of experts).\n\n"
-            f"| Block | Max expert share | Min expert share | Dropped fraction |\n|---|---|---|---|\n{rows}")  # fmt: skip
+    rows = "\n".join(
+        f"| {block} | {stats.get('max_expert_share', '')} | {stats.get('min_expert_share', '')} | "
+        f"{stats.get('dropped_fraction', '')} |"
+        for block, stats in blocks.items()
+    )
+    return (
+        "Share of the held-out evaluation's real tokens routed to the busiest and the idlest expert of each MoE "
+        "block, and the fraction dropped by capacity (uniform routing: 1 / number of experts).\n\n"
+        f"| Block | Max expert share | Min expert share | Dropped fraction |\n|---|---|---|---|\n{rows}"
+    )
 
 
 def _limitations_text(facts: FolderFacts) -> str:
-    text = ("An English, uncased encoder for research on compact and mixture-of-experts BERT models. Its quality "
-            "is bounded by its training data and steps listed above: a run with few steps or a small corpus is a "
-            "smoke test, not a usable model. It inherits the biases of its teacher and of Wikipedia / movie-review "
-            "text, and is not meant for decisions about people.")  # fmt: skip
+    text = (
+        "An English, uncased encoder for research on compact and mixture-of-experts BERT models. Its quality "
+        "is bounded by its training data and steps listed above: a run with few steps or a small corpus is a "
+        "smoke test, not a usable model. It inherits the biases of its teacher and of Wikipedia / movie-review "
+        "text, and is not meant for decisions about people."
+    )
     if facts.is_mixture_of_experts:
-        text += (" Memory holds every expert even though each token uses one: plan memory by the total parameter "
-                 "count and compute by the active one.")  # fmt: skip
+        text += (
+            " Memory holds every expert even though each token uses one: plan memory by the total parameter "
+            "count and compute by the active one."
+        )
     return text
 
 
 def _citation_text(facts: FolderFacts) -> str:
     if facts.paper is None:
         return "No paper is associated with this model type."
-    return f"[{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})\n\n```bibtex\n{facts.paper.bibtex}\n```"
+    return (
+        f"[{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})\n\n```bibtex\n{facts.paper.bibtex}\n```"
+    )
 
 
 def tokenizer_type(folder: str | Path) -> str | None:
@@ -325,9 +416,14 @@ def tokenizer_type(folder: str | Path) -> str | None:
         return None
     name = json.loads(path.read_text(encoding="utf-8")).get("tokenizer_class") or ""
     slow_name = name.removesuffix("Fast")
-    matches = [model_type for model_type, names in TOKENIZER_MAPPING_NAMES.items()
-               if any(candidate and candidate.removesuffix("Fast") == slow_name
-                      for candidate in (names if isinstance(names, (tuple, list)) else (names,)))]  # fmt: skip
+    matches = [
+        model_type
+        for model_type, names in TOKENIZER_MAPPING_NAMES.items()
+        if any(
+            candidate and candidate.removesuffix("Fast") == slow_name
+            for candidate in (names if isinstance(names, (tuple, list)) else (names,))
+        )
+    ]
     own = slow_name.removesuffix("Tokenizer").lower()  # BertTokenizer -> bert, not the first of its many users
     return own if own in matches else (matches[0] if matches else None)
 
@@ -345,16 +441,27 @@ def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCar
     paper = f", from [{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})" if facts.paper else ""
     template = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
     return ModelCard.from_template(
-        _card_data(facts, model_id.split("/")[-1]), template_str=template, model_name=plain_text(model_id.split("/")[-1]),
-        model_id=model_id, usage_code=_usage_code(facts, model_id, auto_class, folder),
+        _card_data(facts, model_id.split("/")[-1]),
+        template_str=template,
+        model_name=plain_text(model_id.split("/")[-1]),
+        model_id=model_id,
+        usage_code=_usage_code(facts, model_id, auto_class, folder),
         summary_line=f"A `{facts.model_type}` model ({pipeline_tag(facts)}) made with compact-bert{paper}.",
-        architecture=[(name, getattr(facts.config, name)) for name in _ARCHITECTURE_FIELDS
-                      if getattr(facts.config, name, None) is not None],
-        size_text=_size_text(facts), latency_text=_latency_text(facts), recipe_text=_recipe_text(facts),
-        evaluation_text=_evaluation_text(facts), routing_text=_routing_text(facts),
-        exports_text="\n".join(f"- {code(name)}" for name in facts.exported_files) or "None yet (no ONNX or TFLite export).",
-        limitations_text=_limitations_text(facts), citation_text=_citation_text(facts),
-    )  # fmt: skip
+        architecture=[
+            (name, getattr(facts.config, name))
+            for name in _ARCHITECTURE_FIELDS
+            if getattr(facts.config, name, None) is not None
+        ],
+        size_text=_size_text(facts),
+        latency_text=_latency_text(facts),
+        recipe_text=_recipe_text(facts),
+        evaluation_text=_evaluation_text(facts),
+        routing_text=_routing_text(facts),
+        exports_text="\n".join(f"- {code(name)}" for name in facts.exported_files)
+        or "None yet (no ONNX or TFLite export).",
+        limitations_text=_limitations_text(facts),
+        citation_text=_citation_text(facts),
+    )
 
 
 def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:

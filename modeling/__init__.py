@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .modeling_compact_mobilebert import (
     AUTO_CLASSES as COMPACT_MOBILEBERT_AUTO_CLASSES,
+)
+from .modeling_compact_mobilebert import (
     CompactMobileBertForMaskedLM,
     CompactMobileBertForPreTraining,
     CompactMobileBertForQuestionAnswering,
@@ -14,6 +16,8 @@ from .modeling_compact_mobilebert import (
 )
 from .modeling_ib_bert import (
     AUTO_CLASSES as IB_BERT_AUTO_CLASSES,
+)
+from .modeling_ib_bert import (
     IBBertForMaskedLM,
     IBBertForPreTraining,
     IBBertForQuestionAnswering,
@@ -24,6 +28,8 @@ from .modeling_ib_bert import (
 )
 from .modeling_minimoe import (
     AUTO_CLASSES as MINIMOE_AUTO_CLASSES,
+)
+from .modeling_minimoe import (
     MiniMoEForMaskedLM,
     MiniMoEForQuestionAnswering,
     MiniMoEForSequenceClassification,
@@ -33,6 +39,8 @@ from .modeling_minimoe import (
 )
 from .modeling_moe_bert import (
     AUTO_CLASSES as MOE_BERT_AUTO_CLASSES,
+)
+from .modeling_moe_bert import (
     MoEBertForMaskedLM,
     MoEBertForQuestionAnswering,
     MoEBertForSequenceClassification,

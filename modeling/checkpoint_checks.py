@@ -30,9 +30,19 @@ __all__ = ["CheckpointMismatchError", "check_loaded_checkpoint"]
 # Config fields a tensor dimension can be; the first whose value matches a differing dimension is named, after
 # the fields that the tensor's name points at (``_FIELDS_BY_TENSOR_NAME``).
 _SIZE_FIELDS = (
-    "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_experts", "num_attention_experts", "embedding_size",
-    "intra_bottleneck_size", "max_position_embeddings", "type_vocab_size", "num_labels", "num_attention_heads",
-)  # fmt: skip
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_experts",
+    "num_attention_experts",
+    "embedding_size",
+    "intra_bottleneck_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "num_labels",
+    "num_attention_heads",
+)
 _FIELDS_BY_TENSOR_NAME = (
     (re.compile(r"attention.*experts|attention.*router"), "num_attention_experts"),
     (re.compile(r"experts|router"), "num_experts"),
@@ -50,7 +60,9 @@ class CheckpointMismatchError(ValueError):
     """The checkpoint's weights do not fit the config, or hold non-finite values."""
 
 
-def check_loaded_checkpoint(model, loading_info: dict, source, ignore_mismatched_sizes: bool, hub_kwargs: dict) -> None:
+def check_loaded_checkpoint(
+    model, loading_info: dict, source, ignore_mismatched_sizes: bool, hub_kwargs: dict
+) -> None:
     """Raise ``CheckpointMismatchError`` for what the module docstring lists; ``loading_info`` is the dict that
     ``from_pretrained(..., output_loading_info=True)`` returns on either transformers line."""
     problems = _layer_count_problems(model, loading_info)
@@ -60,9 +72,10 @@ def check_loaded_checkpoint(model, loading_info: dict, source, ignore_mismatched
     problems += _describe_mismatches(model.config, mismatched)
     if problems:
         head_hint = (
-            "" if ignore_mismatched_sizes
+            ""
+            if ignore_mismatched_sizes
             else " (`ignore_mismatched_sizes=True` re-initializes task-head tensors only, e.g. for a new number of labels)"
-        )  # fmt: skip
+        )
         raise CheckpointMismatchError(
             f"The config of {type(model).__name__} disagrees with the checkpoint at {source}: "
             + "; ".join(problems)
@@ -81,10 +94,14 @@ def _in_task_head(model, key: str) -> bool:
 def _layer_count_problems(model, loading_info: dict) -> list[str]:
     """transformers only warns about these: extra layers are dropped, missing layers randomly initialized."""
     configured = model.config.num_hidden_layers
-    extra = {int(match.group(1)) for key in loading_info.get("unexpected_keys") or () if (match := _LAYER_INDEX.search(key))}
+    extra = {
+        int(match.group(1)) for key in loading_info.get("unexpected_keys") or () if (match := _LAYER_INDEX.search(key))
+    }
     extra = {index for index in extra if index >= configured}
     if extra:
-        return [f"`num_hidden_layers` is {configured} in the config but the checkpoint has {max(extra) + 1} encoder layers"]
+        return [
+            f"`num_hidden_layers` is {configured} in the config but the checkpoint has {max(extra) + 1} encoder layers"
+        ]
     missing = set(loading_info.get("missing_keys") or ())
     layer_keys: dict[int, set[str]] = {}
     for key in model.state_dict():
@@ -117,8 +134,13 @@ def _mismatched_shapes(model, mismatched_keys, source, hub_kwargs) -> list[tuple
                 if candidate in header_shapes:
                     checkpoint_shape = header_shapes[candidate]
                     break
-        resolved.append((key, tuple(checkpoint_shape) if checkpoint_shape is not None else None,
-                         tuple(model_shape) if model_shape is not None else None))  # fmt: skip
+        resolved.append(
+            (
+                key,
+                tuple(checkpoint_shape) if checkpoint_shape is not None else None,
+                tuple(model_shape) if model_shape is not None else None,
+            )
+        )
     return resolved
 
 
@@ -144,7 +166,9 @@ def _field_of(config, key: str, checkpoint_shape, model_shape) -> tuple[str | No
     """The config field(s) (as text) whose value is the differing dimension of the model's tensor."""
     if checkpoint_shape is None or model_shape is None or len(checkpoint_shape) != len(model_shape):
         return None, None, None
-    differing = [(model_size, saved) for model_size, saved in zip(model_shape, checkpoint_shape) if model_size != saved]
+    differing = [
+        (model_size, saved) for model_size, saved in zip(model_shape, checkpoint_shape) if model_size != saved
+    ]
     if not differing:
         return None, None, None
     model_size, saved = differing[0]
@@ -211,8 +235,9 @@ def _checkpoint_headers(source, hub_kwargs: dict) -> dict[str, tuple[tuple, str]
             with open(file, "rb") as stream:
                 (length,) = struct.unpack("<Q", stream.read(8))
                 header = json.loads(stream.read(length))
-            headers.update({name: (tuple(entry["shape"]), str(file)) for name, entry in header.items()
-                            if name != "__metadata__"})  # fmt: skip
+            headers.update(
+                {name: (tuple(entry["shape"]), str(file)) for name, entry in header.items() if name != "__metadata__"}
+            )
         return headers
     except (OSError, ValueError, KeyError, struct.error):
         return {}
@@ -228,7 +253,12 @@ def _resolve(source, filename: str, hub_kwargs: dict):
     from transformers.utils import cached_file
 
     try:
-        return cached_file(str(source), filename, _raise_exceptions_for_missing_entries=False,
-                           _raise_exceptions_for_connection_errors=False, **hub_kwargs)  # fmt: skip
-    except Exception:  # noqa: BLE001 - an unresolvable file only means the message lacks the shape
+        return cached_file(
+            str(source),
+            filename,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+            **hub_kwargs,
+        )
+    except Exception:
         return None

@@ -23,8 +23,14 @@ from .modeling_compact_mobilebert import AUTO_CLASSES as COMPACT_MOBILEBERT_AUTO
 __all__ = ["convert_checkpoint", "to_compact_config", "to_transformers_config"]
 
 _TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-_HEAD_SUFFIXES = ("Model", "ForPreTraining", "ForMaskedLM", "ForSequenceClassification",
-                  "ForTokenClassification", "ForQuestionAnswering")  # fmt: skip
+_HEAD_SUFFIXES = (
+    "Model",
+    "ForPreTraining",
+    "ForMaskedLM",
+    "ForSequenceClassification",
+    "ForTokenClassification",
+    "ForQuestionAnswering",
+)
 _DROPPED_KEYS = ("model_type", "architectures", "transformers_version", "auto_map")
 
 
@@ -51,7 +57,11 @@ def to_compact_config(config: transformers.MobileBertConfig) -> CompactMobileBer
 def to_transformers_config(config: CompactMobileBertConfig) -> transformers.MobileBertConfig:
     fields = {key: value for key, value in config.to_dict().items() if key not in _DROPPED_KEYS}
     attention_input = fields.pop("attention_input")
-    if attention_input == "inter_block" and config.use_bottleneck and config.intra_bottleneck_size != config.hidden_size:
+    if (
+        attention_input == "inter_block"
+        and config.use_bottleneck
+        and config.intra_bottleneck_size != config.hidden_size
+    ):
         raise ValueError(
             "attention_input='inter_block' with a bottleneck cannot be expressed by transformers' MobileBertModel "
             "(its query/key/value layers expect intra_bottleneck_size inputs)."
@@ -135,8 +145,10 @@ def _transferable_state(source: torch.nn.Module, target: torch.nn.Module) -> dic
     """
     state = source.state_dict()
     unused = set(state) - set(target.state_dict())
-    if unused and all(".bottleneck.attention." in key for key in unused) and getattr(
-        source.config, "use_bottleneck_attention", False
+    if (
+        unused
+        and all(".bottleneck.attention." in key for key in unused)
+        and getattr(source.config, "use_bottleneck_attention", False)
     ):
         return {key: value for key, value in state.items() if key not in unused}
     return state

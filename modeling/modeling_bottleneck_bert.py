@@ -96,7 +96,9 @@ class BottleneckBertEmbeddings(nn.Module):
             position_ids = self.position_ids[:, :seq_length]
         if token_type_ids is None:
             token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        embeddings = inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings = (
+            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(embeddings))
 
 
@@ -211,7 +213,11 @@ class BottleneckBertOutput(nn.Module):
     def forward(self, intermediate_states, ffn_residual, layer_residual):
         dropout = getattr(self, "dropout", None)
         output = fused_linear(
-            self.dense, intermediate_states, dropout=dropout, residual=ffn_residual, enabled=self.pack_inference_weights
+            self.dense,
+            intermediate_states,
+            dropout=dropout,
+            residual=ffn_residual,
+            enabled=self.pack_inference_weights,
         )
         output = self.LayerNorm(output)
         return self.bottleneck(output, layer_residual) if self.use_bottleneck else output

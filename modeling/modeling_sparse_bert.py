@@ -94,7 +94,9 @@ class SparseBertEmbeddings(nn.Module):
             position_ids = self.position_ids[:, :seq_length]
         if token_type_ids is None:
             token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        embeddings = inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings = (
+            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(embeddings))
 
 
@@ -244,7 +246,7 @@ class SparseBertLayer(GradientCheckpointingLayer):
         routing = () if attention_decision is None else (attention_decision,)
         if hasattr(self, "moe"):
             ffn_output, ffn_decision = self.moe(attention_output, token_mask, input_ids)
-            routing = routing + (ffn_decision,)
+            routing = (*routing, ffn_decision)
         else:
             ffn_output = self.intermediate(attention_output)
         return SparseBertLayerOutput(self.output(ffn_output, attention_output), probs, routing)

@@ -17,8 +17,8 @@ experts multiply with weights packed once for oneDNN (``packed_weights``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -93,7 +93,9 @@ def load_balancing_loss(
             fractions = _token_fractions(expert_index, weights, num_experts, num_tokens)
         return num_experts * (fractions * mean_probs).sum()
     if loss_type == "kl_uniform":
-        divergence = -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+        divergence = (
+            -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+        )
         # A block that saw no real token (a fully padded batch) has no distribution to balance.
         return divergence * (weights.sum() > 0).to(divergence.dtype)
     raise ValueError(f"`router_aux_loss_type` must be 'switch' or 'kl_uniform', got {loss_type!r}.")
@@ -420,7 +422,14 @@ def route(
     flat_ids = None if input_ids is None else input_ids.reshape(-1)
     expert_index, gate, router_logits, router_probs = router(flat, flat_ids)
     decision = route_tokens(
-        expert_index, gate, router_logits, router_probs, token_mask.reshape(-1), num_experts, capacity_factor, aux_loss_type
+        expert_index,
+        gate,
+        router_logits,
+        router_probs,
+        token_mask.reshape(-1),
+        num_experts,
+        capacity_factor,
+        aux_loss_type,
     )
     return decision, ExpertDispatch(decision, num_experts)
 

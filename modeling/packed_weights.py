@@ -68,7 +68,7 @@ class ParameterStamp:
     version counter, the storage address, and a sample of the values both as kept then and as a live view of the
     parameter's storage (comparing the two is one small ``torch.equal`` per call)."""
 
-    __slots__ = ("version", "data_ptr", "sample", "live_sample")
+    __slots__ = ("data_ptr", "live_sample", "sample", "version")
 
     def __init__(self, parameter: torch.Tensor):
         self.version = parameter._version
@@ -218,9 +218,12 @@ def packed_linear_group(linears: tuple[nn.Linear, ...], enabled: bool) -> Packed
     key = tuple(map(id, linears))
     group = None if groups is None else groups.get(key)
     parameters = _tracked_parameters(linears)
-    if group is not None and not any(linear.training for linear in linears):
-        if all(stamp.matches(parameter) for stamp, parameter in zip(group.stamps, parameters)):
-            return group
+    if (
+        group is not None
+        and not any(linear.training for linear in linears)
+        and all(stamp.matches(parameter) for stamp, parameter in zip(group.stamps, parameters))
+    ):
+        return group
     if not all(_packable(linear.weight, linear) for linear in linears):
         return None
     group = _pack_group(linears, parameters)
@@ -246,10 +249,12 @@ def _pack_group(linears: tuple[nn.Linear, ...], parameters: tuple[torch.Tensor, 
     elif all(linear.bias is None for linear in linears):
         bias = None
     else:
-        bias = torch.cat([
-            linear.bias.detach() if linear.bias is not None else weight.new_zeros(weight.shape[0])
-            for linear, weight in zip(linears, weights)
-        ])  # fmt: skip
+        bias = torch.cat(
+            [
+                linear.bias.detach() if linear.bias is not None else weight.new_zeros(weight.shape[0])
+                for linear, weight in zip(linears, weights)
+            ]
+        )
     joined_bytes = bias.numel() * bias.element_size() if bias is not None and len(linears) > 1 else 0
     return PackedLinearGroup(
         matrix=matrix,

@@ -61,7 +61,9 @@ class CompactBertPreTrainedModel(SavesRemoteCode, PreTrainedModel):
     accepts_loss_kwargs = False
 
     @classmethod
-    def from_pretrained(cls, *args, output_loading_info: bool = False, ignore_mismatched_sizes: bool = False, **kwargs):
+    def from_pretrained(
+        cls, *args, output_loading_info: bool = False, ignore_mismatched_sizes: bool = False, **kwargs
+    ):
         """transformers' ``from_pretrained``, then ``check_loaded_checkpoint``: a config that disagrees with the
         weights fails naming the config field, its value and the checkpoint's shape, and non-finite weights fail
         naming the tensors.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-
 import os
 from pathlib import Path
 
@@ -14,14 +13,14 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     # would only oversubscribe the cores, and OpenMP's spinning threads make that much slower than one thread.
     os.environ["OMP_NUM_THREADS"] = "1"
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 if os.environ.get("OMP_NUM_THREADS") == "1":
     torch.set_num_threads(1)  # in case a plugin imported torch before the variable was set
 
-import compact_bert  # noqa: E402,F401  (registers the Auto classes)
-from compact_bert.configuration import (  # noqa: E402
+import compact_bert  # noqa: F401  (registers the Auto classes)
+from compact_bert.configuration import (
     CompactMobileBertConfig,
     IBBertConfig,
     MiniMoEConfig,
@@ -39,7 +38,6 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent: the shared data sets sit at ../shared/data beside the repository")
     return path
-
 
 
 def tiny_configs() -> dict:
@@ -61,9 +59,13 @@ def tiny_configs() -> dict:
             attention_input="intra_bottleneck",
         ),
         "mobilebert_wo_opt": CompactMobileBertConfig(
-            **bottleneck, hidden_size=32, intra_bottleneck_size=16, intermediate_size=32,
-            normalization_type="layer_norm", hidden_act="gelu",
-        ),  # fmt: skip
+            **bottleneck,
+            hidden_size=32,
+            intra_bottleneck_size=16,
+            intermediate_size=32,
+            normalization_type="layer_norm",
+            hidden_act="gelu",
+        ),
         "minimoe": MiniMoEConfig(**sparse, num_experts=4),
         "minimoe_moe_attention": MiniMoEConfig(**sparse, num_experts=4, num_attention_experts=2),
         "minimoe_hash": MiniMoEConfig(**sparse, num_experts=4, router_type="hash"),

@@ -237,10 +237,13 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             try:
                 route = next(
-                    ((name, found) for verb, pattern, name in _ROUTES
-                     if verb == method and (found := re.fullmatch(pattern, url.path))),
+                    (
+                        (name, found)
+                        for verb, pattern, name in _ROUTES
+                        if verb == method and (found := re.fullmatch(pattern, url.path))
+                    ),
                     None,
-                )  # fmt: skip
+                )
                 if route is None:
                     raise HubError(501, None, f"{method} {url.path} is not implemented by the test Hub")
                 if method == "POST" and not self.headers.get("Authorization", "").startswith("Bearer "):

@@ -54,12 +54,19 @@ def load_in_fresh_process(
     (work_dir / "cases.json").write_text(json.dumps(cases))
     (work_dir / "child.py").write_text(CHILD)
     environment = {
-        **os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(work_dir / "modules"), **(environment or {})
-    }  # fmt: skip
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(work_dir / "modules"),
+        **(environment or {}),
+    }
     environment.pop("PYTHONPATH", None)
     result = subprocess.run(
         [python, str(work_dir / "child.py"), str(work_dir / "cases.json")],
-        cwd=work_dir, env=environment, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=work_dir,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert f"loaded {len(cases)}" in result.stdout

@@ -22,8 +22,18 @@ logger = logging.getLogger(__name__)
 __all__ = ["WeightsLoadError", "backbone_mismatches", "load_checked", "unreadable_weights_file"]
 
 # Task heads and poolers (transformers' names): a weight whose name passes through none of them is the backbone's.
-_HEAD_PARTS = ("classifier", "qa_outputs", "cls.", "lm_head", "pooler", "pre_classifier", "vocab_", "score.",
-               "seq_relationship", "predictions.")  # fmt: skip
+_HEAD_PARTS = (
+    "classifier",
+    "qa_outputs",
+    "cls.",
+    "lm_head",
+    "pooler",
+    "pre_classifier",
+    "vocab_",
+    "score.",
+    "seq_relationship",
+    "predictions.",
+)
 
 
 class WeightsLoadError(RunSettingsError):
@@ -32,6 +42,7 @@ class WeightsLoadError(RunSettingsError):
 
 def backbone_mismatches(info: dict) -> tuple[list[str], list[str]]:
     """The missing and the unexpected weight names of a load report that belong to the backbone."""
+
     def backbone(names) -> list[str]:
         return sorted(name for name in names or () if not any(part in name for part in _HEAD_PARTS))
 
@@ -67,12 +78,15 @@ def load_checked(auto_class, folder: str | Path, role: str, require_every_weight
         with _without_transformers_load_report():
             model, info = auto_class.from_pretrained(folder, output_loading_info=True, **from_pretrained)
     except SafetensorError as error:
-        raise WeightsLoadError(f"{role} {folder}: its weights file {unreadable_weights_file(folder)} cannot be read "
-                               f"({error}): it is truncated or corrupt; save or download it again.") from None  # fmt: skip
+        raise WeightsLoadError(
+            f"{role} {folder}: its weights file {unreadable_weights_file(folder)} cannot be read "
+            f"({error}): it is truncated or corrupt; save or download it again."
+        ) from None
     except OSError as error:
         if "safetensors" in str(error).lower() or "deserializ" in str(error).lower():
-            raise WeightsLoadError(f"{role} {folder}: its weights file {unreadable_weights_file(folder)} cannot be read "
-                                   f"({error}).") from None  # fmt: skip
+            raise WeightsLoadError(
+                f"{role} {folder}: its weights file {unreadable_weights_file(folder)} cannot be read ({error})."
+            ) from None
         raise
     missing, unexpected = backbone_mismatches(info)
     if require_every_weight:
@@ -82,8 +96,10 @@ def load_checked(auto_class, folder: str | Path, role: str, require_every_weight
         if missing:
             parts.append(f"{len(missing)} backbone weight(s) missing from the checkpoint ({_listing(missing)})")
         if unexpected:
-            parts.append(f"{len(unexpected)} weight(s) in the checkpoint that the model has no place for "
-                         f"({_listing(unexpected)})")  # fmt: skip
+            parts.append(
+                f"{len(unexpected)} weight(s) in the checkpoint that the model has no place for "
+                f"({_listing(unexpected)})"
+            )
         raise WeightsLoadError(
             f"{role} {folder}: " + "; ".join(parts) + f". Its config.json builds a {type(model).__name__} that these "
             "weights do not fill: they would start random. Check that config.json and the weights belong together."

@@ -40,10 +40,23 @@ _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")
 # Config fields that fix the shapes of the weights and of the optimizer state: a checkpoint whose model differs in
 # one of them cannot be loaded into this run's model (torch would fail with a size-mismatch message).
 IDENTITY_CONFIG_FIELDS = (
-    "model_type", "vocab_size", "type_vocab_size", "max_position_embeddings", "hidden_size", "num_hidden_layers",
-    "num_attention_heads", "intermediate_size", "moe_intermediate_size", "embedding_size", "intra_bottleneck_size", "use_bottleneck",
-    "num_feedforward_networks", "num_experts", "num_attention_experts", "num_labels",
-)  # fmt: skip
+    "model_type",
+    "vocab_size",
+    "type_vocab_size",
+    "max_position_embeddings",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "embedding_size",
+    "intra_bottleneck_size",
+    "use_bottleneck",
+    "num_feedforward_networks",
+    "num_experts",
+    "num_attention_experts",
+    "num_labels",
+)
 _CHUNK = 1 << 20
 
 
@@ -107,9 +120,11 @@ def write_manifest(folder: Path, identity: dict, global_step: int) -> Path:
         "format": MANIFEST_FORMAT,
         "global_step": global_step,
         **identity,
-        "files": {path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": file_sha256(path)}
-                  for path in files},
-    }  # fmt: skip
+        "files": {
+            path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": file_sha256(path)}
+            for path in files
+        },
+    }
     temporary = folder / f"{MANIFEST_NAME}.tmp"
     with temporary.open("w", encoding="utf-8") as stream:
         stream.write(json.dumps(manifest, indent=1) + "\n")
@@ -123,8 +138,10 @@ def write_manifest(folder: Path, identity: dict, global_step: int) -> Path:
 def _read_manifest(folder: Path) -> tuple[dict | None, str | None]:
     path = folder / MANIFEST_NAME
     if not path.is_file():
-        return None, (f"it has no {MANIFEST_NAME}: its save never finished (interrupted, or the disk was full), or "
-                      "it was not written by compact-bert")  # fmt: skip
+        return None, (
+            f"it has no {MANIFEST_NAME}: its save never finished (interrupted, or the disk was full), or "
+            "it was not written by compact-bert"
+        )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -169,9 +186,12 @@ def _check_resumable(folder: Path, identity: dict, max_steps: int) -> None:
     manifest, _ = _read_manifest(folder)
     differences = _identity_differences(manifest, identity)
     if differences:
-        raise ValueError(f"{folder} belongs to another kind of run and cannot be resumed by this one: "
-                         + "; ".join(differences) + ". Resume it with the command and model settings that wrote it, "
-                         "or train into a new --output_dir.")  # fmt: skip
+        raise ValueError(
+            f"{folder} belongs to another kind of run and cannot be resumed by this one: "
+            + "; ".join(differences)
+            + ". Resume it with the command and model settings that wrote it, "
+            "or train into a new --output_dir."
+        )
     step = _manifest_step(folder, manifest)
     if max_steps > 0 and step == max_steps and not (folder.parent / "run_summary.json").is_file():
         # The run trained every step but never wrote its summary: it was stopped during the final save. Resuming
@@ -179,8 +199,10 @@ def _check_resumable(folder: Path, identity: dict, max_steps: int) -> None:
         logger.warning("%s is at --max_steps %d but the run's final save did not finish: completing it.", folder, step)
         return
     if max_steps > 0 and step >= max_steps:
-        raise ValueError(f"{folder} is at step {step}, which is not below --max_steps {max_steps}: nothing is left to "
-                         f"train. Raise --max_steps above {step}, or train into a new --output_dir.")  # fmt: skip
+        raise ValueError(
+            f"{folder} is at step {step}, which is not below --max_steps {max_steps}: nothing is left to "
+            f"train. Raise --max_steps above {step}, or train into a new --output_dir."
+        )
 
 
 def completes_final_save(checkpoint: str | Path | None, max_steps: int) -> bool:
@@ -222,8 +244,10 @@ def resolve_resume_checkpoint(
             logger.warning("Not resuming from %s: %s.", folder, problem)
         if chosen is None:
             found = f"; skipped: {'; '.join(skipped)}" if skipped else ""
-            raise ValueError(f"no complete checkpoint-N folder in {output_dir} to resume from{found}. Start without "
-                             "--resume_from_checkpoint, or name a complete checkpoint folder.")  # fmt: skip
+            raise ValueError(
+                f"no complete checkpoint-N folder in {output_dir} to resume from{found}. Start without "
+                "--resume_from_checkpoint, or name a complete checkpoint folder."
+            )
     else:
         chosen = Path(requested)
         if not chosen.is_dir():

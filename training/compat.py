@@ -74,8 +74,10 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
       the ratio when warmup_steps (e.g. a config's default) is positive.
     """
     translated: list[str] = []
-    explicit_steps = any(token.split("=", 1)[0] == "--warmup_steps" and not _is_ratio(_flag_value(argv, position)[0])
-                         for position, token in enumerate(argv))  # fmt: skip
+    explicit_steps = any(
+        token.split("=", 1)[0] == "--warmup_steps" and not _is_ratio(_flag_value(argv, position)[0])
+        for position, token in enumerate(argv)
+    )
     index = 0
     while index < len(argv):
         token = argv[index]
@@ -111,9 +113,13 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
             index += 1
             continue
         if replacement is None:
-            logger.warning("%s is not a TrainingArguments flag of transformers %s; ignored.", name, transformers.__version__)
+            logger.warning(
+                "%s is not a TrainingArguments flag of transformers %s; ignored.", name, transformers.__version__
+            )
         else:
-            logger.warning("%s is spelled %s in transformers %s; translated.", name, replacement, transformers.__version__)
+            logger.warning(
+                "%s is spelled %s in transformers %s; translated.", name, replacement, transformers.__version__
+            )
             translated += [replacement] + ([value] if value is not None else [])
         index += span
     return translated
@@ -131,8 +137,15 @@ def save_tokenizer(tokenizer, folder: str | Path) -> None:
 # transformers 5 records ``is_local`` / ``local_files_only`` of the load call, and both lines copy the fixed
 # truncation and padding of a sentence-transformers teacher's ``tokenizer.json`` (128 tokens). Shipped, they tell
 # a user's tokenizer that it was loaded offline and cut sentences at 128 tokens.
-LOAD_TIME_TOKENIZER_KEYS = ("is_local", "local_files_only", "max_length", "stride", "truncation_strategy",
-                            "pad_to_multiple_of", "pad_token_type_id")  # fmt: skip
+LOAD_TIME_TOKENIZER_KEYS = (
+    "is_local",
+    "local_files_only",
+    "max_length",
+    "stride",
+    "truncation_strategy",
+    "pad_to_multiple_of",
+    "pad_token_type_id",
+)
 
 
 def _write_tokenizer_files(tokenizer, folder: str | Path) -> None:

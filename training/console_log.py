@@ -58,7 +58,9 @@ def concise_line(logs: dict, global_step: int, max_steps: int) -> str:
             parts.append(f"share {low:.2f}-{max(routing[(prefix, 'max_expert_share')]):.2f}")
         if (prefix, "dropped_fraction") in routing:
             parts.append(f"dropped {100 * max(routing[(prefix, 'dropped_fraction')]):.0f}%")
-        values.append(f"{prefix}experts ({len(routing.get((prefix, 'max_expert_share'), []))} blocks): " + ", ".join(parts))
+        values.append(
+            f"{prefix}experts ({len(routing.get((prefix, 'max_expert_share'), []))} blocks): " + ", ".join(parts)
+        )
     return " | ".join([head, *values])
 
 

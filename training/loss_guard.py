@@ -98,7 +98,11 @@ def _finite_number(value) -> bool:
 
 def _non_finite_parameter(model) -> str | None:
     for name, parameter in model.named_parameters():
-        if parameter.is_floating_point() and parameter.device.type != "meta" and not bool(torch.isfinite(parameter).all()):
+        if (
+            parameter.is_floating_point()
+            and parameter.device.type != "meta"
+            and not bool(torch.isfinite(parameter).all())
+        ):
             return name
     return None
 

@@ -86,10 +86,12 @@ class RunFolderArguments:
 
     keep_checkpoints: bool = field(
         default=False,
-        metadata={"help": "Keep the checkpoint-N folders (weights + optimizer state) in --output_dir after the run "
-                  "finished; by default they are removed once the final model, summary and card are written, so "
-                  "that the folder holds only what loads and ships."},
-    )  # fmt: skip
+        metadata={
+            "help": "Keep the checkpoint-N folders (weights + optimizer state) in --output_dir after the run "
+            "finished; by default they are removed once the final model, summary and card are written, so "
+            "that the folder holds only what loads and ships."
+        },
+    )
 
 
 def _checkpoints(folder: Path) -> list[Path]:
@@ -105,8 +107,10 @@ def remove_finished_checkpoints(folder: str | Path) -> int:
     size = sum(path.stat().st_size for checkpoint in finished for path in checkpoint.rglob("*") if path.is_file())
     for checkpoint in finished:
         shutil.rmtree(checkpoint)
-    print(f"Removed {len(finished)} checkpoint(s) ({size / 1e6:.1f} MB) from {folder}: the final model is saved "
-          "(--keep_checkpoints true keeps them).")  # fmt: skip
+    print(
+        f"Removed {len(finished)} checkpoint(s) ({size / 1e6:.1f} MB) from {folder}: the final model is saved "
+        "(--keep_checkpoints true keeps them)."
+    )
     return len(finished)
 
 
@@ -119,8 +123,10 @@ def move_aside_earlier_checkpoints(folder: Path) -> Path | None:
     target.mkdir()
     for path in earlier:
         path.rename(target / path.name)
-    print(f"Moved {len(earlier)} checkpoint(s) of an earlier run in {folder} aside to {target.name}/: this run starts "
-          "fresh (resume an earlier run with --resume_from_checkpoint PATH).")  # fmt: skip
+    print(
+        f"Moved {len(earlier)} checkpoint(s) of an earlier run in {folder} aside to {target.name}/: this run starts "
+        "fresh (resume an earlier run with --resume_from_checkpoint PATH)."
+    )
     return target
 
 

@@ -52,7 +52,10 @@ class CompactBertTrainer(Trainer):
         self._evaluation_batch_index = 0
         self._generators_outside_a_step: dict[str, torch.Generator] = {}
         if not verbose():
-            for default, concise in ((PrinterCallback, ConcisePrinterCallback), (ProgressCallback, ConciseProgressCallback)):
+            for default, concise in (
+                (PrinterCallback, ConcisePrinterCallback),
+                (ProgressCallback, ConciseProgressCallback),
+            ):
                 if any(type(callback) is default for callback in self.callback_handler.callbacks):
                     self.remove_callback(default)
                     self.add_callback(concise)
@@ -94,7 +97,9 @@ class CompactBertTrainer(Trainer):
         """Add ``terms`` (name → scalar) to the ``"train"`` or ``"eval"`` sums of the current logging window."""
         recorded = self._loss_terms[split]
         for name, value in terms.items():
-            value = value.detach().double() if torch.is_tensor(value) else torch.tensor(float(value), dtype=torch.float64)
+            value = (
+                value.detach().double() if torch.is_tensor(value) else torch.tensor(float(value), dtype=torch.float64)
+            )
             total, count = recorded.get(name, (0.0, 0))
             recorded[name] = (value + total, count + 1)
 
@@ -152,7 +157,9 @@ class CompactBertTrainer(Trainer):
 
         def with_targets():
             for index, batch in enumerate(epoch_iterator):
-                yield draw_training_targets(self.data_collator, batch, run_seed(self.args, "training targets", step, index))
+                yield draw_training_targets(
+                    self.data_collator, batch, run_seed(self.args, "training targets", step, index)
+                )
 
         return super().get_batch_samples(with_targets(), num_batches, *args, **kwargs)
 

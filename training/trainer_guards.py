@@ -22,11 +22,15 @@ def check_training_steps(num_examples: int, args, unit: str = "examples") -> Non
     accelerator_config = getattr(args, "accelerator_config", None)
     processes = 1 if getattr(accelerator_config, "split_batches", False) else args.world_size
     accumulation = args.gradient_accumulation_steps
-    per_step = (f"--per_device_train_batch_size {args.per_device_train_batch_size} x {processes} process(es) x "
-                f"--gradient_accumulation_steps {accumulation} = {batch * processes * accumulation} {unit} per "
-                "optimizer step")  # fmt: skip
+    per_step = (
+        f"--per_device_train_batch_size {args.per_device_train_batch_size} x {processes} process(es) x "
+        f"--gradient_accumulation_steps {accumulation} = {batch * processes * accumulation} {unit} per "
+        "optimizer step"
+    )
     if num_examples == 0:
-        raise RunSettingsError(f"The training set holds no {unit}: training would take 0 optimizer steps; give it data.")
+        raise RunSettingsError(
+            f"The training set holds no {unit}: training would take 0 optimizer steps; give it data."
+        )
     if args.dataloader_drop_last and num_examples < batch * processes:
         largest = num_examples // processes
         remedy = (f"lower --per_device_train_batch_size to {largest} or less, or " if largest else "") + (

@@ -41,7 +41,9 @@ def resolve_relation_kernel(name: str | None, device: torch.device) -> str:
         return "eager"
     if device.type != "cpu":
         if name == "native":
-            raise ValueError(f"The native relation kernel runs on CPU tensors only, got {device.type}; use 'eager' or 'auto'.")
+            raise ValueError(
+                f"The native relation kernel runs on CPU tensors only, got {device.type}; use 'eager' or 'auto'."
+            )
         return "eager"
     if name == "auto":
         from .native import load_native_library
@@ -56,8 +58,13 @@ def resolve_relation_kernel(name: str | None, device: torch.device) -> str:
     return "native"
 
 
-def relation_kl(student_heads: torch.Tensor, teacher_heads: torch.Tensor, key_mask: torch.Tensor,
-                row_weight: torch.Tensor, kernel: str | None = None) -> torch.Tensor:  # fmt: skip
+def relation_kl(
+    student_heads: torch.Tensor,
+    teacher_heads: torch.Tensor,
+    key_mask: torch.Tensor,
+    row_weight: torch.Tensor,
+    kernel: str | None = None,
+) -> torch.Tensor:
     """``Σ_i w_i KL_i`` for ``[rows, seq, d_s]`` student and ``[rows, seq, d_t]`` teacher relation heads, a
     ``[rows, seq]`` key mask (1 real, 0 padding) and ``[rows, seq]`` row weights, by the backend ``kernel`` names.
     The teacher side carries no gradient."""

@@ -79,8 +79,9 @@ class _ChunkedRelationKL(torch.autograd.Function):
         return grad, None, None
 
 
-def eager_relation_kl(student_heads: torch.Tensor, teacher_heads: torch.Tensor, key_mask: torch.Tensor,
-                      row_weight: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def eager_relation_kl(
+    student_heads: torch.Tensor, teacher_heads: torch.Tensor, key_mask: torch.Tensor, row_weight: torch.Tensor
+) -> torch.Tensor:
     """``Σ_i w_i KL_i`` over every relation row ``i`` (see ``relation_kernels.relation_kl``)."""
     key_bias = torch.zeros_like(key_mask, dtype=torch.float32).unsqueeze(1)
     key_bias.masked_fill_(~key_mask.bool().unsqueeze(1), torch.finfo(torch.float32).min)

@@ -80,7 +80,9 @@ def _build(compiler: str, flags: list[str], target: Path) -> None:
         command = [compiler, *flags, *_COMMON_FLAGS, "-o", str(built), str(_SOURCE), "-lm"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
-            raise NativeKernelUnavailable(f"`{' '.join(command)}` failed: {(result.stderr or result.stdout).strip()[-2000:]}")
+            raise NativeKernelUnavailable(
+                f"`{' '.join(command)}` failed: {(result.stderr or result.stdout).strip()[-2000:]}"
+            )
         os.replace(built, target)  # atomic: another process sees no library or a whole one
 
 
@@ -118,7 +120,9 @@ def _build_and_load() -> ctypes.CDLL:
         raise NativeKernelUnavailable(f"{compiler} --version failed: {error}") from None
     failures = []
     for flags in _FLAG_SETS:
-        key = hashlib.sha256("\n".join([_SOURCE.read_text(), compiler, version, " ".join(flags), _cpu_signature()]).encode())
+        key = hashlib.sha256(
+            "\n".join([_SOURCE.read_text(), compiler, version, " ".join(flags), _cpu_signature()]).encode()
+        )
         target = _cache_dir() / f"relation_kl-{key.hexdigest()[:20]}{'.dll' if os.name == 'nt' else '.so'}"
         try:
             if not target.exists():
@@ -178,8 +182,9 @@ class _NativeRelationKL(torch.autograd.Function):
         return grad * grad_output, None, None, None
 
 
-def native_relation_kl(student_heads: torch.Tensor, teacher_heads: torch.Tensor, key_mask: torch.Tensor,
-                       row_weight: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def native_relation_kl(
+    student_heads: torch.Tensor, teacher_heads: torch.Tensor, key_mask: torch.Tensor, row_weight: torch.Tensor
+) -> torch.Tensor:
     """``Σ_i w_i KL_i`` over every relation row ``i`` (see ``relation_kernels.relation_kl``); CPU, float32."""
     tensors = [t.detach().to(torch.float32).contiguous() for t in (teacher_heads, key_mask, row_weight)]
     student = student_heads.to(torch.float32).contiguous()

@@ -44,8 +44,9 @@ def test_version_names_the_package_and_the_libraries_it_runs_on():
     result = subprocess.run([_console_script(), "--version"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     versions = {name: importlib.metadata.version(name) for name in ("compact-bert", "torch", "transformers")}
-    assert result.stdout.strip() == ("compact-bert {compact-bert} (torch {torch}, transformers {transformers})"
-                                     .format_map(versions))  # fmt: skip
+    assert result.stdout.strip() == (
+        "compact-bert {compact-bert} (torch {torch}, transformers {transformers})".format_map(versions)
+    )
 
 
 def test_presets_table(capsys):
@@ -73,9 +74,26 @@ def test_a_cpu_run_pins_no_memory_and_warns_nothing_about_it(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("an accelerator is present: pinned memory is the right default there")
     data = shared_data("sst2")
-    arguments = ["--model_name_or_path", "minilm-3l-96h", "--task_name", "sst2", "--train_file", str(data / "train.tsv"),
-                 "--max_train_samples", "16", "--num_train_epochs", "1", "--report_to", "none", "--disable_tqdm", "true",
-                 "--output_dir", str(tmp_path / "run"), "--init_from_teacher", "none"]  # fmt: skip
+    arguments = [
+        "--model_name_or_path",
+        "minilm-3l-96h",
+        "--task_name",
+        "sst2",
+        "--train_file",
+        str(data / "train.tsv"),
+        "--max_train_samples",
+        "16",
+        "--num_train_epochs",
+        "1",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--init_from_teacher",
+        "none",
+    ]
     model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
     assert config.dataloader_pin_memory is False
     with warnings.catch_warnings(record=True) as caught:
@@ -96,9 +114,22 @@ def test_no_progress_bars_fill_a_log_without_a_terminal(tmp_path):
 
     lines = gzip.decompress(bundled_sts_validation().read_bytes()).decode().splitlines()
     (tmp_path / "sts.tsv").write_text("\n".join(lines[:21]) + "\n")
-    result = subprocess.run([sys.executable, "-m", "compact_bert.cli.main", "evaluate", "sts", "all-MiniLM-L6-v2",
-                             "--sts_file", str(tmp_path / "sts.tsv")], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compact_bert.cli.main",
+            "evaluate",
+            "sts",
+            "all-MiniLM-L6-v2",
+            "--sts_file",
+            str(tmp_path / "sts.tsv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "it/s]" not in result.stderr and "Loading weights" not in result.stderr, result.stderr[-2000:]
     assert json.loads(result.stdout)["pairs"] == 20

@@ -3,10 +3,10 @@ so a new folder of code that is not listed would be missing from an installed co
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import compact_bert
 
@@ -44,5 +44,7 @@ def test_every_model_types_remote_code_is_listed_as_a_package():
     if not pyproject.is_file():
         pytest.skip("an installed compact-bert: the wheel's own tests save every family")
     listed = set(tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["packages"])
-    folders = {f"compact_bert.modeling.remote_code.{path.name}" for path in (ROOT / "modeling" / "remote_code").iterdir()}
+    folders = {
+        f"compact_bert.modeling.remote_code.{path.name}" for path in (ROOT / "modeling" / "remote_code").iterdir()
+    }
     assert folders and folders <= listed

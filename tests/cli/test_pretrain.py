@@ -10,14 +10,38 @@ import transformers
 from compact_bert.modeling import IBBertForPreTraining, MoEBertForMaskedLM
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, run_cli
 
-SMALL_IB_BERT = json.dumps({"num_hidden_layers": 2, "hidden_size": 32, "intra_bottleneck_size": 64,
-                            "intermediate_size": 64, "embedding_size": 16, "max_position_embeddings": 64})  # fmt: skip
+SMALL_IB_BERT = json.dumps(
+    {
+        "num_hidden_layers": 2,
+        "hidden_size": 32,
+        "intra_bottleneck_size": 64,
+        "intermediate_size": 64,
+        "embedding_size": 16,
+        "max_position_embeddings": 64,
+    }
+)
 
 
 def test_pretrain_ib_bert_with_nsp(tmp_path):
-    result = run_cli(["pretrain", "--preset", "ib-bert-large", "--model_overrides", SMALL_IB_BERT,
-                      "--output_dir", str(tmp_path), "--max_steps", "40", "--learning_rate", "3e-3",
-                      "--per_device_train_batch_size", "8", *QUICK_DATA, *QUIET])  # fmt: skip
+    result = run_cli(
+        [
+            "pretrain",
+            "--preset",
+            "ib-bert-large",
+            "--model_overrides",
+            SMALL_IB_BERT,
+            "--output_dir",
+            str(tmp_path),
+            "--max_steps",
+            "40",
+            "--learning_rate",
+            "3e-3",
+            "--per_device_train_batch_size",
+            "8",
+            *QUICK_DATA,
+            *QUIET,
+        ]
+    )
     summary = json.loads((tmp_path / "run_summary.json").read_text())
     # The held-out text is the training text here, so 40 steps learn its frequent tokens (about 7% of masked
     # tokens; an untrained model scores ~0 over 30522 ids), while counting unmasked positions, which the model
@@ -29,10 +53,32 @@ def test_pretrain_ib_bert_with_nsp(tmp_path):
 
 
 def test_pretrain_moe_bert_uses_mlm_only(tmp_path):
-    overrides = json.dumps({"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
-                            "intermediate_size": 64, "num_experts": 4})  # fmt: skip
-    run_cli(["pretrain", "--preset", "moe-bert-small", "--model_overrides", overrides, "--output_dir", str(tmp_path),
-             "--max_steps", "2", "--per_device_train_batch_size", "4", *QUICK_DATA, *QUIET])  # fmt: skip
+    overrides = json.dumps(
+        {
+            "num_hidden_layers": 1,
+            "hidden_size": 32,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "num_experts": 4,
+        }
+    )
+    run_cli(
+        [
+            "pretrain",
+            "--preset",
+            "moe-bert-small",
+            "--model_overrides",
+            overrides,
+            "--output_dir",
+            str(tmp_path),
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "4",
+            *QUICK_DATA,
+            *QUIET,
+        ]
+    )
     assert isinstance(transformers.AutoModelForMaskedLM.from_pretrained(tmp_path), MoEBertForMaskedLM)
 
 
@@ -42,6 +88,11 @@ def test_pretrain_rejects_bad_presets_and_overrides(tmp_path):
         (["--model_overrides", '{"num_experts": 0}', "--preset", "moe-bert-small"], "`num_experts`"),
         (["--model_overrides", "{not json"], "must be a JSON object"),
     ):
-        result = subprocess.run(cli_command(["pretrain", "--output_dir", str(tmp_path), *arguments]),
-                                capture_output=True, text=True, env=environment(), timeout=300)  # fmt: skip
+        result = subprocess.run(
+            cli_command(["pretrain", "--output_dir", str(tmp_path), *arguments]),
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=300,
+        )
         assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]

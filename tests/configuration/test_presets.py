@@ -93,8 +93,11 @@ def test_every_preset_builds_on_meta_and_its_flops_follow_from_the_built_weights
         assert len(model.encoder.layer) == config.num_hidden_layers, name
         assert model.embeddings.word_embeddings.weight.shape[0] == config.vocab_size, name
         total, active = count_parameters(model)
-        matrices = sum(parameter.numel() for parameter_name, parameter in model.named_parameters()
-                       if parameter.dim() >= 2 and not parameter_name.startswith("embeddings."))  # fmt: skip
+        matrices = sum(
+            parameter.numel()
+            for parameter_name, parameter in model.named_parameters()
+            if parameter.dim() >= 2 and not parameter_name.startswith("embeddings.")
+        )
         active_matrices = matrices - (total - active)
         width = getattr(config, "true_hidden_size", config.hidden_size)
         attention = 2 * 2 * tokens * tokens * width * config.num_hidden_layers

@@ -7,8 +7,8 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,14 +32,36 @@ def free_port() -> int:
 def cli_command(arguments: list[str], processes: int = 1) -> list[str]:
     if processes == 1:
         return [sys.executable, "-m", "compact_bert.cli.main", *arguments]
-    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(free_port()), "-m", "compact_bert.cli.main", *arguments]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        str(processes),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        "-m",
+        "compact_bert.cli.main",
+        *arguments,
+    ]
 
 
 def run_cli(arguments: list[str], processes: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:
-    result = subprocess.run(cli_command(arguments, processes), capture_output=True, text=True, timeout=timeout,
-                            env=environment(), cwd=REPO_ROOT)  # fmt: skip
+    result = subprocess.run(
+        cli_command(arguments, processes),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment(),
+        cwd=REPO_ROOT,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return result
 
@@ -63,8 +85,9 @@ def kill_after_checkpoint(arguments: list[str], checkpoint: Path, timeout: float
 def kill_when_path_exists(arguments: list[str], path: Path, timeout: float = 300, poll_seconds: float = 0.05) -> None:
     """Start the CLI, SIGKILL it as soon as ``path`` exists (a checkpoint folder appearing: Trainer is still
     writing it; its manifest: it is complete), and fail if the run ended first."""
-    process = subprocess.Popen(cli_command(arguments), env=environment(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        cli_command(arguments), env=environment(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + timeout
     while not path.exists():
         assert process.poll() is None, "the run ended before it could be interrupted"

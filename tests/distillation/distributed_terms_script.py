@@ -37,17 +37,35 @@ class ProcessTermsTrainer(DistillationTrainer):
 
 def main(output_dir: str) -> None:
     torch.manual_seed(0)
-    common = {"vocab_size": 64, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-              "intermediate_size": 32, "max_position_embeddings": 16}  # fmt: skip
+    common = {
+        "vocab_size": 64,
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "max_position_embeddings": 16,
+    }
     teacher = MoEBertModel(MoEBertConfig(**common, num_experts=1))
     student = MoEBertForMaskedLM(MoEBertConfig(**common, num_experts=1))
     generator = torch.Generator().manual_seed(1)
-    examples = [{"input_ids": ids, "labels": ids.clone()} for ids in torch.randint(1, 64, (32, 8), generator=generator)]
-    args = TrainingArguments(output_dir=output_dir, max_steps=4, per_device_train_batch_size=2, logging_steps=2,
-                             save_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True, seed=0,
-                             ddp_find_unused_parameters=True)  # fmt: skip
-    trainer = ProcessTermsTrainer(model=student, teacher=teacher, args=args, train_dataset=examples,
-                                  eval_dataset=examples[:8])  # fmt: skip
+    examples = [
+        {"input_ids": ids, "labels": ids.clone()} for ids in torch.randint(1, 64, (32, 8), generator=generator)
+    ]
+    args = TrainingArguments(
+        output_dir=output_dir,
+        max_steps=4,
+        per_device_train_batch_size=2,
+        logging_steps=2,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        seed=0,
+        ddp_find_unused_parameters=True,
+    )
+    trainer = ProcessTermsTrainer(
+        model=student, teacher=teacher, args=args, train_dataset=examples, eval_dataset=examples[:8]
+    )
     before = {name: tensor.clone() for name, tensor in teacher.state_dict().items()}
     trainer.train()
     metrics = trainer.evaluate()

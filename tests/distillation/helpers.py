@@ -5,11 +5,22 @@ from __future__ import annotations
 import functools
 
 from compact_bert.configuration import CompactMobileBertConfig, IBBertConfig
-from compact_bert.distillation.data import build_block_dataset, bundled_corpus_files, default_tokenizer, load_text_corpus
+from compact_bert.distillation.data import (
+    build_block_dataset,
+    bundled_corpus_files,
+    default_tokenizer,
+    load_text_corpus,
+)
 
 BLOCK_SIZE = 32
-_BOTTLENECK = {"vocab_size": 30522, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-               "num_attention_heads": 4, "max_position_embeddings": 64}  # fmt: skip
+_BOTTLENECK = {
+    "vocab_size": 30522,
+    "embedding_size": 16,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 64,
+}
 
 
 def tiny_ib_bert_config() -> IBBertConfig:
@@ -21,12 +32,12 @@ def tiny_mobilebert_config(**overrides) -> CompactMobileBertConfig:
     return CompactMobileBertConfig(**{**fields, **overrides})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tokenizer():
     return default_tokenizer()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def held_out_blocks(with_pairs: bool, count: int = 96):
     """Blocks from the bundled held-out WikiText-2 slice (small and quick to tokenize)."""
     text = load_text_corpus([str(bundled_corpus_files("heldout")[0])])

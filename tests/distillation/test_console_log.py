@@ -5,16 +5,25 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from compact_bert.cli import finetune_command
 from compact_bert.training.console_log import VERBOSE_VARIABLE, concise_line
-
 from tests.conftest import shared_data
 
 
 def test_routing_numbers_are_summarised_over_blocks():
-    logs = {"loss": "0.57", "learning_rate": 1.304e-05, "epoch": 2.66, "block0_max_expert_share": "0.3651",
-            "block0_min_expert_share": "0.1573", "block0_dropped_fraction": "0", "block1_max_expert_share": 0.41,
-            "block1_min_expert_share": 0.1, "block1_dropped_fraction": 0.02, "total_flos": 1e12}  # fmt: skip
+    logs = {
+        "loss": "0.57",
+        "learning_rate": 1.304e-05,
+        "epoch": 2.66,
+        "block0_max_expert_share": "0.3651",
+        "block0_min_expert_share": "0.1573",
+        "block0_dropped_fraction": "0",
+        "block1_max_expert_share": 0.41,
+        "block1_min_expert_share": 0.1,
+        "block1_dropped_fraction": 0.02,
+        "total_flos": 1e12,
+    }
     assert concise_line(logs, 250, 282) == (
         "step 250/282 (epoch 2.66) | loss 0.57 | learning_rate 1.3e-05 | experts (2 blocks): share 0.10-0.41, dropped 2%"
     )
@@ -22,11 +31,32 @@ def test_routing_numbers_are_summarised_over_blocks():
 
 def _finetune(tmp_path) -> None:
     data = shared_data("sst2")
-    arguments = ["--model_name_or_path", "minimoe-3l-96h", "--task_name", "sst2", "--train_file", str(data / "train.tsv"),
-                 "--max_train_samples", "32", "--per_device_train_batch_size", "8", "--num_train_epochs", "1",
-                 "--logging_strategy", "steps", "--logging_steps", "1", "--report_to", "none", "--disable_tqdm", "true",
-                 "--init_from_teacher", "none",
-                 "--output_dir", str(tmp_path / "run")]  # fmt: skip
+    arguments = [
+        "--model_name_or_path",
+        "minimoe-3l-96h",
+        "--task_name",
+        "sst2",
+        "--train_file",
+        str(data / "train.tsv"),
+        "--max_train_samples",
+        "32",
+        "--per_device_train_batch_size",
+        "8",
+        "--num_train_epochs",
+        "1",
+        "--logging_strategy",
+        "steps",
+        "--logging_steps",
+        "1",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--init_from_teacher",
+        "none",
+        "--output_dir",
+        str(tmp_path / "run"),
+    ]
     finetune_command.finetune(*finetune_command.parse_finetune_arguments(arguments), arguments)
 
 
@@ -47,7 +77,9 @@ def test_verbose_keeps_transformers_dicts(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(VERBOSE_VARIABLE, "1")
     _finetune(tmp_path)
     printed = capsys.readouterr().out
-    assert "'block2_max_expert_share'" in printed and not any(line.startswith("step ") for line in printed.splitlines())
+    assert "'block2_max_expert_share'" in printed and not any(
+        line.startswith("step ") for line in printed.splitlines()
+    )
     assert '"output_dir"' in printed  # the whole run summary
 
 

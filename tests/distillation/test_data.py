@@ -7,9 +7,6 @@ import pytest
 import torch
 
 from compact_bert.configuration import MiniMoEConfig
-from compact_bert.training.run_errors import RunSettingsError
-from compact_bert.distillation.trainer_utils import prepare_block_datasets
-from tests.conftest import shared_data
 from compact_bert.distillation.data import (
     CorpusArguments,
     PretrainingCollator,
@@ -20,7 +17,9 @@ from compact_bert.distillation.data import (
     load_text_corpus,
     resolve_text_files,
 )
-
+from compact_bert.distillation.trainer_utils import prepare_block_datasets
+from compact_bert.training.run_errors import RunSettingsError
+from tests.conftest import shared_data
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +86,15 @@ def test_block_size_and_tokenizer_checks(tokenizer):
     check_model_compatibility(config, tokenizer, 64)
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"block_size": 4}, "block_size"),
-    ({"mlm_probability": 0.0}, "mlm_probability"),
-    ({"max_train_blocks": 0}, "max_train_blocks"),
-    ({"corpus": ["a.txt"], "dataset_name": "wikitext"}, "either `corpus` or `dataset_name`"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"block_size": 4}, "block_size"),
+        ({"mlm_probability": 0.0}, "mlm_probability"),
+        ({"max_train_blocks": 0}, "max_train_blocks"),
+        ({"corpus": ["a.txt"], "dataset_name": "wikitext"}, "either `corpus` or `dataset_name`"),
+    ],
+)
 def test_corpus_arguments_are_validated(fields, message):
     with pytest.raises(ValueError, match=message):
         CorpusArguments(**fields)
@@ -156,9 +158,14 @@ def test_next_sentence_pairs(tokenizer):
 def test_streaming_corpus_yields_the_same_blocks(tokenizer, tmp_path):
     config = MiniMoEConfig(max_position_embeddings=64)
     held_out = str(bundled_corpus_files("heldout")[0])
-    eager, _ = prepare_block_datasets(CorpusArguments(corpus=[held_out], block_size=32, max_train_blocks=20), tokenizer, config, False)
+    eager, _ = prepare_block_datasets(
+        CorpusArguments(corpus=[held_out], block_size=32, max_train_blocks=20), tokenizer, config, False
+    )
     streamed, _ = prepare_block_datasets(
-        CorpusArguments(corpus=[held_out], block_size=32, max_train_blocks=20, streaming=True), tokenizer, config, False
+        CorpusArguments(corpus=[held_out], block_size=32, max_train_blocks=20, streaming=True),
+        tokenizer,
+        config,
+        False,
     )
     assert isinstance(streamed, datasets.IterableDataset)
     assert [row["input_ids"] for row in streamed] == eager["input_ids"]

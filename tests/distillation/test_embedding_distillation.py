@@ -19,8 +19,16 @@ from compact_bert.embeddings.bundled_corpus import bundled_sentence_files
 from compact_bert.embeddings.sentences import read_sentences
 from compact_bert.evaluation.sts import bundled_sts_validation, read_sts_pairs
 
-TINY = json.dumps({"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
-                   "num_experts": 2, "max_position_embeddings": 128})  # fmt: skip
+TINY = json.dumps(
+    {
+        "num_hidden_layers": 1,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "num_experts": 2,
+        "max_position_embeddings": 128,
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +46,41 @@ def data(tmp_path_factory):
 
 
 def _flags(data: Path, output: Path, *extra: str) -> list[str]:
-    return ["distill", "embeddings", "--student_preset", "minimoe-4l-192h", "--student_overrides", TINY,
-            "--init_from_teacher", "none", "--sentences", str(data / "sentences.txt"), "--sts_file", str(data / "sts.tsv"),
-            "--teacher_cache_dir", str(data / "cache"), "--output_dir", str(output), "--per_device_train_batch_size", "32",
-            "--learning_rate", "1e-3", "--warmup_steps", "0", "--max_seq_length", "48", "--report_to", "none",
-            "--disable_tqdm", "true", "--logging_steps", "10", "--use_cpu", "true", *extra]  # fmt: skip
+    return [
+        "distill",
+        "embeddings",
+        "--student_preset",
+        "minimoe-4l-192h",
+        "--student_overrides",
+        TINY,
+        "--init_from_teacher",
+        "none",
+        "--sentences",
+        str(data / "sentences.txt"),
+        "--sts_file",
+        str(data / "sts.tsv"),
+        "--teacher_cache_dir",
+        str(data / "cache"),
+        "--output_dir",
+        str(output),
+        "--per_device_train_batch_size",
+        "32",
+        "--learning_rate",
+        "1e-3",
+        "--warmup_steps",
+        "0",
+        "--max_seq_length",
+        "48",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--logging_steps",
+        "10",
+        "--use_cpu",
+        "true",
+        *extra,
+    ]
 
 
 def _teacher_mse(folder: Path, sentences: list[str]) -> float:
@@ -72,10 +110,19 @@ def test_interrupted_run_resumes_from_its_sentence_transformers_checkpoint(data,
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     constant = ["--lr_scheduler_type", "constant"]
     assert main(_flags(data, straight, "--max_steps", "6", "--save_strategy", "no", *constant)) == 0
-    assert main(_flags(data, resumed, "--max_steps", "3", "--save_steps", "3", "--keep_checkpoints", "true", *constant)) == 0
+    assert (
+        main(_flags(data, resumed, "--max_steps", "3", "--save_steps", "3", "--keep_checkpoints", "true", *constant))
+        == 0
+    )
     assert (resumed / "checkpoint-3" / "modules.json").is_file()  # every checkpoint is a sentence-transformers folder
-    assert main(_flags(data, resumed, "--max_steps", "6", "--save_steps", "3", "--resume_from_checkpoint", "last",
-                       *constant)) == 0
+    assert (
+        main(
+            _flags(
+                data, resumed, "--max_steps", "6", "--save_steps", "3", "--resume_from_checkpoint", "last", *constant
+            )
+        )
+        == 0
+    )
     first, second = load_sentence_embedder(straight), load_sentence_embedder(resumed)
     for (name, expected), actual in zip(first.encoder.state_dict().items(), second.encoder.state_dict().values()):
         torch.testing.assert_close(actual, expected, msg=name)
@@ -86,15 +133,20 @@ def test_student_of_the_teacher_shape_starts_as_the_teacher_on_its_layers(data, 
     """With the teacher's own layers and width the initialized student is the teacher: zero distance at step 0."""
     teacher, tokenizer = distill_embeddings_command.load_teacher_embedder("all-MiniLM-L6-v2", None, True, 64)
     arguments = distill_embeddings_command.EmbeddingStudentArguments(
-        student_preset="minilm-4l-384h", student_overrides=json.dumps({"num_hidden_layers": 6}), layer_map="0,1,2,3,4,5"
+        student_preset="minilm-4l-384h",
+        student_overrides=json.dumps({"num_hidden_layers": 6}),
+        layer_map="0,1,2,3,4,5",
     )
     from compact_bert.distillation.embedding_data import tokenize_sentences
 
     sentences = read_sentences([data / "sentences.txt"])[:64]
-    student, record = distill_embeddings_command._student_embedder(arguments, teacher, tokenizer,
-                                                                   tokenize_sentences(sentences, tokenizer, 64), 0, 64)  # fmt: skip
+    student, record = distill_embeddings_command._student_embedder(
+        arguments, teacher, tokenizer, tokenize_sentences(sentences, tokenizer, 64), 0, 64
+    )
     assert student.projection is None and record["layer_map"] == [0, 1, 2, 3, 4, 5]
-    torch.testing.assert_close(student.encode(sentences, tokenizer), teacher.encode(sentences, tokenizer), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        student.encode(sentences, tokenizer), teacher.encode(sentences, tokenizer), atol=1e-5, rtol=0
+    )
 
 
 def test_narrow_student_projection_starts_by_putting_kept_channels_back():
@@ -106,13 +158,22 @@ def test_narrow_student_projection_starts_by_putting_kept_channels_back():
     torch.testing.assert_close(projection(vector), expected)
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--teacher", "{plain}"], "is not a sentence-transformers folder \\(no modules.json\\) and no --pooling"),
-    (["--projection", "none"], "--projection none: the student's hidden_size 64 differs from the teacher's embedding size 384"),
-    (["--per_device_train_batch_size", "1000"], "hold 600 distinct sentence\\(s\\), fewer than one batch \\(1000\\)"),
-    (["--sts_file", "{bad_sts}"], "line 2: score 9.0 is outside the declared range"),
-    (["--pooling", "median"], "--pooling must be one of mean, cls, max, mean_sqrt_len"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--teacher", "{plain}"], "is not a sentence-transformers folder \\(no modules.json\\) and no --pooling"),
+        (
+            ["--projection", "none"],
+            "--projection none: the student's hidden_size 64 differs from the teacher's embedding size 384",
+        ),
+        (
+            ["--per_device_train_batch_size", "1000"],
+            "hold 600 distinct sentence\\(s\\), fewer than one batch \\(1000\\)",
+        ),
+        (["--sts_file", "{bad_sts}"], "line 2: score 9.0 is outside the declared range"),
+        (["--pooling", "median"], "--pooling must be one of mean, cls, max, mean_sqrt_len"),
+    ],
+)
 def test_bad_input_fails_before_training_with_one_line(data, tmp_path, capsys, extra, message):
     plain = tmp_path / "plain"
     plain.mkdir()

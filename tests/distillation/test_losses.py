@@ -28,7 +28,9 @@ def _softmax(x, axis=-1):
 @pytest.mark.parametrize("decomposed", [False, True])
 def test_feature_map_loss_is_zero_for_identical_maps(decomposed):
     hidden = torch.randn(2, 5, 8)
-    assert feature_map_transfer_loss(hidden, hidden.clone(), _mask(), decomposed).item() == pytest.approx(0.0, abs=1e-10)
+    assert feature_map_transfer_loss(hidden, hidden.clone(), _mask(), decomposed).item() == pytest.approx(
+        0.0, abs=1e-10
+    )
 
 
 def test_feature_map_loss_equals_numpy_and_ignores_padding():
@@ -48,8 +50,9 @@ def test_decomposed_feature_map_loss_equals_numpy():
     def normalize(x):
         return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
 
-    per_token = (((normalize(s) - normalize(t)) ** 2).mean(-1) + (s.mean(-1) - t.mean(-1)) ** 2
-                 + (s.var(-1) - t.var(-1)) ** 2)  # fmt: skip
+    per_token = (
+        ((normalize(s) - normalize(t)) ** 2).mean(-1) + (s.mean(-1) - t.mean(-1)) ** 2 + (s.var(-1) - t.var(-1)) ** 2
+    )
     got = feature_map_transfer_loss(student, teacher, mask, normalized_decomposition=True).item()
     assert got == pytest.approx(per_token[m].mean(), rel=1e-4)
 

@@ -17,19 +17,60 @@ from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM, MoEBertModel
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, kill_after_checkpoint, run_cli
 from tests.remote_code_helpers import load_in_fresh_process
 
-TINY_MINIMOE = json.dumps({"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128,
-                           "num_hidden_layers": 2, "max_position_embeddings": 64, "num_experts": 4})  # fmt: skip
-TINY_ASSISTANT = json.dumps({"hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 256,
-                             "num_hidden_layers": 2, "max_position_embeddings": 64})  # fmt: skip
-TINY_MOE_BERT = json.dumps({"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
-                            "num_hidden_layers": 2, "num_experts": 4, "max_position_embeddings": 64})  # fmt: skip
+TINY_MINIMOE = json.dumps(
+    {
+        "hidden_size": 64,
+        "num_attention_heads": 2,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 64,
+        "num_experts": 4,
+    }
+)
+TINY_ASSISTANT = json.dumps(
+    {
+        "hidden_size": 128,
+        "num_attention_heads": 4,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "max_position_embeddings": 64,
+    }
+)
+TINY_MOE_BERT = json.dumps(
+    {
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_experts": 4,
+        "max_position_embeddings": 64,
+    }
+)
 TCD_SAMPLING = ["--sampled_tokens", "128", "--token_group_size", "32"]
 
 
 def _minimoe(output, steps, *extra, finetune=False):
-    return ["distill", "minimoe", "--student_overrides", TINY_MINIMOE, "--output_dir", str(output),
-            "--max_steps", str(steps), "--per_device_train_batch_size", "8", "--logging_steps", "1",
-            "--save_steps", "4", "--finetune", str(finetune).lower(), *QUICK_DATA, *QUIET, *extra]  # fmt: skip
+    return [
+        "distill",
+        "minimoe",
+        "--student_overrides",
+        TINY_MINIMOE,
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        str(steps),
+        "--per_device_train_batch_size",
+        "8",
+        "--logging_steps",
+        "1",
+        "--save_steps",
+        "4",
+        "--finetune",
+        str(finetune).lower(),
+        *QUICK_DATA,
+        *QUIET,
+        *extra,
+    ]
 
 
 def _sst2_accuracy(folder, rows: int) -> float:
@@ -50,15 +91,49 @@ def _sst2_accuracy(folder, rows: int) -> float:
 def vanilla_teacher(tmp_path_factory):
     folder = tmp_path_factory.mktemp("vanilla")
     overrides = json.dumps({**json.loads(TINY_MOE_BERT), "num_experts": 1})
-    run_cli(["pretrain", "--preset", "vanilla-bert-small", "--model_overrides", overrides, "--output_dir", str(folder),
-             "--max_steps", "2", "--per_device_train_batch_size", "4", *QUICK_DATA, *QUIET])  # fmt: skip
+    run_cli(
+        [
+            "pretrain",
+            "--preset",
+            "vanilla-bert-small",
+            "--model_overrides",
+            overrides,
+            "--output_dir",
+            str(folder),
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "4",
+            *QUICK_DATA,
+            *QUIET,
+        ]
+    )
     return folder
 
 
 def _tcd(teacher, output, steps, *extra):
-    return ["distill", "tcd", "--teacher", str(teacher), "--student_overrides", TINY_MOE_BERT, "--output_dir",
-            str(output), "--max_steps", str(steps), "--per_device_train_batch_size", "8", "--logging_steps", "1",
-            "--save_steps", "4", *TCD_SAMPLING, *QUICK_DATA, *QUIET, *extra]  # fmt: skip
+    return [
+        "distill",
+        "tcd",
+        "--teacher",
+        str(teacher),
+        "--student_overrides",
+        TINY_MOE_BERT,
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        str(steps),
+        "--per_device_train_batch_size",
+        "8",
+        "--logging_steps",
+        "1",
+        "--save_steps",
+        "4",
+        *TCD_SAMPLING,
+        *QUICK_DATA,
+        *QUIET,
+        *extra,
+    ]
 
 
 def test_main_job_folder_loads_everywhere(tmp_path):
@@ -66,7 +141,9 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     from its layers, beside the layer-dropped baseline; the reported accuracies are what the saved folders give,
     the comparison table is printed, and the shipped classifier loads in a process without compact-bert."""
     output = tmp_path / "student"
-    finetune_args = "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
+    finetune_args = (
+        "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
+    )
     result = run_cli(_minimoe(output, 4, "--finetune_args", finetune_args, finetune=True))
     summary = json.loads((output / "run_summary.json").read_text())
     finetuned = tmp_path / "student-sst2"
@@ -90,13 +167,25 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     assert summary["student_active_params_per_token"] < summary["student_total_params"]
     assert "SST-2 dev acc." in result.stdout and "\nbaseline " in result.stdout
     _check_shipping_step(summary, finetuned, result.stdout)
-    inputs = {"input_ids": torch.tensor([[101, 7592, 2088, 102]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    inputs = {
+        "input_ids": torch.tensor([[101, 7592, 2088, 102]]),
+        "attention_mask": torch.ones(1, 4, dtype=torch.long),
+    }
     classifier = transformers.AutoModelForSequenceClassification.from_pretrained(finetuned).eval()
     with torch.no_grad():
         logits = classifier(**inputs).logits
     torch.save({"inputs": inputs, "expected": logits}, tmp_path / "classifier.pt")
-    load_in_fresh_process([{"folder": str(finetuned), "auto_name": "AutoModelForSequenceClassification",
-                            "output": "logits", "reference": str(tmp_path / "classifier.pt")}], tmp_path)  # fmt: skip
+    load_in_fresh_process(
+        [
+            {
+                "folder": str(finetuned),
+                "auto_name": "AutoModelForSequenceClassification",
+                "output": "logits",
+                "reference": str(tmp_path / "classifier.pt"),
+            }
+        ],
+        tmp_path,
+    )
 
 
 def test_general_distillation_starts_from_the_teacher_and_loads_everywhere(tmp_path):
@@ -114,12 +203,24 @@ def test_general_distillation_starts_from_the_teacher_and_loads_everywhere(tmp_p
     model = transformers.AutoModel.from_pretrained(output).eval()
     assert isinstance(model, MiniMoEModel) and model.config.num_experts == 4
     assert model.config.teacher_initialization["layer_map"] == [2, 5]
-    inputs = {"input_ids": torch.tensor([[101, 7592, 2088, 102]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    inputs = {
+        "input_ids": torch.tensor([[101, 7592, 2088, 102]]),
+        "attention_mask": torch.ones(1, 4, dtype=torch.long),
+    }
     with torch.no_grad():
         expected = model(**inputs).last_hidden_state
     torch.save({"inputs": inputs, "expected": expected}, tmp_path / "reference.pt")
-    load_in_fresh_process([{"folder": str(output), "auto_name": "AutoModel", "output": "last_hidden_state",
-                            "reference": str(tmp_path / "reference.pt")}], tmp_path)  # fmt: skip
+    load_in_fresh_process(
+        [
+            {
+                "folder": str(output),
+                "auto_name": "AutoModel",
+                "output": "last_hidden_state",
+                "reference": str(tmp_path / "reference.pt"),
+            }
+        ],
+        tmp_path,
+    )
 
 
 def _check_shipping_step(summary: dict, finetuned, stdout: str) -> None:
@@ -137,7 +238,7 @@ def _check_shipping_step(summary: dict, finetuned, stdout: str) -> None:
     card = (finetuned / "README.md").read_text(encoding="utf-8")
     assert "onnx/model_quantized.onnx" in card and f"{latency.runtimes['eager'].median_ms:.2f}" in card
     assert "SST-2 dev accuracy: PyTorch / ONNX fp32 / ONNX int8" in stdout
-    listing = stdout[stdout.index("--dry-run` (which also prints the card) lists:"):]
+    listing = stdout[stdout.index("--dry-run` (which also prints the card) lists:") :]
     for name in ("onnx/model.onnx", "onnx/model_quantized.onnx", "latency.json", "model.safetensors", "README.md"):
         assert f"  {name}\n" in listing, name
     assert "run_summary.json" not in listing.split("Left out")[0]
@@ -145,8 +246,18 @@ def _check_shipping_step(summary: dict, finetuned, stdout: str) -> None:
 
 def test_teacher_assistant_chain_in_one_command(tmp_path):
     output = tmp_path / "student"
-    run_cli(_minimoe(output, 3, "--teacher_assistant_preset", "minilm-4l-384h", "--teacher_assistant_overrides",
-                     TINY_ASSISTANT, "--teacher_assistant_max_steps", "2"))  # fmt: skip
+    run_cli(
+        _minimoe(
+            output,
+            3,
+            "--teacher_assistant_preset",
+            "minilm-4l-384h",
+            "--teacher_assistant_overrides",
+            TINY_ASSISTANT,
+            "--teacher_assistant_max_steps",
+            "2",
+        )
+    )
     assistant = json.loads((output / "teacher_assistant" / "run_summary.json").read_text())
     student = json.loads((output / "run_summary.json").read_text())
     assert assistant["role"] == "teacher_assistant" and assistant["optimizer_steps"] == 2
@@ -168,8 +279,11 @@ def test_two_process_accelerate(tmp_path, vanilla_teacher, method):
 @pytest.mark.parametrize("method", ["minimoe", "tcd"])
 def test_sigkill_then_resume_finishes_every_step(tmp_path, vanilla_teacher, method):
     output = tmp_path / "student"
-    build = (lambda *extra: _minimoe(output, 24, *extra)) if method == "minimoe" else (
-        lambda *extra: _tcd(vanilla_teacher, output, 24, *extra))  # fmt: skip
+    build = (
+        (lambda *extra: _minimoe(output, 24, *extra))
+        if method == "minimoe"
+        else (lambda *extra: _tcd(vanilla_teacher, output, 24, *extra))
+    )
     kill_after_checkpoint(build(), output / "checkpoint-4")
     assert not (output / "run_summary.json").exists()
     run_cli(build("--resume_from_checkpoint", "last", "--keep_checkpoints", "true"))
@@ -186,8 +300,20 @@ def test_tcd_runs_with_its_default_arguments(tmp_path):
     sizes = {key: value for key, value in json.loads(TINY_MOE_BERT).items() if key != "max_position_embeddings"}
     MoEBertModel(MoEBertConfig(**{**sizes, "num_experts": 1})).save_pretrained(teacher)
     output = tmp_path / "student"
-    run_cli(["distill", "tcd", "--teacher", str(teacher), "--student_overrides", json.dumps(sizes),
-             "--output_dir", str(output), "--max_steps", "2"])  # fmt: skip
+    run_cli(
+        [
+            "distill",
+            "tcd",
+            "--teacher",
+            str(teacher),
+            "--student_overrides",
+            json.dumps(sizes),
+            "--output_dir",
+            str(output),
+            "--max_steps",
+            "2",
+        ]
+    )
     summary = json.loads((output / "run_summary.json").read_text())
     assert summary["optimizer_steps"] == 2 and "eval_trunk_loss" in summary and "eval_inner_loss" in summary
     config = json.loads((output / "config.json").read_text())
@@ -202,6 +328,11 @@ def test_tcd_rejects_batches_smaller_than_the_sample(tmp_path, vanilla_teacher):
 
 
 def test_minimoe_rejects_unknown_teacher(tmp_path):
-    result = subprocess.run(cli_command(_minimoe(tmp_path, 2, "--teacher", str(tmp_path / "nowhere"))),
-                            capture_output=True, text=True, env=environment(), timeout=300)  # fmt: skip
+    result = subprocess.run(
+        cli_command(_minimoe(tmp_path, 2, "--teacher", str(tmp_path / "nowhere"))),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=300,
+    )
     assert result.returncode != 0 and "neither a model folder" in result.stderr

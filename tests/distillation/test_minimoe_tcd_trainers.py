@@ -18,11 +18,19 @@ from compact_bert.distillation.teachers import load_encoder
 from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM
 from tests.distillation.helpers import held_out_blocks, tokenizer
 
-COMMON = {"per_device_train_batch_size": 8, "logging_steps": 1, "save_strategy": "no", "report_to": "none",
-          "disable_tqdm": True, "use_cpu": True, "seed": 0, "warmup_steps": 0}  # fmt: skip
+COMMON = {
+    "per_device_train_batch_size": 8,
+    "logging_steps": 1,
+    "save_strategy": "no",
+    "report_to": "none",
+    "disable_tqdm": True,
+    "use_cpu": True,
+    "seed": 0,
+    "warmup_steps": 0,
+}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def packaged_teacher():
     return load_encoder("all-MiniLM-L6-v2")
 
@@ -32,8 +40,15 @@ def _snapshot(model):
 
 
 def _minimoe_student(**fields):
-    config = MiniMoEConfig(hidden_size=64, num_attention_heads=2, intermediate_size=128, num_hidden_layers=2,
-                           max_position_embeddings=64, num_experts=4, **fields)  # fmt: skip
+    config = MiniMoEConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        max_position_embeddings=64,
+        num_experts=4,
+        **fields,
+    )
     return MiniMoEModel(config)
 
 
@@ -45,9 +60,13 @@ def test_minimoe_relation_distillation_learns_and_logs_balance(tmp_path, auxilia
     student = _minimoe_student(use_auxiliary_attention=auxiliary)
     args = MiniMoEDistillationConfig(output_dir=str(tmp_path), max_steps=12, learning_rate=3e-3, **COMMON)
     trainer = MiniMoEDistillationTrainer(
-        model=student, teacher=teacher, args=args, train_dataset=held_out_blocks(False),
-        eval_dataset=held_out_blocks(False, 16), data_collator=PretrainingCollator(tokenizer()),
-    )  # fmt: skip
+        model=student,
+        teacher=teacher,
+        args=args,
+        train_dataset=held_out_blocks(False),
+        eval_dataset=held_out_blocks(False, 16),
+        data_collator=PretrainingCollator(tokenizer()),
+    )
     start = trainer.evaluate()
     trainer.train()
     end = trainer.evaluate()
@@ -71,10 +90,25 @@ def test_minimoe_trainer_checks_relation_heads_and_layers(tmp_path):
 
 
 def _tcd_pair(student_layers=2, teacher_layers=2, heads=2):
-    teacher = BertModel(BertConfig(hidden_size=48, num_hidden_layers=teacher_layers, num_attention_heads=heads,
-                                   intermediate_size=96, max_position_embeddings=64))  # fmt: skip
-    student = MoEBertForMaskedLM(MoEBertConfig(hidden_size=32, num_hidden_layers=student_layers, num_attention_heads=2,
-                                               intermediate_size=64, num_experts=4, max_position_embeddings=64))  # fmt: skip
+    teacher = BertModel(
+        BertConfig(
+            hidden_size=48,
+            num_hidden_layers=teacher_layers,
+            num_attention_heads=heads,
+            intermediate_size=96,
+            max_position_embeddings=64,
+        )
+    )
+    student = MoEBertForMaskedLM(
+        MoEBertConfig(
+            hidden_size=32,
+            num_hidden_layers=student_layers,
+            num_attention_heads=2,
+            intermediate_size=64,
+            num_experts=4,
+            max_position_embeddings=64,
+        )
+    )
     return teacher, student
 
 
@@ -82,20 +116,32 @@ def test_tcd_learns_relations_with_a_transformers_teacher(tmp_path):
     torch.manual_seed(0)
     teacher, student = _tcd_pair()
     before_teacher = _snapshot(teacher)
-    args = TransferCapabilityDistillationConfig(output_dir=str(tmp_path), max_steps=10, learning_rate=3e-3,
-                                                attention_weight=1.0, sampled_tokens=128, token_group_size=32, **COMMON)  # fmt: skip
+    args = TransferCapabilityDistillationConfig(
+        output_dir=str(tmp_path),
+        max_steps=10,
+        learning_rate=3e-3,
+        attention_weight=1.0,
+        sampled_tokens=128,
+        token_group_size=32,
+        **COMMON,
+    )
     trainer = TransferCapabilityDistillationTrainer(
-        model=student, teacher=teacher, args=args, train_dataset=held_out_blocks(False),
-        eval_dataset=held_out_blocks(False, 16), data_collator=PretrainingCollator(tokenizer()),
-    )  # fmt: skip
+        model=student,
+        teacher=teacher,
+        args=args,
+        train_dataset=held_out_blocks(False),
+        eval_dataset=held_out_blocks(False, 16),
+        data_collator=PretrainingCollator(tokenizer()),
+    )
     start = trainer.evaluate()
     trainer.train()
     end = trainer.evaluate()
     for term in ("trunk_loss", "inner_loss", "attention_relation_loss"):
         assert end[f"eval_{term}"] < start[f"eval_{term}"], term
     logged = [entry for entry in trainer.state.log_history if "trunk_loss" in entry]
-    assert len(logged) == 10 and all(0 < entry["balance_loss"] < float("inf") and "block0_max_expert_share" in entry
-                                for entry in logged)  # a KL to uniform routing: never exactly 0 on 128 tokens
+    assert len(logged) == 10 and all(
+        0 < entry["balance_loss"] < float("inf") and "block0_max_expert_share" in entry for entry in logged
+    )  # a KL to uniform routing: never exactly 0 on 128 tokens
     assert all(torch.equal(before_teacher[name], tensor) for name, tensor in teacher.state_dict().items())
 
 
@@ -118,12 +164,15 @@ def test_tcd_attention_relations_need_equal_heads(tmp_path):
         TransferCapabilityDistillationTrainer(model=student, teacher=teacher, args=args)
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"sampled_tokens": 100, "token_group_size": 32}, "multiple of `token_group_size`"),
-    ({"token_group_size": 1}, "token_group_size"),
-    ({"layer_map": "[1, 'a']"}, "JSON list of integers"),
-    ({"trunk_weight": -1.0}, "trunk_weight"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"sampled_tokens": 100, "token_group_size": 32}, "multiple of `token_group_size`"),
+        ({"token_group_size": 1}, "token_group_size"),
+        ({"layer_map": "[1, 'a']"}, "JSON list of integers"),
+        ({"trunk_weight": -1.0}, "trunk_weight"),
+    ],
+)
 def test_tcd_config_validation(tmp_path, fields, message):
     with pytest.raises(ValueError, match=message):
         TransferCapabilityDistillationConfig(output_dir=str(tmp_path), **fields)
@@ -138,8 +187,14 @@ def test_tcd_defaults_fit_the_default_batch(tmp_path):
 
 def test_tcd_trainer_rejects_a_sample_larger_than_a_batch(tmp_path):
     teacher, student = _tcd_pair()
-    args = TransferCapabilityDistillationConfig(output_dir=str(tmp_path), max_steps=2, sampled_tokens=512,
-                                                token_group_size=32, **COMMON)  # fmt: skip
+    args = TransferCapabilityDistillationConfig(
+        output_dir=str(tmp_path), max_steps=2, sampled_tokens=512, token_group_size=32, **COMMON
+    )
     with pytest.raises(ValueError, match=r"--sampled_tokens 512 exceeds the 256 tokens of a batch"):
-        TransferCapabilityDistillationTrainer(model=student, teacher=teacher, args=args, train_dataset=held_out_blocks(False),
-                                              data_collator=PretrainingCollator(tokenizer()))  # fmt: skip
+        TransferCapabilityDistillationTrainer(
+            model=student,
+            teacher=teacher,
+            args=args,
+            train_dataset=held_out_blocks(False),
+            data_collator=PretrainingCollator(tokenizer()),
+        )

@@ -9,11 +9,24 @@ import pytest
 import transformers
 
 from compact_bert.modeling import CompactMobileBertForPreTraining, IBBertForPreTraining
-from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, kill_after_checkpoint, run_cli, stage_steps
+from tests.distillation.cli_helpers import (
+    QUICK_DATA,
+    QUIET,
+    cli_command,
+    environment,
+    kill_after_checkpoint,
+    run_cli,
+    stage_steps,
+)
 from tests.distillation.helpers import tiny_ib_bert_config, tiny_mobilebert_config
 
-STUDENT = json.dumps({key: value for key, value in tiny_mobilebert_config().to_diff_dict().items()
-                      if key not in ("model_type", "transformers_version")})  # fmt: skip
+STUDENT = json.dumps(
+    {
+        key: value
+        for key, value in tiny_mobilebert_config().to_diff_dict().items()
+        if key not in ("model_type", "transformers_version")
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -24,14 +37,33 @@ def teacher_dir(tmp_path_factory):
 
 
 def _distill_arguments(teacher_dir, output_dir, max_steps: int, steps_per_stage: int) -> list[str]:
-    return ["distill", "mobilebert", "--teacher", str(teacher_dir), "--student_overrides", STUDENT, "--strategy", "pkt",
-            "--output_dir", str(output_dir), "--max_steps", str(max_steps), "--steps_per_stage", str(steps_per_stage),
-            "--per_device_train_batch_size", "8", "--logging_steps", "1", *QUICK_DATA, *QUIET]  # fmt: skip
+    return [
+        "distill",
+        "mobilebert",
+        "--teacher",
+        str(teacher_dir),
+        "--student_overrides",
+        STUDENT,
+        "--strategy",
+        "pkt",
+        "--output_dir",
+        str(output_dir),
+        "--max_steps",
+        str(max_steps),
+        "--steps_per_stage",
+        str(steps_per_stage),
+        "--per_device_train_batch_size",
+        "8",
+        "--logging_steps",
+        "1",
+        *QUICK_DATA,
+        *QUIET,
+    ]
 
 
 def test_two_process_accelerate_run_trains_saves_and_loads(tmp_path, teacher_dir):
     output = tmp_path / "student"
-    run_cli(_distill_arguments(teacher_dir, output, 6, 2) + ["--save_steps", "3"], processes=2)
+    run_cli([*_distill_arguments(teacher_dir, output, 6, 2), "--save_steps", "3"], processes=2)
     summary = json.loads((output / "run_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["optimizer_steps"] == 6
     model = transformers.AutoModelForPreTraining.from_pretrained(output)
@@ -47,7 +79,9 @@ def test_sigkill_and_resume_keeps_every_stage_length(tmp_path, teacher_dir):
     assert expected == {0: 12, 1: 12, 2: 16}
 
     interrupted = tmp_path / "interrupted"
-    kill_after_checkpoint(_distill_arguments(teacher_dir, interrupted, 40, 12) + arguments, interrupted / "checkpoint-8")
+    kill_after_checkpoint(
+        _distill_arguments(teacher_dir, interrupted, 40, 12) + arguments, interrupted / "checkpoint-8"
+    )
     assert not (interrupted / "checkpoint-40").exists()
 
     run_cli(_distill_arguments(teacher_dir, interrupted, 40, 12) + arguments + ["--resume_from_checkpoint", "last"])
@@ -56,26 +90,58 @@ def test_sigkill_and_resume_keeps_every_stage_length(tmp_path, teacher_dir):
     assert summary["optimizer_steps"] == 40
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    (["--strategy", "xkt"], "strategy"),
-    (["--student_overrides", "[1, 2]"], "must be a JSON object"),
-    (["--student_overrides", '{"num_attention_heads": 5}'], "intra_bottleneck_size"),
-    (["--block_size", "4096"], "max_position_embeddings"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--strategy", "xkt"], "strategy"),
+        (["--student_overrides", "[1, 2]"], "must be a JSON object"),
+        (["--student_overrides", '{"num_attention_heads": 5}'], "intra_bottleneck_size"),
+        (["--block_size", "4096"], "max_position_embeddings"),
+    ],
+)
 def test_bad_arguments_fail_before_training(tmp_path, teacher_dir, arguments, message):
-    base = ["distill", "mobilebert", "--teacher", str(teacher_dir), "--output_dir", str(tmp_path), "--max_steps", "2",
-            "--student_overrides", STUDENT, *QUICK_DATA, *QUIET]  # fmt: skip
+    base = [
+        "distill",
+        "mobilebert",
+        "--teacher",
+        str(teacher_dir),
+        "--output_dir",
+        str(tmp_path),
+        "--max_steps",
+        "2",
+        "--student_overrides",
+        STUDENT,
+        *QUICK_DATA,
+        *QUIET,
+    ]
     for flag_index in range(0, len(arguments), 2):
         if arguments[flag_index] in base:
             position = base.index(arguments[flag_index])
             del base[position : position + 2]
-    result = subprocess.run(cli_command(base + arguments), capture_output=True, text=True, env=environment(), timeout=300)
+    result = subprocess.run(
+        cli_command(base + arguments), capture_output=True, text=True, env=environment(), timeout=300
+    )
     assert result.returncode != 0 and message in (result.stderr + result.stdout)
     assert not list(tmp_path.glob("checkpoint-*"))
 
 
 def test_missing_teacher_folder(tmp_path):
-    result = subprocess.run(cli_command(["distill", "mobilebert", "--teacher", str(tmp_path / "nope"),
-                                         "--output_dir", str(tmp_path), "--max_steps", "2"]),
-                            capture_output=True, text=True, env=environment(), timeout=300)  # fmt: skip
+    result = subprocess.run(
+        cli_command(
+            [
+                "distill",
+                "mobilebert",
+                "--teacher",
+                str(tmp_path / "nope"),
+                "--output_dir",
+                str(tmp_path),
+                "--max_steps",
+                "2",
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=300,
+    )
     assert result.returncode != 0 and "is not a model folder" in result.stderr

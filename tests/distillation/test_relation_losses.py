@@ -22,12 +22,14 @@ def _numpy_relation_kl(student, teacher, heads, mask):
         for b in range(mask.shape[0]):
             real = np.flatnonzero(mask[b])
             for r in range(heads):
-                def relation(states):
+
+                def relation(states, b=b, r=r, real=real):
                     x = states[b].reshape(states.shape[1], heads, -1)[:, r, :].astype(np.float64)
                     scores = x @ x.T / np.sqrt(x.shape[-1])
                     scores = scores[:, real]
                     scores = scores - scores.max(-1, keepdims=True)
                     return np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+
                 p, q = relation(teacher[name]), relation(student[name])
                 for t in real:
                     values.append((p[t] * (np.log(p[t]) - np.log(q[t]))).sum())
@@ -52,7 +54,9 @@ def test_relation_loss_equals_numpy_with_different_widths_and_padding():
     mask = torch.ones(2, 6, dtype=torch.long)
     mask[1, 4:] = 0
     got = self_attention_relation_loss(student, teacher, num_relation_heads=4, attention_mask=mask).item()
-    expected = _numpy_relation_kl({k: v.numpy() for k, v in student.items()}, {k: v.numpy() for k, v in teacher.items()}, 4, mask.numpy())
+    expected = _numpy_relation_kl(
+        {k: v.numpy() for k, v in student.items()}, {k: v.numpy() for k, v in teacher.items()}, 4, mask.numpy()
+    )
     assert got == pytest.approx(expected, rel=1e-4)
     # Padding contributes nothing: changing padded positions leaves the loss unchanged.
     noisy = {name: tensor.clone() for name, tensor in teacher.items()}
@@ -69,10 +73,12 @@ def test_relation_heads_must_divide_both_sides():
 def test_cosine_relation_equals_numpy_and_zero_for_scaled_copies():
     student, teacher = torch.randn(2, 5, 8), torch.randn(2, 5, 12)
     groups = torch.tensor([[0, 3, 7], [9, 1, 4]])
+
     def cosines(x, idx):
         v = x.reshape(-1, x.shape[-1]).numpy()[idx].astype(np.float64)
         v = v / np.linalg.norm(v, axis=-1, keepdims=True)
         return v @ v.T
+
     expected = np.mean([np.mean((cosines(student, g) - cosines(teacher, g)) ** 2) for g in groups.numpy()])
     assert cosine_relation_loss(student, teacher, groups).item() == pytest.approx(expected, rel=1e-5)
     # Relations ignore scale: a scaled copy has the same cosines.
@@ -82,12 +88,14 @@ def test_cosine_relation_equals_numpy_and_zero_for_scaled_copies():
 def test_query_key_relation_equals_numpy_over_real_pairs():
     q_s, k_s, q_t, k_t = (torch.randn(2, 4, 8) for _ in range(4))
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+
     def cosines(q, k, b, h):
         qh = q[b].numpy().reshape(4, 2, 4)[:, h].astype(np.float64)
         kh = k[b].numpy().reshape(4, 2, 4)[:, h].astype(np.float64)
         qh /= np.linalg.norm(qh, axis=-1, keepdims=True)
         kh /= np.linalg.norm(kh, axis=-1, keepdims=True)
         return qh @ kh.T
+
     values = []
     for b in range(2):
         real = np.flatnonzero(mask[b].numpy())
@@ -136,7 +144,9 @@ def _autograd_relation_loss(student_states, teacher_states, heads, mask):
 
 def _relation_case(seq, generator_seed):
     generator = torch.Generator().manual_seed(generator_seed)
-    student = {name: torch.randn(3, seq, 24, generator=generator, requires_grad=True) for name in ("query", "key", "value")}
+    student = {
+        name: torch.randn(3, seq, 24, generator=generator, requires_grad=True) for name in ("query", "key", "value")
+    }
     teacher = {name: torch.randn(3, seq, 48, generator=generator) for name in ("query", "key", "value")}
     mask = torch.ones(3, seq, dtype=torch.long)
     mask[1, seq // 2 :] = 0  # right padding

@@ -19,8 +19,14 @@ from compact_bert.distillation.teacher_weights import TeacherShapeError
 from compact_bert.modeling import MiniMoEModel, MoEBertModel
 
 FAMILIES = {"minimoe": (MiniMoEConfig, MiniMoEModel), "moe_bert": (MoEBertConfig, MoEBertModel)}
-SHAPE = {"vocab_size": 96, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64,
-         "max_position_embeddings": 40, "type_vocab_size": 2}  # fmt: skip
+SHAPE = {
+    "vocab_size": 96,
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "max_position_embeddings": 40,
+    "type_vocab_size": 2,
+}
 
 
 def _bert_teacher(layers: int = 4, **overrides):
@@ -31,8 +37,16 @@ def _bert_teacher(layers: int = 4, **overrides):
 
 def _student(family: str, **fields):
     config_class, model_class = FAMILIES[family]
-    config = config_class(**{**SHAPE, "num_hidden_layers": 4, "num_experts": 1, "hidden_dropout_prob": 0.0,
-                             "attention_probs_dropout_prob": 0.0, **fields})  # fmt: skip
+    config = config_class(
+        **{
+            **SHAPE,
+            "num_hidden_layers": 4,
+            "num_experts": 1,
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+            **fields,
+        }
+    )
     return model_class(config).eval()
 
 
@@ -64,8 +78,9 @@ def test_identity_map_reproduces_a_bert_teacher_exactly(family):
         expected, got = teacher(**inputs), student(**inputs)
     assert record["layer_map"] == [0, 1, 2, 3] and record["hidden_channels"] == "all"
     mask = inputs["attention_mask"]
-    torch.testing.assert_close(_real(got.last_hidden_state, mask), _real(expected.last_hidden_state, mask),
-                               atol=1e-5, rtol=1e-5)  # fmt: skip
+    torch.testing.assert_close(
+        _real(got.last_hidden_state, mask), _real(expected.last_hidden_state, mask), atol=1e-5, rtol=1e-5
+    )
     torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=1e-5)
 
 
@@ -73,8 +88,9 @@ def test_a_fine_tuned_teachers_task_head_is_copied_with_its_labels():
     torch.manual_seed(0)
     config = transformers.BertConfig(**SHAPE, num_hidden_layers=2, num_labels=3)
     teacher = transformers.BertForSequenceClassification(config).eval()
-    student_config = MiniMoEConfig(**SHAPE, num_hidden_layers=2, num_experts=1, num_labels=3, id2label=config.id2label,
-                                   label2id=config.label2id)  # fmt: skip
+    student_config = MiniMoEConfig(
+        **SHAPE, num_hidden_layers=2, num_experts=1, num_labels=3, id2label=config.id2label, label2id=config.label2id
+    )
     student = transformers.AutoModelForSequenceClassification.from_config(student_config).eval()
     record = initialize_from_teacher(student, teacher)
     inputs = _inputs()
@@ -85,8 +101,9 @@ def test_a_fine_tuned_teachers_task_head_is_copied_with_its_labels():
 
 def test_a_roberta_teacher_maps_its_offset_positions_and_single_token_type():
     torch.manual_seed(0)
-    config = transformers.RobertaConfig(**{**SHAPE, "type_vocab_size": 1, "max_position_embeddings": 42},
-                                        num_hidden_layers=2, pad_token_id=1)  # fmt: skip
+    config = transformers.RobertaConfig(
+        **{**SHAPE, "type_vocab_size": 1, "max_position_embeddings": 42}, num_hidden_layers=2, pad_token_id=1
+    )
     teacher = transformers.RobertaModel(config).eval()
     student = _student("minimoe", num_hidden_layers=2)
     initialize_from_teacher(student, teacher)
@@ -145,15 +162,20 @@ def test_width_reduction_keeps_the_channels_and_heads_it_reports():
     record = initialize_from_teacher(student, teacher, statistics=statistics)
     channels = torch.tensor(record["channel_indices"])
     assert channels.tolist() == sorted(torch.topk(statistics.channel_importance, 16).indices.tolist())
-    torch.testing.assert_close(student.embeddings.word_embeddings.weight, teacher.embeddings.word_embeddings.weight[:, channels])
+    torch.testing.assert_close(
+        student.embeddings.word_embeddings.weight, teacher.embeddings.word_embeddings.weight[:, channels]
+    )
     heads = record["layers"][1]["heads"]
     assert heads == sorted(torch.topk(statistics.head_importance[1], 2).indices.tolist())
     rows = torch.cat([torch.arange(head * 8, head * 8 + 8) for head in heads])
-    torch.testing.assert_close(student.encoder.layer[1].attention.self.query.weight,
-                               teacher.encoder.layer[1].attention.self.query.weight[rows][:, channels])  # fmt: skip
+    torch.testing.assert_close(
+        student.encoder.layer[1].attention.self.query.weight,
+        teacher.encoder.layer[1].attention.self.query.weight[rows][:, channels],
+    )
     neurons = sorted(torch.topk(statistics.neuron_importance[1], 32).indices.tolist())
-    torch.testing.assert_close(student.encoder.layer[1].intermediate.dense.bias,
-                               teacher.encoder.layer[1].intermediate.dense.bias[neurons])  # fmt: skip
+    torch.testing.assert_close(
+        student.encoder.layer[1].intermediate.dense.bias, teacher.encoder.layer[1].intermediate.dense.bias[neurons]
+    )
 
 
 def test_routers_start_balanced_on_real_text():
@@ -164,9 +186,13 @@ def test_routers_start_balanced_on_real_text():
 
     teacher = transformers.AutoModel.from_pretrained(packaged_teacher_dir()).eval()
     blocks = held_out_blocks(False, 64)
-    batches = [{"input_ids": torch.tensor(blocks[start : start + 16]["input_ids"]),
-                "attention_mask": torch.ones(16, len(blocks[0]["input_ids"]), dtype=torch.long)}
-               for start in range(0, 64, 16)]  # fmt: skip
+    batches = [
+        {
+            "input_ids": torch.tensor(blocks[start : start + 16]["input_ids"]),
+            "attention_mask": torch.ones(16, len(blocks[0]["input_ids"]), dtype=torch.long),
+        }
+        for start in range(0, 64, 16)
+    ]
     statistics = measure_teacher_activations(teacher, batches[:2])
     student = transformers.AutoModel.from_config(preset_config("minimoe-4l-192h", capacity_factor=None)).eval()
     initialize_from_teacher(student, teacher, statistics=statistics, calibration=batches[:2])
@@ -206,8 +232,8 @@ def test_shapes_that_cannot_map_fail_naming_the_field(fields, message):
 
 
 def test_a_mobilebert_teacher_is_refused_by_model_type():
-    from tests.distillation.helpers import tiny_mobilebert_config
     from compact_bert.modeling import CompactMobileBertModel
+    from tests.distillation.helpers import tiny_mobilebert_config
 
     teacher = CompactMobileBertModel(tiny_mobilebert_config())
     with pytest.raises(TeacherShapeError, match="'compact_mobilebert' teacher cannot initialize"):

@@ -13,12 +13,12 @@ from tokenizers import BertWordPieceTokenizer
 from transformers import TrainingArguments
 
 from compact_bert.cli.training_common import parse_arguments
-from compact_bert.training.compat import save_tokenizer, translate_legacy_training_flags
-from compact_bert.distillation.data import default_tokenizer
 from compact_bert.configuration import MiniMoEConfig
+from compact_bert.distillation.data import default_tokenizer
 from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig
 from compact_bert.distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from compact_bert.modeling import MiniMoEModel
+from compact_bert.training.compat import save_tokenizer, translate_legacy_training_flags
 from tests.distillation.cli_helpers import REPO_ROOT, environment, free_port
 from tests.distillation.distributed_terms_script import same_device
 
@@ -26,14 +26,24 @@ SCRIPT = Path(__file__).with_name("distributed_terms_script.py")
 
 
 def _tiny_minimoe(num_hidden_layers=2):
-    return MiniMoEModel(MiniMoEConfig(hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=128,
-                                      num_hidden_layers=num_hidden_layers, max_position_embeddings=32, num_experts=2))  # fmt: skip
+    return MiniMoEModel(
+        MiniMoEConfig(
+            hidden_size=32,
+            num_attention_heads=2,
+            intermediate_size=64,
+            vocab_size=128,
+            num_hidden_layers=num_hidden_layers,
+            max_position_embeddings=32,
+            num_experts=2,
+        )
+    )
 
 
 def test_teacher_is_prepared_by_the_accelerator_in_evaluation_mode(tmp_path):
     teacher, student = _tiny_minimoe(), _tiny_minimoe()
-    args = MiniMoEDistillationConfig(output_dir=str(tmp_path), max_steps=1, num_relation_heads=2, bf16=True,
-                                     use_cpu=True, report_to="none")  # fmt: skip
+    args = MiniMoEDistillationConfig(
+        output_dir=str(tmp_path), max_steps=1, num_relation_heads=2, bf16=True, use_cpu=True, report_to="none"
+    )
     trainer = MiniMoEDistillationTrainer(model=student, teacher=teacher, args=args)
     # Prepared when first read (in the first loss), after the Trainer prepared the student: the accelerator's
     # state is never edited, and an evaluation before training still prepares the student.
@@ -46,9 +56,24 @@ def test_teacher_is_prepared_by_the_accelerator_in_evaluation_mode(tmp_path):
 
 
 def test_loss_terms_are_averaged_over_processes(tmp_path):
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", str(free_port()), str(SCRIPT), str(tmp_path)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        str(SCRIPT),
+        str(tmp_path),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment(), cwd=REPO_ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     recorded = json.loads((tmp_path / "terms.json").read_text())
@@ -68,8 +93,17 @@ def test_loss_terms_are_averaged_over_processes(tmp_path):
 
 @pytest.mark.parametrize("warmup", [["--warmup_ratio", "0.25"], ["--warmup_steps", "0.25"], ["--warmup_steps=2"]])
 def test_flags_of_either_transformers_line_parse(tmp_path, warmup):
-    argv = ["--output_dir", str(tmp_path), "--no_cuda", "--overwrite_output_dir", "--evaluation_strategy", "steps",
-            "--eval_steps", "5", *warmup]  # fmt: skip
+    argv = [
+        "--output_dir",
+        str(tmp_path),
+        "--no_cuda",
+        "--overwrite_output_dir",
+        "--evaluation_strategy",
+        "steps",
+        "--eval_steps",
+        "5",
+        *warmup,
+    ]
     (args,) = parse_arguments((TrainingArguments,), argv, "test", "")
     assert args.get_warmup_steps(8) == 2 and args.use_cpu and args.eval_strategy == "steps"
 
@@ -91,7 +125,8 @@ def test_saved_tokenizer_folder_has_the_wordpiece_vocabulary_on_both_lines(tmp_p
 
 @pytest.mark.parametrize("warmup", [["--warmup_ratio", "0.25"], ["--warmup_steps", "0.25"], ["--warmup_steps", "3"]])
 def test_a_subclass_default_keeps_the_lines_warmup_type(tmp_path, warmup):
-    (args,) = parse_arguments((MiniMoEDistillationConfig,), ["--output_dir", str(tmp_path), "--max_steps", "8", *warmup],
-                              "test", "")  # fmt: skip
+    (args,) = parse_arguments(
+        (MiniMoEDistillationConfig,), ["--output_dir", str(tmp_path), "--max_steps", "8", *warmup], "test", ""
+    )
     assert args.get_warmup_steps(8) == (3 if warmup[1] == "3" else 2)
     assert MiniMoEDistillationConfig(output_dir=str(tmp_path)).get_warmup_steps(200) == 5

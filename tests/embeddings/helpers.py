@@ -20,8 +20,15 @@ SENTENCES = [
 
 def tiny_student(num_experts: int = 4, hidden_size: int = 32, seed: int = 0) -> transformers.PreTrainedModel:
     torch.manual_seed(seed)
-    config = MiniMoEConfig(vocab_size=30522, hidden_size=hidden_size, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=48, num_experts=num_experts, max_position_embeddings=128)  # fmt: skip
+    config = MiniMoEConfig(
+        vocab_size=30522,
+        hidden_size=hidden_size,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        num_experts=num_experts,
+        max_position_embeddings=128,
+    )
     return transformers.AutoModel.from_config(config).eval()
 
 

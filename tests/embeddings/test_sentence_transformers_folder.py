@@ -13,7 +13,12 @@ import pytest
 import torch
 
 from compact_bert.distillation.data import default_tokenizer, packaged_teacher_dir
-from compact_bert.embeddings import SentenceFolderError, load_sentence_embedder, read_embedding_head, save_sentence_embedder
+from compact_bert.embeddings import (
+    SentenceFolderError,
+    load_sentence_embedder,
+    read_embedding_head,
+    save_sentence_embedder,
+)
 from compact_bert.embeddings.pooling import pool_tokens
 from tests.embeddings.helpers import SENTENCES, tiny_embedder
 from tests.remote_code_helpers import BLOCK_COMPACT_BERT
@@ -45,10 +50,16 @@ def test_saved_student_loads_in_sentence_transformers_without_compact_bert_and_e
     expected = embedder.encode(SENTENCES, tokenizer, batch_size=2)
     result = subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp_path / "student"), json.dumps(SENTENCES), str(tmp_path / "out.npy")],
-        capture_output=True, text=True, timeout=300,
-        env={"HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PATH": "/usr/bin:/bin",
-             "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "HF_MODULES_CACHE": str(tmp_path / "modules"),
+            "PATH": "/usr/bin:/bin",
+            "OMP_NUM_THREADS": "1",
+        },
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     modules = ["Transformer", "Pooling", *(["Dense"] if projection_to else []), "Normalize"]
     assert result.stdout.strip().splitlines()[-1] == str(modules)
@@ -105,13 +116,20 @@ TRANSFORMER = {"idx": 0, "path": "", "type": "sentence_transformers.models.Trans
 POOLING = {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}
 
 
-@pytest.mark.parametrize("modules,pooling,message", [
-    ([TRANSFORMER, POOLING, {"idx": 2, "path": "2_X", "type": "my_package.Custom"}], None, "type 'my_package.Custom'"),
-    ([TRANSFORMER, POOLING], {"pooling_mode_weightedmean_tokens": True}, "exactly one of"),
-    ([TRANSFORMER, POOLING], {"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": True}, "exactly one of"),
-    ([POOLING, TRANSFORMER], None, "Transformer, Pooling, then optionally"),
-    ({"not": "a list"}, None, "must be a JSON list"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "modules,pooling,message",
+    [
+        (
+            [TRANSFORMER, POOLING, {"idx": 2, "path": "2_X", "type": "my_package.Custom"}],
+            None,
+            "type 'my_package.Custom'",
+        ),
+        ([TRANSFORMER, POOLING], {"pooling_mode_weightedmean_tokens": True}, "exactly one of"),
+        ([TRANSFORMER, POOLING], {"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": True}, "exactly one of"),
+        ([POOLING, TRANSFORMER], None, "Transformer, Pooling, then optionally"),
+        ({"not": "a list"}, None, "must be a JSON list"),
+    ],
+)
 def test_folders_this_project_cannot_reproduce_are_refused_with_the_file_named(tmp_path, modules, pooling, message):
     folder = _folder(tmp_path, modules, pooling)
     with pytest.raises(SentenceFolderError, match=message) as error:
@@ -134,17 +152,24 @@ def test_sentence_transformers_trains_and_evaluates_a_saved_student(tmp_path):
 
     save_sentence_embedder(tiny_embedder(projection_to=48), tmp_path / "student", default_tokenizer())
     model = sentence_transformers.SentenceTransformer(str(tmp_path / "student"), device="cpu", trust_remote_code=True)
-    evaluator = EmbeddingSimilarityEvaluator(SENTENCES[:4], SENTENCES[1:5], [0.9, 0.1, 0.5, 0.2], name="tiny",
-                                             write_csv=False)  # fmt: skip
+    evaluator = EmbeddingSimilarityEvaluator(
+        SENTENCES[:4], SENTENCES[1:5], [0.9, 0.1, 0.5, 0.2], name="tiny", write_csv=False
+    )
     assert "tiny_spearman_cosine" in evaluator(model)
     targets = torch.nn.functional.normalize(torch.randn(len(SENTENCES), 48), dim=1)
     data = Dataset.from_dict({"sentence": SENTENCES, "label": targets.tolist()})
-    arguments = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "trained"), max_steps=1,
-                                                     per_device_train_batch_size=5, report_to="none", use_cpu=True,
-                                                     save_strategy="no")  # fmt: skip
+    arguments = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path / "trained"),
+        max_steps=1,
+        per_device_train_batch_size=5,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+    )
     trainer = SentenceTransformerTrainer(model=model, args=arguments, train_dataset=data, loss=losses.MSELoss(model))
     trainer.train()
     model.save(str(tmp_path / "trained"))
     reloaded = load_sentence_embedder(tmp_path / "trained")
-    torch.testing.assert_close(reloaded.encode(SENTENCES, default_tokenizer()),
-                               torch.from_numpy(model.encode(SENTENCES)), atol=1e-5, rtol=0)  # fmt: skip
+    torch.testing.assert_close(
+        reloaded.encode(SENTENCES, default_tokenizer()), torch.from_numpy(model.encode(SENTENCES)), atol=1e-5, rtol=0
+    )

@@ -7,12 +7,18 @@ import time
 import pytest
 import torch
 
-from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
+from compact_bert.evaluation.runtime_latency import (
+    eager_runner,
+    latency_inputs,
+    measure_interleaved,
+    onnxruntime_runner,
+)
 
 
 def test_measure_orders_runners_by_their_cost_and_reports_p90_at_least_median():
-    measured = measure_interleaved({"fast": lambda: time.sleep(0.001), "slow": lambda: time.sleep(0.006)},
-                                   rounds=7, warmup=1)  # fmt: skip
+    measured = measure_interleaved(
+        {"fast": lambda: time.sleep(0.001), "slow": lambda: time.sleep(0.006)}, rounds=7, warmup=1
+    )
     assert 0.9 <= measured["fast"].median_ms < measured["slow"].median_ms
     assert measured["slow"].median_ms >= 5.5
     assert all(latency.p90_ms >= latency.median_ms for latency in measured.values())
@@ -38,10 +44,10 @@ def test_inputs_are_reproducible_and_unpadded():
 
 def test_eager_and_onnxruntime_runners_give_the_same_logits(tmp_path):
     pytest.importorskip("onnxruntime")
+    import transformers
+
     from compact_bert.export.onnx_exporter import export_onnx
     from tests.conftest import tiny_configs
-
-    import transformers
 
     config = tiny_configs()["minimoe"]
     config.num_labels = 2

@@ -8,7 +8,6 @@ import gzip
 import pytest
 import torch
 
-from compact_bert.training.run_errors import RunSettingsError
 from compact_bert.evaluation.sts import (
     bundled_sts_validation,
     paraphrase_recall_at_1,
@@ -16,6 +15,7 @@ from compact_bert.evaluation.sts import (
     spearman,
     sts_spearman,
 )
+from compact_bert.training.run_errors import RunSettingsError
 from tests.conftest import shared_data
 
 
@@ -63,8 +63,9 @@ def test_spearman_equals_sentence_transformers_evaluator(tmp_path):
     pairs = read_sts_pairs(bundled_sts_validation())
     pairs.sentence1, pairs.sentence2, pairs.scores = pairs.sentence1[:200], pairs.sentence2[:200], pairs.scores[:200]
     model = sentence_transformers.SentenceTransformer(str(packaged_teacher_dir()), device="cpu")
-    evaluator = EmbeddingSimilarityEvaluator(pairs.sentence1, pairs.sentence2, [score / 5 for score in pairs.scores],
-                                             name="sts", write_csv=False)  # fmt: skip
+    evaluator = EmbeddingSimilarityEvaluator(
+        pairs.sentence1, pairs.sentence2, [score / 5 for score in pairs.scores], name="sts", write_csv=False
+    )
     reference = evaluator(model, output_path=str(tmp_path))
     ours = evaluate_sts(load_sentence_embedder(packaged_teacher_dir()), default_tokenizer(), pairs)
     assert ours["spearman_cosine"] == pytest.approx(100 * reference["sts_spearman_cosine"], abs=1e-3)
@@ -78,14 +79,20 @@ def test_paraphrase_recall_counts_own_partner_as_nearest():
     assert paraphrase_recall_at_1(first, first[[1, 0, 2]], [5, 5, 0]) == 0.0  # only pairs scored >= 4 count
 
 
-@pytest.mark.parametrize("text,message", [
-    ("sentence1\tsentence2\tscore\nA cat.\tA dog.\t5.5\n", r"line 2: score 5.5 is outside the declared range \[0.0, 5.0\]"),
-    ("sentence1\tsentence2\nA cat.\tA dog.\n", "has no column 'score'"),
-    ("sentence1\tsentence2\tscore\nA cat.\tA\tdog.\t3.0\n", "line 2: 4 tab-separated fields, the header has 3"),
-    ("sentence1\tsentence2\tscore\nA cat.\tA dog.\tvery\n", "line 2: score 'very' is not a number"),
-    ("sentence1\tsentence2\tscore\nA cat.\t \t1.0\n", "line 2: an empty sentence"),
-    ("sentence1\tsentence2\tscore\nA cat.\tA dog.\t1.0\n", "holds 1 pair"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (
+            "sentence1\tsentence2\tscore\nA cat.\tA dog.\t5.5\n",
+            r"line 2: score 5.5 is outside the declared range \[0.0, 5.0\]",
+        ),
+        ("sentence1\tsentence2\nA cat.\tA dog.\n", "has no column 'score'"),
+        ("sentence1\tsentence2\tscore\nA cat.\tA\tdog.\t3.0\n", "line 2: 4 tab-separated fields, the header has 3"),
+        ("sentence1\tsentence2\tscore\nA cat.\tA dog.\tvery\n", "line 2: score 'very' is not a number"),
+        ("sentence1\tsentence2\tscore\nA cat.\t \t1.0\n", "line 2: an empty sentence"),
+        ("sentence1\tsentence2\tscore\nA cat.\tA dog.\t1.0\n", "holds 1 pair"),
+    ],
+)
 def test_wrong_sts_files_are_refused_naming_file_and_line(tmp_path, text, message):
     path = tmp_path / "sts.tsv"
     path.write_text(text)

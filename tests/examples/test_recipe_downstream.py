@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from examples.downstream import (
     TASKS,
     check_data_dir,
@@ -13,7 +14,6 @@ from examples.downstream import (
     mean_and_spread,
     write_results,
 )
-
 from tests.conftest import shared_data
 
 

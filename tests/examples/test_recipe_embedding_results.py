@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import json
 
-from examples.embedding_results import SHAPES, write_report
 from compact_bert.embeddings.bundled_corpus import bundled_sentence_files, stsb_sentence_slice
+from examples.embedding_results import SHAPES, write_report
 from tests.conftest import shared_data
 
 
 def _record(spearman: float) -> dict:
-    return {"spearman": spearman, "recall": 93.0, "teacher_spearman": 86.0, "teacher_recall": 94.0, "steps": 100,
-            "cpu_seconds": 300.0, "wall_seconds": 160.0}  # fmt: skip
+    return {
+        "spearman": spearman,
+        "recall": 93.0,
+        "teacher_spearman": 86.0,
+        "teacher_recall": 94.0,
+        "steps": 100,
+        "cpu_seconds": 300.0,
+        "wall_seconds": 160.0,
+    }
 
 
 def test_report_table_ratios_and_moe_comparison(tmp_path):

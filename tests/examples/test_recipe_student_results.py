@@ -7,10 +7,10 @@ import json
 import statistics
 
 import pytest
+
 from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS
 from examples import student_results
 from examples.student_results_report import directions, task_table, write_report
-
 from tests.conftest import shared_data
 
 
@@ -19,11 +19,13 @@ def _record(value: float, cpu: float = 60.0) -> dict:
 
 
 def _runs(moe: tuple[float, float], dense: tuple[float, float]) -> dict:
-    return {"sst2": {
-        "teacher": {"teacher": [_record(0.84, 120), _record(0.86, 120)]},
-        "minimoe-4l-384h": {"teacher init": [_record(moe[0]), _record(moe[1])]},
-        "minilm-4l-384h": {"teacher init": [_record(dense[0]), _record(dense[1])]},
-    }}  # fmt: skip
+    return {
+        "sst2": {
+            "teacher": {"teacher": [_record(0.84, 120), _record(0.86, 120)]},
+            "minimoe-4l-384h": {"teacher init": [_record(moe[0]), _record(moe[1])]},
+            "minilm-4l-384h": {"teacher init": [_record(dense[0]), _record(dense[1])]},
+        }
+    }
 
 
 def test_training_flags_are_the_main_jobs_without_its_task_and_length():
@@ -38,17 +40,23 @@ def test_table_reports_seeds_mean_spread_share_latency_and_cpu_minutes():
     table = task_table("sst2", runs["sst2"], {"teacher": 10.0, "minimoe-4l-384h": 5.0, "minilm-4l-384h": 4.0})
     row = next(line for line in table.splitlines() if line.startswith("| minimoe-4l-384h"))
     spread = 100 * statistics.stdev([0.80, 0.82])
-    assert row == f"| minimoe-4l-384h | teacher init | 80.0, 82.0 | 81.0 ± {spread:.1f} | {100 * 81 / 85:.1f}% | 0.50× | 1.0 |"
+    assert (
+        row
+        == f"| minimoe-4l-384h | teacher init | 80.0, 82.0 | 81.0 ± {spread:.1f} | {100 * 81 / 85:.1f}% | 0.50× | 1.0 |"
+    )
     teacher_row = next(line for line in table.splitlines() if line.startswith("| teacher"))
     assert "| fine-tuned | 84.0, 86.0 | 85.0 ± 1.4 | 100.0% | 1.00× | 2.0 |" in teacher_row
 
 
-@pytest.mark.parametrize(("moe", "dense", "verdict"), [
-    ((0.82, 0.83), (0.78, 0.79), "holds"),
-    ((0.79, 0.81), (0.79, 0.80), "holds only within the seeds' spread"),
-    ((0.75, 0.76), (0.80, 0.81), "does not hold"),
-    ((0.78, 0.80), (0.79, 0.80), "does not hold, within the seeds' spread"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("moe", "dense", "verdict"),
+    [
+        ((0.82, 0.83), (0.78, 0.79), "holds"),
+        ((0.79, 0.81), (0.79, 0.80), "holds only within the seeds' spread"),
+        ((0.75, 0.76), (0.80, 0.81), "does not hold"),
+        ((0.78, 0.80), (0.79, 0.80), "does not hold, within the seeds' spread"),
+    ],
+)
 def test_paper_002_direction_is_said_plainly_against_the_spread(moe, dense, verdict):
     (line,) = directions(_runs(moe, dense))
     assert line.endswith(f"**{verdict}**.")
@@ -68,10 +76,30 @@ def test_a_finished_run_is_not_repeated_and_a_partial_one_is_redone(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "stale-partial-file").write_text("{")  # what an interrupted run leaves (finetune never writes it)
-    arguments = ["--model_name_or_path", "minilm-3l-96h", "--task_name", "sst2", "--train_file",
-                 str(data / "train.tsv"), "--validation_file", str(data / "validation.tsv"), "--max_train_samples", "32",
-                 "--max_eval_samples", "32", "--num_train_epochs", "1", "--report_to", "none", "--use_cpu", "true",
-                 "--disable_tqdm", "true", "--init_from_teacher", "none"]  # fmt: skip
+    arguments = [
+        "--model_name_or_path",
+        "minilm-3l-96h",
+        "--task_name",
+        "sst2",
+        "--train_file",
+        str(data / "train.tsv"),
+        "--validation_file",
+        str(data / "validation.tsv"),
+        "--max_train_samples",
+        "32",
+        "--max_eval_samples",
+        "32",
+        "--num_train_epochs",
+        "1",
+        "--report_to",
+        "none",
+        "--use_cpu",
+        "true",
+        "--disable_tqdm",
+        "true",
+        "--init_from_teacher",
+        "none",
+    ]
     record = student_results.run_once(folder, arguments, "eval_accuracy")
     assert not (folder / "stale-partial-file").exists()
     summary = json.loads((folder / "run_summary.json").read_text())

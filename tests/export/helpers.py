@@ -49,7 +49,11 @@ def save_tiny_model(config_id: str, task: str, folder, trained_scales: bool = Tr
 def constant_example(token_id: int = 5, batch: int = 2, seq: int = 8) -> dict:
     """An export example whose tokens all repeat one id: top-1 routers send it to very few experts."""
     input_ids = torch.full((batch, seq), token_id)
-    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "token_type_ids": torch.zeros_like(input_ids)}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "token_type_ids": torch.zeros_like(input_ids),
+    }
 
 
 def varied_inputs(batch: int, seq: int, vocab: int, seed: int, pad_last_from: int | None = None) -> dict:

@@ -31,7 +31,9 @@ def test_task_without_head(monkeypatch):
         if config_class.model_type == "minimoe":
             del heads[config_class]["AutoModelForQuestionAnswering"]
     monkeypatch.setattr(modeling, "AUTO_CLASSES_BY_CONFIG", heads)
-    with pytest.raises(ValueError, match=r"'minimoe' has no head for task 'question-answering'.*serve: feature-extraction"):
+    with pytest.raises(
+        ValueError, match=r"'minimoe' has no head for task 'question-answering'.*serve: feature-extraction"
+    ):
         resolve_task("question-answering", "minimoe")
 
 
@@ -47,8 +49,18 @@ def test_folder_without_weights(saved_minimoe, tmp_path):
 
 def test_sequence_length_beyond_positions(saved_minimoe, tmp_path, capsys):
     with pytest.raises(SystemExit, match=r"Example sequence length 65 is outside \[2, max_position_embeddings=64\]"):
-        main(["export", "onnx", str(saved_minimoe), str(tmp_path / "out"), "--task", "fill-mask",
-              "--sequence_length", "65"])  # fmt: skip
+        main(
+            [
+                "export",
+                "onnx",
+                str(saved_minimoe),
+                str(tmp_path / "out"),
+                "--task",
+                "fill-mask",
+                "--sequence_length",
+                "65",
+            ]
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -85,7 +97,10 @@ def test_optimum_namespace_without_its_exporter_means_no_optimum(monkeypatch):
     [
         (["tflite", "--task", "fill-mask"], r"tflite needs --sequence_length N: a TFLite model runs at the one shape"),
         (["tflite", "--task", "fill-mask", "--sequence_length", "16", "--opset", "17"], r"--opset is for onnx only"),
-        (["tflite", "--task", "fill-mask", "--sequence_length", "16", "--exporter", "dynamo"], r"--exporter is for onnx only"),
+        (
+            ["tflite", "--task", "fill-mask", "--sequence_length", "16", "--exporter", "dynamo"],
+            r"--exporter is for onnx only",
+        ),
         (["onnx", "--task", "fill-mask", "--batch_size", "2"], r"--batch_size is for tflite"),
     ],
 )
@@ -101,7 +116,18 @@ def test_tflite_without_its_extra_names_the_packages(saved_minimoe, tmp_path, mo
 
     monkeypatch.setattr(tflite_exporter, "_REQUIRED_MODULES", {"no_such_module_for_test": "no-such-package"})
     with pytest.raises(SystemExit, match=r"TFLite export needs no-such-package: install the `tflite` extra"):
-        main(["export", "tflite", str(saved_minimoe), str(tmp_path / "out"), "--task", "fill-mask", "--sequence_length", "16"])
+        main(
+            [
+                "export",
+                "tflite",
+                str(saved_minimoe),
+                str(tmp_path / "out"),
+                "--task",
+                "fill-mask",
+                "--sequence_length",
+                "16",
+            ]
+        )
 
 
 def test_tflite_length_and_batch_are_checked_before_conversion(saved_minimoe, tmp_path, monkeypatch):
@@ -109,8 +135,31 @@ def test_tflite_length_and_batch_are_checked_before_conversion(saved_minimoe, tm
 
     monkeypatch.setattr(tflite_exporter, "_REQUIRED_MODULES", {})  # the checks below come before litert-torch is used
     with pytest.raises(SystemExit, match=r"Example sequence length 65 is outside \[2, max_position_embeddings=64\]"):
-        main(["export", "tflite", str(saved_minimoe), str(tmp_path / "out"), "--task", "fill-mask", "--sequence_length", "65"])
+        main(
+            [
+                "export",
+                "tflite",
+                str(saved_minimoe),
+                str(tmp_path / "out"),
+                "--task",
+                "fill-mask",
+                "--sequence_length",
+                "65",
+            ]
+        )
     with pytest.raises(SystemExit, match=r"batch_size must be >= 1, got 0"):
-        main(["export", "tflite", str(saved_minimoe), str(tmp_path / "out"), "--task", "fill-mask", "--sequence_length", "16",
-              "--batch_size", "0"])  # fmt: skip
+        main(
+            [
+                "export",
+                "tflite",
+                str(saved_minimoe),
+                str(tmp_path / "out"),
+                "--task",
+                "fill-mask",
+                "--sequence_length",
+                "16",
+                "--batch_size",
+                "0",
+            ]
+        )
     assert not (tmp_path / "out").exists()

@@ -21,7 +21,9 @@ from tests.export.helpers import (
 )
 
 onnxruntime = pytest.importorskip("onnxruntime", reason="onnxruntime is missing: install the `export` extra")
-pytest.importorskip("onnxscript", reason="onnxscript is missing (torch.onnx dynamo needs it): install the `export` extra")
+pytest.importorskip(
+    "onnxscript", reason="onnxscript is missing (torch.onnx dynamo needs it): install the `export` extra"
+)
 
 TOLERANCE = 1e-4
 
@@ -55,14 +57,18 @@ def _export_and_check_parity(config_id, tmp_path):
     example = constant_example()
     report = export_onnx(tmp_path / "model", tmp_path / "onnx", task, exporter="dynamo", example_inputs=example)
     assert report.exporter == "dynamo"
-    assert {"model.onnx", "config.json", "tokenizer_config.json", "vocab.txt"} <= {p.name for p in (tmp_path / "onnx").iterdir()}
+    assert {"model.onnx", "config.json", "tokenizer_config.json", "vocab.txt"} <= {
+        p.name for p in (tmp_path / "onnx").iterdir()
+    }
 
     session = onnxruntime.InferenceSession(str(report.onnx_path), providers=["CPUExecutionProvider"])
     assert [node.name for node in session.get_inputs()] == ["input_ids", "attention_mask", "token_type_ids"]
     assert [node.name for node in session.get_outputs()] == list(EXPORT_TASKS[task].outputs)
     # Dynamic axes: batch 1 and 3, lengths 7 and 64, in one session.
     for batch, seq in ((1, 7), (3, 64), (3, 7), (1, 64)):
-        probe = varied_inputs(batch, seq, model.config.vocab_size, seed=batch * 100 + seq, pad_last_from=seq // 2 if batch > 1 else None)
+        probe = varied_inputs(
+            batch, seq, model.config.vocab_size, seed=batch * 100 + seq, pad_last_from=seq // 2 if batch > 1 else None
+        )
         _assert_parity(session, model, probe, task)
     if getattr(model.config, "num_experts", 1) > 1:
         probe = varied_inputs(3, 64, model.config.vocab_size, seed=3064, pad_last_from=32)
@@ -78,20 +84,51 @@ def test_moe_graph_keeps_every_expert(tmp_path):
     import onnx
 
     model = save_tiny_model("moe_bert", "feature-extraction", tmp_path / "model")
-    export_onnx(tmp_path / "model", tmp_path / "onnx", "feature-extraction", exporter="dynamo", example_inputs=constant_example())
+    export_onnx(
+        tmp_path / "model",
+        tmp_path / "onnx",
+        "feature-extraction",
+        exporter="dynamo",
+        example_inputs=constant_example(),
+    )
     graph = onnx.load(str(tmp_path / "onnx" / "model.onnx")).graph
-    stacked = [init for init in graph.initializer if list(init.dims[:1]) == [model.config.num_experts] and len(init.dims) == 3]
+    stacked = [
+        init for init in graph.initializer if list(init.dims[:1]) == [model.config.num_experts] and len(init.dims) == 3
+    ]
     # fc1 and fc2 of every MoE block, whole: stacked [E, out, in], or as the all-experts form's [E * out, in] view
-    stacked += [init for init in graph.initializer if len(init.dims) == 2 and init.dims[0] in
-                (model.config.num_experts * model.config.intermediate_size, model.config.num_experts * model.config.hidden_size)]  # fmt: skip
+    stacked += [
+        init
+        for init in graph.initializer
+        if len(init.dims) == 2
+        and init.dims[0]
+        in (
+            model.config.num_experts * model.config.intermediate_size,
+            model.config.num_experts * model.config.hidden_size,
+        )
+    ]
     assert len(stacked) == 2 * model.config.num_hidden_layers
     assert not [node.op_type for node in graph.node if node.op_type in ("If", "Loop", "NonZero")]
 
 
 def test_cli_exports_and_prints_parity(tmp_path, capsys):
     save_tiny_model("minimoe", "text-classification", tmp_path / "model")
-    assert main(["export", "onnx", str(tmp_path / "model"), str(tmp_path / "onnx"), "--task", "text-classification",
-                 "--exporter", "dynamo", "--opset", "18"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "onnx",
+                str(tmp_path / "model"),
+                str(tmp_path / "onnx"),
+                "--task",
+                "text-classification",
+                "--exporter",
+                "dynamo",
+                "--opset",
+                "18",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert '"exporter": "dynamo"' in printed and (tmp_path / "onnx" / "model.onnx").is_file()
     config = transformers.AutoConfig.from_pretrained(tmp_path / "onnx")
@@ -105,13 +142,23 @@ def test_export_says_nothing_about_torchvision_or_exporter_internals(tmp_path, c
     from tests.log_records import recorded_messages
 
     save_tiny_model("minimoe", "text-classification", tmp_path / "model")
-    with recorded_messages("torch.onnx._internal.exporter._registration", logging.WARNING) as messages:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            export_onnx(tmp_path / "model", tmp_path / "onnx", "text-classification", exporter="dynamo",
-                        example_inputs=constant_example())  # fmt: skip
+    with (
+        recorded_messages("torch.onnx._internal.exporter._registration", logging.WARNING) as messages,
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        export_onnx(
+            tmp_path / "model",
+            tmp_path / "onnx",
+            "text-classification",
+            exporter="dynamo",
+            example_inputs=constant_example(),
+        )
     assert not [message for message in messages if "torchvision" in message]
     assert "[torch.onnx]" not in capfd.readouterr().out  # the exporter's progress lines (8 per graph)
-    noise = [str(warning.message) for warning in caught
-             if "LeafSpec" in str(warning.message) or "will not be used, since it shares" in str(warning.message)]  # fmt: skip
+    noise = [
+        str(warning.message)
+        for warning in caught
+        if "LeafSpec" in str(warning.message) or "will not be used, since it shares" in str(warning.message)
+    ]
     assert not noise

@@ -14,7 +14,11 @@ from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
 pytest.importorskip("onnxruntime", reason="int8 export needs onnxruntime (the `export` extra)")
 
-from compact_bert.evaluation.exported_accuracy import compare_exported_models, onnx_predictions, read_labelled_sentences  # noqa: E402
+from compact_bert.evaluation.exported_accuracy import (
+    compare_exported_models,
+    onnx_predictions,
+    read_labelled_sentences,
+)
 
 TINY_MINIMOE = '{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 96}'
 DEV_SENTENCES = 300
@@ -25,13 +29,61 @@ def exported(tmp_path_factory):
     """A tiny MiniMoE fine-tuned on the bundled SST-2 slice, exported with ``--quantize int8``."""
     folder = tmp_path_factory.mktemp("int8")
     files = bundled_sst2_files()
-    assert main(["finetune", "--model_name_or_path", "minimoe-4l-192h", "--model_overrides", TINY_MINIMOE,
-                 "--task_name", "sst2", "--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
-                 "--max_train_samples", "1600", "--max_eval_samples", "16", "--max_steps", "200",
-                 "--per_device_train_batch_size", "16", "--learning_rate", "1e-3", "--seed", "0", "--report_to", "none",
-                 "--save_strategy", "no", "--eval_strategy", "no", "--load_best_model_at_end", "false", "--output_dir", str(folder / "model")]) == 0  # fmt: skip
-    assert main(["export", "onnx", str(folder / "model"), str(folder / "onnx"), "--task", "text-classification",
-                 "--quantize", "int8"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "--model_name_or_path",
+                "minimoe-4l-192h",
+                "--model_overrides",
+                TINY_MINIMOE,
+                "--task_name",
+                "sst2",
+                "--train_file",
+                str(files["train"]),
+                "--validation_file",
+                str(files["validation"]),
+                "--max_train_samples",
+                "1600",
+                "--max_eval_samples",
+                "16",
+                "--max_steps",
+                "200",
+                "--per_device_train_batch_size",
+                "16",
+                "--learning_rate",
+                "1e-3",
+                "--seed",
+                "0",
+                "--report_to",
+                "none",
+                "--save_strategy",
+                "no",
+                "--eval_strategy",
+                "no",
+                "--load_best_model_at_end",
+                "false",
+                "--output_dir",
+                str(folder / "model"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "export",
+                "onnx",
+                str(folder / "model"),
+                str(folder / "onnx"),
+                "--task",
+                "text-classification",
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
     return folder / "onnx"
 
 
@@ -41,8 +93,9 @@ def test_int8_is_smaller_and_agrees_with_fp32_on_real_dev_sentences(exported):
     float_path, int8_path = exported / "model.onnx", exported / QUANTIZED_FILE
     assert int8_path.stat().st_size < 0.6 * float_path.stat().st_size
     tokenizer = AutoTokenizer.from_pretrained(exported)
-    measured = compare_exported_models({"fp32": float_path, "int8": int8_path}, tokenizer, bundled_sst2_files()["validation"],
-                                   limit=DEV_SENTENCES)  # fmt: skip
+    measured = compare_exported_models(
+        {"fp32": float_path, "int8": int8_path}, tokenizer, bundled_sst2_files()["validation"], limit=DEV_SENTENCES
+    )
     sentences, _ = read_labelled_sentences(bundled_sst2_files()["validation"], DEV_SENTENCES)
     fp32 = onnx_predictions(float_path, tokenizer, sentences)
     assert 0.2 < fp32.mean() < 0.8, "fp32 predicts (almost) one class: agreement would prove nothing"
@@ -51,8 +104,21 @@ def test_int8_is_smaller_and_agrees_with_fp32_on_real_dev_sentences(exported):
 
 
 def test_cli_reports_the_size_ratio(exported, capsys):
-    assert main(["export", "onnx", str(exported.parent / "model"), str(exported.parent / "again"), "--task", "text-classification",
-                 "--quantize", "int8"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "onnx",
+                str(exported.parent / "model"),
+                str(exported.parent / "again"),
+                "--task",
+                "text-classification",
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
     output = capsys.readouterr().out
     report = json.loads(output[output.index("{\n") :])  # the fine-tuning fixture may have printed before
     assert report["int8"].endswith(QUANTIZED_FILE) and 0 < report["size_ratio"] < 0.6
@@ -68,7 +134,9 @@ def test_ort_model_loads_the_int8_file_where_optimum_is_installed(exported):
     tokenizer = AutoTokenizer.from_pretrained(exported)
     encoded = tokenizer(["a gripping , funny film", "dull and lifeless"], padding=True, return_tensors="np")
     ort_model = ORTModelForSequenceClassification.from_pretrained(exported, file_name=QUANTIZED_FILE)
-    logits = ort_model(**tokenizer(["a gripping , funny film", "dull and lifeless"], padding=True, return_tensors="pt")).logits
+    logits = ort_model(
+        **tokenizer(["a gripping , funny film", "dull and lifeless"], padding=True, return_tensors="pt")
+    ).logits
     session = onnxruntime.InferenceSession(str(exported / QUANTIZED_FILE), providers=["CPUExecutionProvider"])
     feeds = {graph_input.name: encoded[graph_input.name].astype(np.int64) for graph_input in session.get_inputs()}
     np.testing.assert_allclose(logits.numpy(), session.run(["logits"], feeds)[0], atol=1e-6)
@@ -89,7 +157,10 @@ def test_bad_label_line_is_named(tmp_path):
 def test_int8_accuracy_recipe_writes_its_table(exported, tmp_path):
     from examples import int8_accuracy
 
-    assert int8_accuracy.main([str(exported.parent / "model"), "--output_dir", str(tmp_path / "runs"), "--limit", "40"]) == 0
+    assert (
+        int8_accuracy.main([str(exported.parent / "model"), "--output_dir", str(tmp_path / "runs"), "--limit", "40"])
+        == 0
+    )
     (row,) = json.loads((tmp_path / "runs" / "results.json").read_text())
     assert row["examples"] == 40 and 0 < row["size_ratio"] < 0.6 and row["fp32_parity_max_abs_diff"] < 1e-4
     assert row["change_points"] == pytest.approx(100 * (row["int8_accuracy"] - row["fp32_accuracy"]))

@@ -16,7 +16,9 @@ import torch
 from compact_bert.export.tasks import EXPORT_TASKS, OPTIMUM_TASKS
 from tests.export.helpers import save_tiny_model, varied_inputs
 
-pytest.importorskip("optimum.exporters.onnx", reason="Optimum's ONNX exporter needs the `onnx` extra (transformers 4.57)")
+pytest.importorskip(
+    "optimum.exporters.onnx", reason="Optimum's ONNX exporter needs the `onnx` extra (transformers 4.57)"
+)
 optimum_onnxruntime = pytest.importorskip("optimum.onnxruntime")
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -75,15 +77,25 @@ def test_pyproject_installs_the_optimum_cli_plugin():
     assert not (REPOSITORY / "export" / "optimum_cli_register" / "__init__.py").exists(), "PEP 420 namespace"
 
 
-@pytest.mark.parametrize("config_id,task", [("ib_bert", "question-answering"), ("mobilebert", "token-classification"),
-                                             ("minimoe", "fill-mask"), ("moe_bert", "feature-extraction")])  # fmt: skip
+@pytest.mark.parametrize(
+    "config_id,task",
+    [
+        ("ib_bert", "question-answering"),
+        ("mobilebert", "token-classification"),
+        ("minimoe", "fill-mask"),
+        ("moe_bert", "feature-extraction"),
+    ],
+)
 def test_optimum_cli_exports_every_family(config_id, task, tmp_path):
     model = save_tiny_model(config_id, task, tmp_path / "model")
     cli = [sys.executable, "-c", "from optimum.commands.optimum_cli import main; main()"]
     result = subprocess.run(
         [*cli, "export", "onnx", "--model", str(tmp_path / "model"), "--task", task, str(tmp_path / "onnx")],
-        env=_optimum_cli_environment(tmp_path), capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        env=_optimum_cli_environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     _assert_ort_model_matches(tmp_path / "model", tmp_path / "onnx", task, model)
 
@@ -98,7 +110,9 @@ def test_ort_optimizer_keeps_predictions(tmp_path):
     optimizer = ORTOptimizer.from_pretrained(ORTModelForSequenceClassification.from_pretrained(tmp_path / "onnx"))
     optimizer.optimize(OptimizationConfig(optimization_level=2), save_dir=tmp_path / "optimized")
     shutil.copy2(tmp_path / "onnx" / "config.json", tmp_path / "optimized" / "config.json")
-    optimized = ORTModelForSequenceClassification.from_pretrained(tmp_path / "optimized", file_name="model_optimized.onnx")
+    optimized = ORTModelForSequenceClassification.from_pretrained(
+        tmp_path / "optimized", file_name="model_optimized.onnx"
+    )
     probe = varied_inputs(3, 40, model.config.vocab_size, seed=5, pad_last_from=20)
     with torch.no_grad():
         expected = model(**probe).logits

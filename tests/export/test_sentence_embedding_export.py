@@ -5,8 +5,6 @@ lengths other than the export example's; int8 beside it."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -23,8 +21,21 @@ onnxruntime = pytest.importorskip("onnxruntime")
 def exported(tmp_path_factory):
     work = tmp_path_factory.mktemp("sentence_embedding_export")
     save_sentence_embedder(tiny_embedder(projection_to=48, num_experts=4), work / "student", default_tokenizer())
-    assert main(["export", "onnx", str(work / "student"), str(work / "onnx"), "--task", "sentence-embedding",
-                 "--quantize", "int8"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "onnx",
+                str(work / "student"),
+                str(work / "onnx"),
+                "--task",
+                "sentence-embedding",
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
     return work
 
 
@@ -32,7 +43,9 @@ def _run(path, sentences):
     batch = default_tokenizer()(sentences, padding=True, return_tensors="np")
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [output.name for output in session.get_outputs()] == ["sentence_embedding"]
-    return session.run(None, {name: batch[name].astype(np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")})[0]
+    return session.run(
+        None, {name: batch[name].astype(np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
+    )[0]
 
 
 @pytest.mark.parametrize("sentences", [SENTENCES[:1], SENTENCES, SENTENCES * 3 + ["word " * 60]])
@@ -60,5 +73,15 @@ def test_plain_model_folder_cannot_be_exported_as_sentence_embedding(exported, t
     with pytest.raises(SystemExit, match="not a sentence-transformers folder.*--pooling"):
         main(["export", "onnx", str(folder), str(tmp_path / "out"), "--task", "sentence-embedding"])
     with pytest.raises(SystemExit, match="cannot export 'sentence-embedding'"):
-        main(["export", "onnx", str(exported / "student"), str(tmp_path / "out2"), "--task", "sentence-embedding",
-              "--exporter", "optimum"])  # fmt: skip
+        main(
+            [
+                "export",
+                "onnx",
+                str(exported / "student"),
+                str(tmp_path / "out2"),
+                "--task",
+                "sentence-embedding",
+                "--exporter",
+                "optimum",
+            ]
+        )

@@ -14,13 +14,19 @@ from compact_bert.cli.main import main
 from compact_bert.export import moe_export_form
 from compact_bert.export.tasks import EXPORT_TASKS
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
-from tests.export.helpers import FAMILY_TASKS, constant_example, experts_reached_only_by, save_tiny_model, varied_inputs
+from tests.export.helpers import (
+    FAMILY_TASKS,
+    constant_example,
+    experts_reached_only_by,
+    save_tiny_model,
+    varied_inputs,
+)
 
 pytest.importorskip("litert_torch", reason="TFLite export needs litert-torch: install the `tflite` extra")
 pytest.importorskip("ai_edge_litert", reason="TFLite models run with ai-edge-litert: install the `tflite` extra")
 pytest.importorskip("ai_edge_quantizer", reason="TFLite int8 needs ai-edge-quantizer: install the `tflite` extra")
 
-from compact_bert.export.tflite_exporter import TFLITE_INT8_FILE, export_tflite, tflite_outputs  # noqa: E402
+from compact_bert.export.tflite_exporter import TFLITE_INT8_FILE, export_tflite, tflite_outputs
 
 TOLERANCE = 1e-4
 SEQUENCE_LENGTH = 16
@@ -41,11 +47,16 @@ def _convert_and_check(config_id, tmp_path, batch_size=2):
     task = FAMILY_TASKS[config_id]
     model = save_tiny_model(config_id, task, tmp_path / "model")
     example = constant_example(batch=batch_size, seq=SEQUENCE_LENGTH)
-    report = export_tflite(tmp_path / "model", tmp_path / "tflite", task, SEQUENCE_LENGTH, batch_size,
-                           example_inputs=example)  # fmt: skip
+    report = export_tflite(
+        tmp_path / "model", tmp_path / "tflite", task, SEQUENCE_LENGTH, batch_size, example_inputs=example
+    )
     assert report.max_abs_diff <= TOLERANCE * report.output_scale
-    assert {"model.tflite", "config.json", "tokenizer_config.json", "vocab.txt"} <= {p.name for p in (tmp_path / "tflite").iterdir()}
-    probe = varied_inputs(batch_size, SEQUENCE_LENGTH, model.config.vocab_size, seed=11, pad_last_from=SEQUENCE_LENGTH - 5)
+    assert {"model.tflite", "config.json", "tokenizer_config.json", "vocab.txt"} <= {
+        p.name for p in (tmp_path / "tflite").iterdir()
+    }
+    probe = varied_inputs(
+        batch_size, SEQUENCE_LENGTH, model.config.vocab_size, seed=11, pad_last_from=SEQUENCE_LENGTH - 5
+    )
     if hasattr(model.config, "num_experts"):
         # The probe reaches experts the constant example never used: nothing routed at conversion is frozen in.
         assert experts_reached_only_by(tmp_path / "model", probe, example).any()
@@ -94,24 +105,77 @@ def test_cli_converts_quantizes_and_int8_agrees_with_fp32_on_real_sentences(tmp_
 
     files = bundled_sst2_files()
     overrides = '{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 96}'
-    assert main(["finetune", "--model_name_or_path", "minimoe-4l-192h", "--model_overrides", overrides,
-                 "--task_name", "sst2", "--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
-                 "--max_train_samples", "1600", "--max_eval_samples", "16", "--max_steps", "200",
-                 "--per_device_train_batch_size", "16", "--learning_rate", "1e-3", "--seed", "0", "--report_to", "none",
-                 "--capacity_factor", "checkpoint",  # the run this threshold was set on kept the 1.25 limit
-                 "--save_strategy", "no", "--eval_strategy", "no", "--load_best_model_at_end", "false",
-                 "--output_dir", str(tmp_path / "model")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "--model_name_or_path",
+                "minimoe-4l-192h",
+                "--model_overrides",
+                overrides,
+                "--task_name",
+                "sst2",
+                "--train_file",
+                str(files["train"]),
+                "--validation_file",
+                str(files["validation"]),
+                "--max_train_samples",
+                "1600",
+                "--max_eval_samples",
+                "16",
+                "--max_steps",
+                "200",
+                "--per_device_train_batch_size",
+                "16",
+                "--learning_rate",
+                "1e-3",
+                "--seed",
+                "0",
+                "--report_to",
+                "none",
+                "--capacity_factor",
+                "checkpoint",  # the run this threshold was set on kept the 1.25 limit
+                "--save_strategy",
+                "no",
+                "--eval_strategy",
+                "no",
+                "--load_best_model_at_end",
+                "false",
+                "--output_dir",
+                str(tmp_path / "model"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["export", "tflite", str(tmp_path / "model"), str(tmp_path / "tflite"), "--task", "text-classification",
-                 "--sequence_length", "64", "--quantize", "int8"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "tflite",
+                str(tmp_path / "model"),
+                str(tmp_path / "tflite"),
+                "--task",
+                "text-classification",
+                "--sequence_length",
+                "64",
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
     output = capsys.readouterr().out
     report = json.loads(output[output.index("{\n") :])  # the converter prints its progress before
     assert report["shape"] == [1, 64] and report["max_abs_diff"] <= TOLERANCE * report["output_scale"]
     assert report["int8"].endswith(TFLITE_INT8_FILE) and 0 < report["size_ratio"] < 0.6
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tflite")
-    measured = compare_exported_models({"fp32": tmp_path / "tflite" / "model.tflite",
-                                        "int8": tmp_path / "tflite" / TFLITE_INT8_FILE},
-                                       tokenizer, files["validation"], limit=200)  # fmt: skip
+    measured = compare_exported_models(
+        {"fp32": tmp_path / "tflite" / "model.tflite", "int8": tmp_path / "tflite" / TFLITE_INT8_FILE},
+        tokenizer,
+        files["validation"],
+        limit=200,
+    )
     assert measured.accuracy["fp32"] > 0.56, measured  # it learned something from the real data
     assert measured.agreement >= 0.95, measured
 
@@ -138,8 +202,28 @@ def test_tflite_runner_gives_eager_logits(folder_with_tflite):
 
 def test_benchmark_command_times_tflite_at_its_shape_and_refuses_others(folder_with_tflite, tmp_path, capsys):
     json_path = tmp_path / "latency.json"
-    assert main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "16", "--runtimes", "eager", "tflite",
-                 "tflite-int8", "--rounds", "2", "--warmup", "1", "--json", str(json_path), "--write_latency"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "benchmark",
+                str(folder_with_tflite),
+                "--sequence_lengths",
+                "16",
+                "--runtimes",
+                "eager",
+                "tflite",
+                "tflite-int8",
+                "--rounds",
+                "2",
+                "--warmup",
+                "1",
+                "--json",
+                str(json_path),
+                "--write_latency",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(json_path.read_text())["rows"]
     assert [row["runtime"] for row in rows] == ["eager", "tflite", "tflite-int8"]
     assert all(row["median_ms"] > 0 and row["sequence_length"] == 16 for row in rows)
@@ -151,9 +235,26 @@ def test_benchmark_command_times_tflite_at_its_shape_and_refuses_others(folder_w
     with pytest.raises(SystemExit, match=r"runs only at batch 1 x length 16.*--batch_sizes 1 --sequence_lengths 16"):
         main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "32", "--runtimes", "tflite"])
     # Found by default at another shape, the TFLite files are skipped with a note, not an error.
-    assert main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "32", "--runtimes", "eager", "--rounds", "1",
-                 "--warmup", "0"]) == 0  # fmt: skip
-    assert main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "32", "--rounds", "1", "--warmup", "0"]) == 0
+    assert (
+        main(
+            [
+                "benchmark",
+                str(folder_with_tflite),
+                "--sequence_lengths",
+                "32",
+                "--runtimes",
+                "eager",
+                "--rounds",
+                "1",
+                "--warmup",
+                "0",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(["benchmark", str(folder_with_tflite), "--sequence_lengths", "32", "--rounds", "1", "--warmup", "0"]) == 0
+    )
     assert "runs only at batch 1 x length 16" in capsys.readouterr().out
 
 

@@ -26,8 +26,10 @@ def test_bundled_files_have_the_glue_layout():
     assert (files["train"].parent / "ATTRIBUTION.md").is_file()
 
 
-@pytest.mark.skipif(not (SHARED_SST2 / "train.tsv").is_file(),
-                    reason=f"GLUE SST-2 is not checked out next to the project ({SHARED_SST2})")  # fmt: skip
+@pytest.mark.skipif(
+    not (SHARED_SST2 / "train.tsv").is_file(),
+    reason=f"GLUE SST-2 is not checked out next to the project ({SHARED_SST2})",
+)
 def test_bundled_slice_is_reproducible_from_the_glue_files(tmp_path):
     expected = sst2_slice_texts(SHARED_SST2)
     files = bundled_sst2_files()

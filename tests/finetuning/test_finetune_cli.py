@@ -33,8 +33,10 @@ from tests.conftest import tiny_configs
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 pytestmark = pytest.mark.skipif(
-    not all((SHARED_DATA / name).is_file() for name in ("sst2/train.tsv", "sst2/validation.tsv",
-                                                         "conll2003/train.txt", "conll2003/validation.txt")),
+    not all(
+        (SHARED_DATA / name).is_file()
+        for name in ("sst2/train.tsv", "sst2/validation.tsv", "conll2003/train.txt", "conll2003/validation.txt")
+    ),
     reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})",
 )
 FAMILIES = ("ib_bert", "mobilebert", "minimoe", "moe_bert")
@@ -72,14 +74,40 @@ def model_dirs(tmp_path_factory) -> dict[str, Path]:
 
 def task_arguments(data_dir: Path, task: str) -> list[str]:
     if task == "sst2":
-        return ["--task_name", "sst2", "--train_file", str(data_dir / "sst2_train.tsv"),
-                "--validation_file", str(data_dir / "sst2_validation.tsv")]  # fmt: skip
-    return ["--task_name", "ner", "--train_file", str(data_dir / "conll_train.txt"),
-            "--validation_file", str(data_dir / "conll_validation.txt")]  # fmt: skip
+        return [
+            "--task_name",
+            "sst2",
+            "--train_file",
+            str(data_dir / "sst2_train.tsv"),
+            "--validation_file",
+            str(data_dir / "sst2_validation.tsv"),
+        ]
+    return [
+        "--task_name",
+        "ner",
+        "--train_file",
+        str(data_dir / "conll_train.txt"),
+        "--validation_file",
+        str(data_dir / "conll_validation.txt"),
+    ]
 
 
-QUICK = ["--per_device_train_batch_size", "8", "--learning_rate", "3e-3", "--logging_strategy", "steps",
-         "--logging_steps", "2", "--report_to", "none", "--save_total_limit", "1", "--dataloader_pin_memory", "false"]  # fmt: skip
+QUICK = [
+    "--per_device_train_batch_size",
+    "8",
+    "--learning_rate",
+    "3e-3",
+    "--logging_strategy",
+    "steps",
+    "--logging_steps",
+    "2",
+    "--report_to",
+    "none",
+    "--save_total_limit",
+    "1",
+    "--dataloader_pin_memory",
+    "false",
+]
 
 
 def finetune(model: str, output_dir: Path, extra: list[str]) -> dict:
@@ -90,10 +118,13 @@ def finetune(model: str, output_dir: Path, extra: list[str]) -> dict:
 def reload_and_evaluate(folder: Path, data_dir: Path, task: str) -> dict:
     """Accuracy / tag accuracy and task loss of the saved folder on the whole dev slice in one batch."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    splits = load_finetuning_data(FinetuneDataArguments(
-        task_name="sst2" if task == "sst2" else "ner", train_file=str(data_dir / ("sst2_train.tsv" if task == "sst2" else "conll_train.txt")),
-        validation_file=str(data_dir / ("sst2_validation.tsv" if task == "sst2" else "conll_validation.txt")),
-    ))  # fmt: skip
+    splits = load_finetuning_data(
+        FinetuneDataArguments(
+            task_name="sst2" if task == "sst2" else "ner",
+            train_file=str(data_dir / ("sst2_train.tsv" if task == "sst2" else "conll_train.txt")),
+            validation_file=str(data_dir / ("sst2_validation.tsv" if task == "sst2" else "conll_validation.txt")),
+        )
+    )
     if task == "sst2":
         model = AutoModelForSequenceClassification.from_pretrained(folder)
         dataset = tokenize_sequence_dataset(splits.validation, tokenizer, splits.text_columns, 64)
@@ -108,16 +139,21 @@ def reload_and_evaluate(folder: Path, data_dir: Path, task: str) -> dict:
     task_loss = outputs.loss - (outputs.aux_loss if getattr(outputs, "aux_loss", None) is not None else 0)
     predictions = outputs.logits.argmax(-1)
     kept = batch["labels"] != -100
-    return {"model": model, "task_loss": float(task_loss), "predictions": predictions[kept],
-            "accuracy": float((predictions[kept] == batch["labels"][kept]).float().mean())}  # fmt: skip
+    return {
+        "model": model,
+        "task_loss": float(task_loss),
+        "predictions": predictions[kept],
+        "accuracy": float((predictions[kept] == batch["labels"][kept]).float().mean()),
+    }
 
 
 @pytest.mark.parametrize("task", ["sst2", "ner"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_finetune_every_family(family, task, model_dirs, data_dir, tmp_path):
     output = tmp_path / "out"
-    summary = finetune(str(model_dirs[family]), output,
-                       [*task_arguments(data_dir, task), "--num_train_epochs", "3", "--seed", "1"])  # fmt: skip
+    summary = finetune(
+        str(model_dirs[family]), output, [*task_arguments(data_dir, task), "--num_train_epochs", "3", "--seed", "1"]
+    )
     metric = "eval_accuracy" if task == "sst2" else "eval_overall_f1"
     assert metric in summary and summary["label_names"]
     if task == "ner":
@@ -128,7 +164,9 @@ def test_finetune_every_family(family, task, model_dirs, data_dir, tmp_path):
     if family in MOE_FAMILIES:
         assert {"eval_task_loss", "eval_balance_loss", "eval_block0_max_expert_share"} <= set(summary)
         assert summary["eval_block0_dropped_fraction"] == 0.0  # evaluation never drops tokens
-        assert summary["eval_loss"] == pytest.approx(summary["eval_task_loss"] + summary["eval_balance_loss"], abs=2e-4)
+        assert summary["eval_loss"] == pytest.approx(
+            summary["eval_task_loss"] + summary["eval_balance_loss"], abs=2e-4
+        )
         assert any("balance_loss" in entry and "task_loss" in entry for entry in history)
     saved = json.loads((output / "config.json").read_text())  # what a script reads; num_labels = len(id2label)
     assert list(saved["id2label"].values()) == summary["label_names"]
@@ -146,8 +184,23 @@ def test_finetune_every_family(family, task, model_dirs, data_dir, tmp_path):
 
 
 def test_same_seed_same_weights_and_seed_grid_summary(data_dir, tmp_path):
-    command = ["--model_overrides", TINY_MINIMOE, *task_arguments(data_dir, "sst2"), "--max_steps", "3",
-               "--seed", "5", "--eval_strategy", "steps", "--eval_steps", "3", "--save_strategy", "steps", "--save_steps", "3"]  # fmt: skip
+    command = [
+        "--model_overrides",
+        TINY_MINIMOE,
+        *task_arguments(data_dir, "sst2"),
+        "--max_steps",
+        "3",
+        "--seed",
+        "5",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "3",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "3",
+    ]
     finetune("minimoe-4l-192h", tmp_path / "a", command)
     finetune("minimoe-4l-192h", tmp_path / "b", command)
     first, second = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
@@ -155,7 +208,20 @@ def test_same_seed_same_weights_and_seed_grid_summary(data_dir, tmp_path):
     assert all(torch.equal(first[name], second[name]) for name in first)
 
     grid = [*command, "--seeds", "0", "1", "--learning_rate_grid", "1e-3", "5e-3"]
-    assert main(["finetune", "--model_name_or_path", "minimoe-4l-192h", "--output_dir", str(tmp_path / "grid"), *QUICK, *grid]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--model_name_or_path",
+                "minimoe-4l-192h",
+                "--output_dir",
+                str(tmp_path / "grid"),
+                *QUICK,
+                *grid,
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "grid" / "run_summary.json").read_text())
     assert summary["metric_for_best_model"] == "eval_accuracy" and len(summary["runs"]) == 4
     assert {entry["learning_rate"] for entry in summary["per_setting"]} == {1e-3, 5e-3}
@@ -167,8 +233,18 @@ def test_same_seed_same_weights_and_seed_grid_summary(data_dir, tmp_path):
 
 def test_bad_input_fails_before_training(data_dir, tmp_path):
     with pytest.raises(SystemExit, match="no column 'question'"):
-        finetune("minimoe-4l-192h", tmp_path / "x", ["--model_overrides", TINY_MINIMOE, "--task_name", "qnli",
-                                                     "--train_file", str(data_dir / "sst2_train.tsv")])  # fmt: skip
+        finetune(
+            "minimoe-4l-192h",
+            tmp_path / "x",
+            [
+                "--model_overrides",
+                TINY_MINIMOE,
+                "--task_name",
+                "qnli",
+                "--train_file",
+                str(data_dir / "sst2_train.tsv"),
+            ],
+        )
     with pytest.raises(SystemExit, match="neither a model folder"):
         finetune(str(tmp_path / "missing"), tmp_path / "x", task_arguments(data_dir, "sst2"))
 
@@ -213,13 +289,32 @@ USER_SCRIPT = textwrap.dedent(
 
 def test_user_script_without_compact_bert_finetunes_a_saved_minimoe(data_dir, tmp_path):
     folder = tmp_path / "minimoe"
-    finetune("minimoe-4l-192h", folder, ["--model_overrides", TINY_MINIMOE, *task_arguments(data_dir, "sst2"), "--max_steps", "2",
-                                         "--eval_strategy", "no", "--load_best_model_at_end", "false"])  # fmt: skip
+    finetune(
+        "minimoe-4l-192h",
+        folder,
+        [
+            "--model_overrides",
+            TINY_MINIMOE,
+            *task_arguments(data_dir, "sst2"),
+            "--max_steps",
+            "2",
+            "--eval_strategy",
+            "no",
+            "--load_best_model_at_end",
+            "false",
+        ],
+    )
     (tmp_path / "user.py").write_text(USER_SCRIPT)
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
     environment.pop("PYTHONPATH", None)
-    result = subprocess.run([sys.executable, str(tmp_path / "user.py"), str(folder), str(tmp_path / "user_out")],
-                            cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "user.py"), str(folder), str(tmp_path / "user_out")],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     metrics = json.loads(result.stdout.split("METRICS", 1)[1])
     # 16 dev sentences: the accuracy is a count / 16; two steps leave the fresh binary head near chance (ln 2).
@@ -237,18 +332,36 @@ def test_config_defaults_follow_the_papers():
     assert config.early_stopping_patience == 5 and config.router_aux_loss_coef is None
     with pytest.raises(ValueError, match="router_aux_loss_coef"):
         FinetuneConfig(output_dir="unused", report_to="none", router_aux_loss_coef=-1.0)
-    assert FinetuneConfig(output_dir="unused", report_to="none", load_best_model_at_end=False,
-                          eval_strategy="no").early_stopping_patience is None  # fmt: skip
+    assert (
+        FinetuneConfig(
+            output_dir="unused", report_to="none", load_best_model_at_end=False, eval_strategy="no"
+        ).early_stopping_patience
+        is None
+    )
 
 
 def test_regression_with_balance_coefficient_override(data_dir, tmp_path):
     rows = "".join(f"a sentence {index}\tanother one {index % 3}\t{index % 5}.5\n" for index in range(24))
     (tmp_path / "train.tsv").write_text("sentence1\tsentence2\tlabel\n" + rows, encoding="utf-8")
     output = tmp_path / "out"
-    summary = finetune("minimoe-4l-192h", output, [
-        "--model_overrides", TINY_MINIMOE, "--task_name", "stsb", "--train_file", str(tmp_path / "train.tsv"),
-        "--validation_file", str(tmp_path / "train.tsv"), "--num_train_epochs", "1", "--router_aux_loss_coef", "0",
-    ])  # fmt: skip
+    summary = finetune(
+        "minimoe-4l-192h",
+        output,
+        [
+            "--model_overrides",
+            TINY_MINIMOE,
+            "--task_name",
+            "stsb",
+            "--train_file",
+            str(tmp_path / "train.tsv"),
+            "--validation_file",
+            str(tmp_path / "train.tsv"),
+            "--num_train_epochs",
+            "1",
+            "--router_aux_loss_coef",
+            "0",
+        ],
+    )
     assert {"eval_pearson", "eval_spearmanr"} <= set(summary) and summary["eval_balance_loss"] == 0.0
     config = AutoConfig.from_pretrained(output)
     assert (config.num_labels, config.problem_type, config.router_aux_loss_coef) == (1, "regression", 0.0)
@@ -258,11 +371,24 @@ def test_bert_like_transformers_folder_with_its_tokenizer(data_dir, tmp_path):
     from compact_bert.distillation.data import packaged_teacher_dir
 
     output = tmp_path / "bert"
-    summary = finetune(str(packaged_teacher_dir()), output, [
-        *task_arguments(data_dir, "sst2"), "--max_train_samples", "8", "--max_eval_samples", "8", "--max_steps", "1",
-    ])  # fmt: skip
+    summary = finetune(
+        str(packaged_teacher_dir()),
+        output,
+        [
+            *task_arguments(data_dir, "sst2"),
+            "--max_train_samples",
+            "8",
+            "--max_eval_samples",
+            "8",
+            "--max_steps",
+            "1",
+        ],
+    )
     assert summary["model_type"] == "bert" and "eval_accuracy" in summary
-    assert AutoModelForSequenceClassification.from_pretrained(output).config.id2label == {0: "negative", 1: "positive"}  # SST-2 ids named
+    assert AutoModelForSequenceClassification.from_pretrained(output).config.id2label == {
+        0: "negative",
+        1: "positive",
+    }  # SST-2 ids named
     assert (output / "tokenizer.json").is_file() and (output / "vocab.txt").is_file()
 
 
@@ -270,9 +396,28 @@ def test_peft_adapter_and_merge_wiring(model_dirs, data_dir, tmp_path):
     from peft import PeftModel
 
     output = tmp_path / "lora"
-    summary = finetune(str(model_dirs["ib_bert"]), output, [*task_arguments(data_dir, "sst2"), "--max_steps", "4",
-                       "--eval_strategy", "steps", "--eval_steps", "2", "--save_strategy", "steps", "--save_steps", "2",
-                       "--peft", "lora", "--peft_r", "4", "--merge"])  # fmt: skip
+    summary = finetune(
+        str(model_dirs["ib_bert"]),
+        output,
+        [
+            *task_arguments(data_dir, "sst2"),
+            "--max_steps",
+            "4",
+            "--eval_strategy",
+            "steps",
+            "--eval_steps",
+            "2",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "2",
+            "--peft",
+            "lora",
+            "--peft_r",
+            "4",
+            "--merge",
+        ],
+    )
     assert (output / "adapter_config.json").is_file() and "eval_accuracy" in summary
     merged = AutoModelForSequenceClassification.from_pretrained(summary["merged_model_dir"]).eval()
     base = AutoModelForSequenceClassification.from_pretrained(model_dirs["ib_bert"], num_labels=2)
@@ -290,19 +435,53 @@ def test_peft_adapter_and_merge_wiring(model_dirs, data_dir, tmp_path):
 def test_peft_on_the_experts_of_a_moe_student(data_dir, tmp_path):
     """Default dropout becomes 0 where the experts' stacked weights are adapted (PEFT's parameter LoRA)."""
     output = tmp_path / "lora"
-    finetune("minimoe-4l-192h", output, ["--model_overrides", TINY_MINIMOE, *task_arguments(data_dir, "sst2"),
-                                         "--max_steps", "2", "--eval_strategy", "no", "--load_best_model_at_end", "false",
-                                         "--peft", "lora", "--merge"])  # fmt: skip
+    finetune(
+        "minimoe-4l-192h",
+        output,
+        [
+            "--model_overrides",
+            TINY_MINIMOE,
+            *task_arguments(data_dir, "sst2"),
+            "--max_steps",
+            "2",
+            "--eval_strategy",
+            "no",
+            "--load_best_model_at_end",
+            "false",
+            "--peft",
+            "lora",
+            "--merge",
+        ],
+    )
     assert (output / "adapter_config.json").is_file() and (output / "merged" / "config.json").is_file()
 
 
 def test_adapter_size_grid_with_learning_rates(data_dir, tmp_path):
     """--adapter_size_grid runs every LoRA rank x learning rate (x seed) and picks the best averaged setting."""
     output = tmp_path / "grid"
-    finetune("minimoe-4l-192h", output, ["--model_overrides", TINY_MINIMOE, *task_arguments(data_dir, "sst2"),
-                                         "--max_steps", "2", "--eval_strategy", "no", "--load_best_model_at_end", "false",
-                                         "--peft", "lora", "--adapter_size_grid", "2", "4",
-                                         "--learning_rate_grid", "1e-3", "5e-3"])  # fmt: skip
+    finetune(
+        "minimoe-4l-192h",
+        output,
+        [
+            "--model_overrides",
+            TINY_MINIMOE,
+            *task_arguments(data_dir, "sst2"),
+            "--max_steps",
+            "2",
+            "--eval_strategy",
+            "no",
+            "--load_best_model_at_end",
+            "false",
+            "--peft",
+            "lora",
+            "--adapter_size_grid",
+            "2",
+            "4",
+            "--learning_rate_grid",
+            "1e-3",
+            "5e-3",
+        ],
+    )
     summary = json.loads((output / "run_summary.json").read_text())
     assert len(summary["runs"]) == 4
     settings = {(entry["adapter_size"], entry["learning_rate"]) for entry in summary["per_setting"]}
@@ -316,7 +495,12 @@ def test_adapter_size_grid_with_learning_rates(data_dir, tmp_path):
 
 def test_adapter_size_grid_needs_lora(data_dir, tmp_path):
     with pytest.raises(SystemExit, match="--adapter_size_grid sets the LoRA rank: it needs --peft lora"):
-        finetune("minimoe-4l-192h", tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--adapter_size_grid", "8", "16"])
+        finetune(
+            "minimoe-4l-192h", tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--adapter_size_grid", "8", "16"]
+        )
     with pytest.raises(SystemExit, match="--adapter_size_grid sets the LoRA rank: it needs --peft lora"):
-        finetune("minimoe-4l-192h", tmp_path / "x", [*task_arguments(data_dir, "sst2"), "--peft", "ia3",
-                                                     "--adapter_size_grid", "8"])  # fmt: skip
+        finetune(
+            "minimoe-4l-192h",
+            tmp_path / "x",
+            [*task_arguments(data_dir, "sst2"), "--peft", "ia3", "--adapter_size_grid", "8"],
+        )

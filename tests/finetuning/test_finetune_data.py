@@ -23,7 +23,8 @@ from compact_bert.finetuning.data import (
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 CONLL_VALIDATION = SHARED_DATA / "conll2003" / "validation.txt"
 needs_shared_data = pytest.mark.skipif(
-    not CONLL_VALIDATION.is_file(), reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})"
+    not CONLL_VALIDATION.is_file(),
+    reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})",
 )
 
 
@@ -83,7 +84,9 @@ def test_eval_tags_unseen_in_training_are_an_error_unless_listed(tmp_path):
     with pytest.raises(ValueError, match=r"dev\.txt: labels .*B-PER.*training never shows them.*--label_list"):
         load_finetuning_data(arguments)
     names = "O,B-LOC,I-LOC,B-MISC,I-MISC,B-ORG,I-ORG,B-PER,I-PER"
-    arguments = FinetuneDataArguments(task_name="ner", train_file=str(train), validation_file=str(dev), label_list=names)
+    arguments = FinetuneDataArguments(
+        task_name="ner", train_file=str(train), validation_file=str(dev), label_list=names
+    )
     splits = load_finetuning_data(arguments)
     assert splits.label_names == names.split(",")
 
@@ -130,43 +133,60 @@ def test_numeric_labels_sort_numerically_and_pairs_use_glue_columns(tmp_path):
     assert 1 in tokenized[0]["token_type_ids"]  # the pair is encoded as a pair
 
 
-@pytest.mark.parametrize(("task", "labels", "expected"), [
-    ("sst2", "0,1", ["negative", "positive"]),
-    ("mnli", "2,0,1", ["entailment", "neutral", "contradiction"]),
-    ("sst2", "1,1", ["positive"]),  # the id keeps its name even when the other class is absent
-    ("rte", "entailment,not_entailment", ["entailment", "not_entailment"]),  # GLUE's RTE file: names already
-    ("sst2", "0,7", ["0", "7"]),  # not the task's ids: kept as they are
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("task", "labels", "expected"),
+    [
+        ("sst2", "0,1", ["negative", "positive"]),
+        ("mnli", "2,0,1", ["entailment", "neutral", "contradiction"]),
+        ("sst2", "1,1", ["positive"]),  # the id keeps its name even when the other class is absent
+        ("rte", "entailment,not_entailment", ["entailment", "not_entailment"]),  # GLUE's RTE file: names already
+        ("sst2", "0,7", ["0", "7"]),  # not the task's ids: kept as they are
+    ],
+)
 def test_glue_label_ids_get_the_tasks_names(tmp_path, task, labels, expected):
     columns = GLUE_TASKS[task].text_columns
-    rows = "".join("\t".join([*(f"{column} {index}" for column in columns), label]) + "\n"
-                   for index, label in enumerate(labels.split(",")))  # fmt: skip
+    rows = "".join(
+        "\t".join([*(f"{column} {index}" for column in columns), label]) + "\n"
+        for index, label in enumerate(labels.split(","))
+    )
     train = _write(tmp_path / "train.tsv", "\t".join([*columns, "label"]) + "\n" + rows)
     splits = load_finetuning_data(FinetuneDataArguments(task_name=task, train_file=str(train)))
     assert splits.label_names == expected
     raw = list(dict.fromkeys(labels.split(",")))
-    given = load_finetuning_data(FinetuneDataArguments(task_name=task, train_file=str(train), label_list=",".join(raw)))
+    given = load_finetuning_data(
+        FinetuneDataArguments(task_name=task, train_file=str(train), label_list=",".join(raw))
+    )
     assert given.label_names == raw  # --label_list is the user's word
 
 
 GLUE_ORIGINAL_FILES = {  # the first lines of GLUE's original downloads (gluebenchmark.com), as they are written
-    "mrpc": ("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-             "1\t702876\t702977\tAmrozi accused his brother , whom he called \" the witness \" .\tReferring to him as "
-             "only \" the witness \" , Amrozi accused his brother .\n"
-             "0\t2108705\t2108831\tYucaipa owned Dominick 's .\tYucaipa bought Dominick 's in 1995 .\n"),
-    "qqp": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
-            "133273\t213221\t213222\tHow is the life of a math student?\tWhich level of prepration is enough?\t0\n"
-            "402555\t536040\t536041\tHow do I control my horny emotions?\tHow do you control your horniness?\t1\n"),
-    "stsb": ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-             "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane is taking off.\tAn air plane is taking "
-             "off.\t5.000\n"),
-    "mnli": ("index\tpromptID\tpairID\tgenre\tsentence1\tsentence2\tlabel1\tgold_label\n"
-             "0\t31193\t31193n\tgovernment\tConceptually cream skimming has two basic dimensions.\tProduct and "
-             "geography are what make cream skimming work.\tneutral\tneutral\n"
-             "1\t101457\t101457e\ttelephone\tyou know during the season.\tYou lose the things.\tentailment\tentailment\n"),
-    "cola": ("gj04\t1\t\tOur friends won't buy this analysis, let alone the next one we propose.\n"
-             "gj04\t0\t*\tOne more pseudo generalization and I'm giving up.\n"),
-}  # fmt: skip
+    "mrpc": (
+        "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+        '1\t702876\t702977\tAmrozi accused his brother , whom he called " the witness " .\tReferring to him as '
+        'only " the witness " , Amrozi accused his brother .\n'
+        "0\t2108705\t2108831\tYucaipa owned Dominick 's .\tYucaipa bought Dominick 's in 1995 .\n"
+    ),
+    "qqp": (
+        "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+        "133273\t213221\t213222\tHow is the life of a math student?\tWhich level of prepration is enough?\t0\n"
+        "402555\t536040\t536041\tHow do I control my horny emotions?\tHow do you control your horniness?\t1\n"
+    ),
+    "stsb": (
+        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+        "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane is taking off.\tAn air plane is taking "
+        "off.\t5.000\n"
+    ),
+    "mnli": (
+        "index\tpromptID\tpairID\tgenre\tsentence1\tsentence2\tlabel1\tgold_label\n"
+        "0\t31193\t31193n\tgovernment\tConceptually cream skimming has two basic dimensions.\tProduct and "
+        "geography are what make cream skimming work.\tneutral\tneutral\n"
+        "1\t101457\t101457e\ttelephone\tyou know during the season.\tYou lose the things.\tentailment\tentailment\n"
+    ),
+    "cola": (
+        "gj04\t1\t\tOur friends won't buy this analysis, let alone the next one we propose.\n"
+        "gj04\t0\t*\tOne more pseudo generalization and I'm giving up.\n"
+    ),
+}
 
 
 @pytest.mark.parametrize("task", list(GLUE_ORIGINAL_FILES))
@@ -177,9 +197,13 @@ def test_glues_original_files_load_by_task_name(tmp_path, task):
     assert splits.train.column_names == [*columns, "label"]
     first = splits.train[0]
     assert all(first[column] for column in columns)
-    expected = {"mrpc": (["not_equivalent", "equivalent"], 1), "qqp": (["not_duplicate", "duplicate"], 0),
-                "stsb": (None, 5.0), "mnli": (["entailment", "neutral", "contradiction"], 1),
-                "cola": (["unacceptable", "acceptable"], 1)}[task]  # fmt: skip
+    expected = {
+        "mrpc": (["not_equivalent", "equivalent"], 1),
+        "qqp": (["not_duplicate", "duplicate"], 0),
+        "stsb": (None, 5.0),
+        "mnli": (["entailment", "neutral", "contradiction"], 1),
+        "cola": (["unacceptable", "acceptable"], 1),
+    }[task]
     assert (splits.label_names, first["label"]) == expected
     if task == "mrpc":
         assert '" the witness "' in first["sentence1"]  # quotes are text, not CSV quoting
@@ -194,8 +218,9 @@ def test_a_four_column_file_with_its_own_header_is_not_taken_for_colas_headerles
 def test_csv_and_jsonl_with_named_columns(tmp_path):
     csv_file = _write(tmp_path / "train.csv", 'text,y\n"hello, world",a\nbye,b\n')
     jsonl_file = _write(tmp_path / "dev.jsonl", '{"text": "hi", "y": "a"}\n\n{"text": "yo", "y": "b"}\n')
-    arguments = FinetuneDataArguments(train_file=str(csv_file), validation_file=str(jsonl_file), text_columns="text",
-                                      label_column="y")  # fmt: skip
+    arguments = FinetuneDataArguments(
+        train_file=str(csv_file), validation_file=str(jsonl_file), text_columns="text", label_column="y"
+    )
     splits = load_finetuning_data(arguments)
     assert splits.train["text"] == ["hello, world", "bye"] and splits.validation["label"] == [0, 1]
 
@@ -229,11 +254,15 @@ def test_unknown_task_and_empty_file(tmp_path):
 
 
 def test_saved_dataset_folder_with_class_labels(tmp_path):
-    features = datasets.Features({
-        "tokens": datasets.Sequence(datasets.Value("string")),
-        "ner_tags": datasets.Sequence(datasets.ClassLabel(names=["O", "B-PER", "I-PER"])),
-    })  # fmt: skip
-    split = datasets.Dataset.from_dict({"tokens": [["Ada", "Lovelace", "wrote"]], "ner_tags": [[1, 2, 0]]}, features=features)
+    features = datasets.Features(
+        {
+            "tokens": datasets.Sequence(datasets.Value("string")),
+            "ner_tags": datasets.Sequence(datasets.ClassLabel(names=["O", "B-PER", "I-PER"])),
+        }
+    )
+    split = datasets.Dataset.from_dict(
+        {"tokens": [["Ada", "Lovelace", "wrote"]], "ner_tags": [[1, 2, 0]]}, features=features
+    )
     datasets.DatasetDict({"train": split, "validation": split}).save_to_disk(str(tmp_path / "ner"))
     splits = load_finetuning_data(FinetuneDataArguments(dataset_name=str(tmp_path / "ner"), task_type="ner"))
     assert splits.label_names == ["O", "B-PER", "I-PER"] and splits.train["label"] == [[1, 2, 0]]
@@ -247,24 +276,39 @@ def test_the_shared_sts_benchmark_loads_by_task_name():
     from tests.conftest import shared_data
 
     folder = shared_data("stsb")
-    arguments = FinetuneDataArguments(task_name="stsb", train_file=str(folder / "train.tsv"),
-                                      validation_file=str(folder / "validation.tsv"))  # fmt: skip
+    arguments = FinetuneDataArguments(
+        task_name="stsb", train_file=str(folder / "train.tsv"), validation_file=str(folder / "validation.tsv")
+    )
     splits = load_finetuning_data(arguments)
     assert splits.task_type == "regression" and (len(splits.train), len(splits.validation)) == (5749, 1500)
     assert all(0.0 <= score <= 5.0 for score in splits.validation["label"])
 
 
-@pytest.mark.parametrize("name,text,message", [
-    ("train.json", '[{"text": "a", "y": 1}, {"text": "b", "y": 1.0}, {"text": "c", "y": 0}]',
-     r"column 'y' mixes label kinds: integer 1 \(line 1\), decimal 1.0 \(line 2\)"),
-    ("train.json", '[{"text": "a", "y": true}, {"text": "b", "y": "1"}]', "mixes label kinds: boolean True"),
-    ("train.json", '[{"text": "a", "y": null}, {"text": "b", "y": "x"}]', r"train\.json:1: column 'y' is missing or null"),
-    ("train.json", '[{"text": null, "y": "a"}, {"text": "b", "y": "x"}]', r"train\.json:1: column 'text' is missing or null"),
-    ("train.csv", "text,y\na,pos\nb\n", r"train\.csv:3: column 'y' is missing or null"),
-    ("train.tsv", "text\ty\n \tpos\nb\tneg\n", r"train\.tsv:2: column 'text' holds ' ', not a non-empty text"),
-    ("train.jsonl", '{"text": "a", "y": "p"}\n["b", "n"]\n', r"train\.jsonl:2: a JSON list, not an object"),
-    ("train.json", '[{"text": "a", "y": "p"}, ["b", "n"]]', "record 2 is a JSON list, not an object"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,text,message",
+    [
+        (
+            "train.json",
+            '[{"text": "a", "y": 1}, {"text": "b", "y": 1.0}, {"text": "c", "y": 0}]',
+            r"column 'y' mixes label kinds: integer 1 \(line 1\), decimal 1.0 \(line 2\)",
+        ),
+        ("train.json", '[{"text": "a", "y": true}, {"text": "b", "y": "1"}]', "mixes label kinds: boolean True"),
+        (
+            "train.json",
+            '[{"text": "a", "y": null}, {"text": "b", "y": "x"}]',
+            r"train\.json:1: column 'y' is missing or null",
+        ),
+        (
+            "train.json",
+            '[{"text": null, "y": "a"}, {"text": "b", "y": "x"}]',
+            r"train\.json:1: column 'text' is missing or null",
+        ),
+        ("train.csv", "text,y\na,pos\nb\n", r"train\.csv:3: column 'y' is missing or null"),
+        ("train.tsv", "text\ty\n \tpos\nb\tneg\n", r"train\.tsv:2: column 'text' holds ' ', not a non-empty text"),
+        ("train.jsonl", '{"text": "a", "y": "p"}\n["b", "n"]\n', r"train\.jsonl:2: a JSON list, not an object"),
+        ("train.json", '[{"text": "a", "y": "p"}, ["b", "n"]]', "record 2 is a JSON list, not an object"),
+    ],
+)
 def test_rows_that_are_not_data_are_refused_with_file_and_line(tmp_path, name, text, message):
     path = _write(tmp_path / name, text)
     with pytest.raises(ValueError, match=message):
@@ -273,8 +317,9 @@ def test_rows_that_are_not_data_are_refused_with_file_and_line(tmp_path, name, t
 
 def test_regression_labels_may_mix_integers_and_decimals(tmp_path):
     path = _write(tmp_path / "train.json", '[{"text": "a", "y": 3}, {"text": "b", "y": 3.5}]')
-    splits = load_finetuning_data(FinetuneDataArguments(train_file=str(path), text_columns="text", label_column="y",
-                                                        task_type="regression"))  # fmt: skip
+    splits = load_finetuning_data(
+        FinetuneDataArguments(train_file=str(path), text_columns="text", label_column="y", task_type="regression")
+    )
     assert splits.train["label"] == [3.0, 3.5]
 
 
@@ -299,14 +344,17 @@ def test_label_list_with_duplicates_or_empty_entries_is_refused(tmp_path, labels
         FinetuneDataArguments(train_file=str(tmp_path / "x.tsv"), label_list=labels)
 
 
-@pytest.mark.parametrize("task_type,labels,glue,good", [
-    ("classification", ["neg", "pos"], "sst2", "accuracy"),
-    ("regression", None, "stsb", "eval_spearmanr"),
-    ("ner", ["O", "B-PER", "I-PER"], None, "overall_f1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "task_type,labels,glue,good",
+    [
+        ("classification", ["neg", "pos"], "sst2", "accuracy"),
+        ("regression", None, "stsb", "eval_spearmanr"),
+        ("ner", ["O", "B-PER", "I-PER"], None, "overall_f1"),
+    ],
+)
 def test_metric_for_best_model_is_checked_against_the_tasks_metrics(task_type, labels, glue, good):
-    from compact_bert.training.run_errors import RunSettingsError
     from compact_bert.finetuning.finetune_trainer import check_metric_name
+    from compact_bert.training.run_errors import RunSettingsError
 
     check_metric_name(good, task_type, labels, glue)
     check_metric_name("loss", task_type, labels, glue)

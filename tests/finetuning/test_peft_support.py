@@ -13,12 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from compact_bert.finetuning import COMPACT_BERT_MODEL_TYPES
-from compact_bert.finetuning.peft_support import (
-    adaptable_linear_module_names,
-    build_peft_config,
-    router_module_names,
-)
 from peft import AutoPeftModelForSequenceClassification, IA3Config, LoraConfig, PeftModel, get_peft_model
 from peft.utils.constants import (
     TRANSFORMERS_MODELS_TO_IA3_FEEDFORWARD_MODULES_MAPPING,
@@ -28,6 +22,12 @@ from peft.utils.constants import (
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClassification
 
+from compact_bert.finetuning import COMPACT_BERT_MODEL_TYPES
+from compact_bert.finetuning.peft_support import (
+    adaptable_linear_module_names,
+    build_peft_config,
+    router_module_names,
+)
 from tests.conftest import random_batch, tiny_configs
 from tests.remote_code_helpers import load_in_fresh_process
 
@@ -157,7 +157,9 @@ def test_a_saved_adapter_reloads_here_and_as_remote_code_without_compact_bert(tm
         _train_one_step(peft_model)
         expected = _logits(peft_model)
         peft_model.save_pretrained(adapter_dir)
-        assert json.loads((adapter_dir / "adapter_config.json").read_text())["base_model_name_or_path"] == str(base_dir)
+        assert json.loads((adapter_dir / "adapter_config.json").read_text())["base_model_name_or_path"] == str(
+            base_dir
+        )
 
         reloaded = AutoPeftModelForSequenceClassification.from_pretrained(adapter_dir)
         assert isinstance(reloaded, PeftModel)
@@ -200,8 +202,12 @@ def _load_adapters_in_fresh_process(cases: list[dict], work_dir: Path) -> None:
     environment.pop("PYTHONPATH", None)
     result = subprocess.run(
         [sys.executable, str(work_dir / "child.py"), str(work_dir / "cases.json")],
-        cwd=work_dir, env=environment, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=work_dir,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0 and "loaded adapters" in result.stdout, result.stderr[-4000:]
 
 
@@ -289,8 +295,9 @@ def test_plain_peft_on_experts_names_the_way_out():
 def test_transformers_bert_gets_the_same_adapter_as_from_peft_defaults():
     """``compact-bert finetune --peft`` also takes BERT-like transformers folders (the vanilla teacher of paper
     003): our config adapts exactly what PEFT's own BERT defaults adapt."""
-    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=37, num_labels=2)  # fmt: skip
+    config = transformers.BertConfig(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, num_labels=2
+    )
     for method, peft_default in (("lora", LoraConfig(task_type="SEQ_CLS")), ("ia3", IA3Config(task_type="SEQ_CLS"))):
         torch.manual_seed(0)
         model = transformers.BertForSequenceClassification(config)

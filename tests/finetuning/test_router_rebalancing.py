@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from compact_bert.finetuning.router_rebalancing import balancing_bias, rebalance_routers
 
+from compact_bert.finetuning.router_rebalancing import balancing_bias, rebalance_routers
 from tests.conftest import VOCAB_SIZE, tiny_classifier
 
 
@@ -66,14 +66,36 @@ def _finetune(tmp_path, model: str, *extra: str) -> dict:
     import json
 
     from compact_bert.cli import finetune_command
-
     from tests.conftest import shared_data
 
     data = shared_data("sst2")
-    arguments = ["--model_name_or_path", model, "--task_name", "sst2", "--train_file", str(data / "train.tsv"),
-                 "--validation_file", str(data / "validation.tsv"), "--max_train_samples", "32", "--max_eval_samples",
-                 "32", "--num_train_epochs", "1", "--report_to", "none", "--use_cpu", "true", "--disable_tqdm", "true",
-                 "--output_dir", str(tmp_path / "run"), "--rebalance_routers", "true", *extra]  # fmt: skip
+    arguments = [
+        "--model_name_or_path",
+        model,
+        "--task_name",
+        "sst2",
+        "--train_file",
+        str(data / "train.tsv"),
+        "--validation_file",
+        str(data / "validation.tsv"),
+        "--max_train_samples",
+        "32",
+        "--max_eval_samples",
+        "32",
+        "--num_train_epochs",
+        "1",
+        "--report_to",
+        "none",
+        "--use_cpu",
+        "true",
+        "--disable_tqdm",
+        "true",
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--rebalance_routers",
+        "true",
+        *extra,
+    ]
     model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
     finetune_command.finetune(model_args, data_args, config, arguments)
     return json.loads((tmp_path / "run" / "run_summary.json").read_text())
@@ -84,8 +106,8 @@ def _skewed_folder(tmp_path):
     from transformers import AutoModelForSequenceClassification
 
     from compact_bert.configuration import preset_config
-    from compact_bert.training.compat import save_tokenizer
     from compact_bert.distillation.data import default_tokenizer
+    from compact_bert.training.compat import save_tokenizer
 
     model = AutoModelForSequenceClassification.from_config(preset_config("minimoe-3l-96h", num_labels=2))
     for layer in model.minimoe.encoder.layer:

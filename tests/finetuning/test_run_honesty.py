@@ -15,7 +15,9 @@ TINY = '{"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "i
 
 def test_reported_checkpoint_and_single_class_warning(tmp_path):
     selected = FinetuneConfig(output_dir=str(tmp_path), metric_for_best_model="accuracy")
-    final = FinetuneConfig(output_dir=str(tmp_path), eval_strategy="no", save_strategy="no", load_best_model_at_end=False)
+    final = FinetuneConfig(
+        output_dir=str(tmp_path), eval_strategy="no", save_strategy="no", load_best_model_at_end=False
+    )
     assert "selected on that data" in reported_checkpoint(selected)
     assert reported_checkpoint(final) == "final model (no selection on the dev set)"
     assert "one class for every dev example" in single_class_warning({"eval_majority_prediction_share": 1.0})
@@ -32,11 +34,42 @@ def test_an_early_stop_and_a_collapsed_classifier_are_reported(tmp_path, capsys)
     output = tmp_path / "run"
     # A learning rate of 0 never improves the dev metric: patience 1 stops after the second evaluation; the untrained
     # head answers one class.
-    assert main(["finetune", "--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, "--task_name", "sst2",
-                 "--train_file", str(folder / "train.tsv"), "--validation_file", str(folder / "validation.tsv"),
-                 "--output_dir", str(output), "--learning_rate", "0", "--num_train_epochs", "5",
-                 "--early_stopping_patience", "1", "--per_device_train_batch_size", "32", "--report_to", "none",
-                 "--disable_tqdm", "true", "--dataloader_pin_memory", "false", "--seed", "1"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "--model_name_or_path",
+                "minilm-3l-96h",
+                "--model_overrides",
+                TINY,
+                "--task_name",
+                "sst2",
+                "--train_file",
+                str(folder / "train.tsv"),
+                "--validation_file",
+                str(folder / "validation.tsv"),
+                "--output_dir",
+                str(output),
+                "--learning_rate",
+                "0",
+                "--num_train_epochs",
+                "5",
+                "--early_stopping_patience",
+                "1",
+                "--per_device_train_batch_size",
+                "32",
+                "--report_to",
+                "none",
+                "--disable_tqdm",
+                "true",
+                "--dataloader_pin_memory",
+                "false",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     summary = json.loads((output / "run_summary.json").read_text())
     assert summary["stopped_early"]["epoch"] == 2.0 and summary["stopped_early"]["max_steps"] == 10

@@ -23,9 +23,26 @@ from compact_bert.distillation.teacher_cache import (
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
 TINY = '{"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}'
-QUICK = ["--per_device_train_batch_size", "16", "--report_to", "none", "--eval_strategy", "no", "--save_strategy",
-         "no", "--load_best_model_at_end", "false", "--dataloader_pin_memory", "false", "--disable_tqdm", "true",
-         "--max_seq_length", "32", "--logging_strategy", "no"]  # fmt: skip
+QUICK = [
+    "--per_device_train_batch_size",
+    "16",
+    "--report_to",
+    "none",
+    "--eval_strategy",
+    "no",
+    "--save_strategy",
+    "no",
+    "--load_best_model_at_end",
+    "false",
+    "--dataloader_pin_memory",
+    "false",
+    "--disable_tqdm",
+    "true",
+    "--max_seq_length",
+    "32",
+    "--logging_strategy",
+    "no",
+]
 
 
 def _softmax(values):
@@ -49,8 +66,15 @@ def test_token_soft_target_loss_averages_real_tokens_only():
     generator = torch.Generator().manual_seed(0)
     student, teacher = torch.randn(2, 5, 4, generator=generator), torch.randn(2, 5, 4, generator=generator)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
-    per_token = [(_softmax(teacher[b, t].numpy()) * (np.log(_softmax(teacher[b, t].numpy()))
-                  - np.log(_softmax(student[b, t].numpy())))).sum() for b in range(2) for t in range(5) if mask[b, t]]  # fmt: skip
+    per_token = [
+        (
+            _softmax(teacher[b, t].numpy())
+            * (np.log(_softmax(teacher[b, t].numpy())) - np.log(_softmax(student[b, t].numpy())))
+        ).sum()
+        for b in range(2)
+        for t in range(5)
+        if mask[b, t]
+    ]
     assert token_soft_target_loss(student, teacher, mask).item() == pytest.approx(float(np.mean(per_token)), rel=1e-5)
     changed = student.clone()
     changed[0, 3:] = 100.0  # padding: never read
@@ -58,9 +82,10 @@ def test_token_soft_target_loss_averages_real_tokens_only():
 
 
 def test_cache_fingerprints_change_with_each_input(tmp_path):
+    from transformers import AutoModelForSequenceClassification, BertTokenizerFast
+
     from compact_bert.configuration import preset_config
     from compact_bert.distillation.data import default_tokenizer
-    from transformers import AutoModelForSequenceClassification, BertTokenizerFast
 
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_config(preset_config("minilm-3l-96h", num_labels=2))
@@ -128,9 +153,31 @@ def teacher_dir(tmp_path_factory, sst2_files) -> Path:
     median = sorted(len(row.split()) for row in rows)[len(rows) // 2]
     lengths = folder / "by_length.tsv"
     lengths.write_text("sentence\tlabel\n" + "".join(f"{row}\t{int(len(row.split()) > median)}\n" for row in rows))
-    assert main(["finetune", "--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, "--output_dir",
-                 str(folder), "--task_name", "sst2", "--train_file", str(lengths), "--validation_file",
-                 str(sst2_files["validation"]), *QUICK, "--num_train_epochs", "3", "--learning_rate", "2e-3"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "--model_name_or_path",
+                "minilm-3l-96h",
+                "--model_overrides",
+                TINY,
+                "--output_dir",
+                str(folder),
+                "--task_name",
+                "sst2",
+                "--train_file",
+                str(lengths),
+                "--validation_file",
+                str(sst2_files["validation"]),
+                *QUICK,
+                "--num_train_epochs",
+                "3",
+                "--learning_rate",
+                "2e-3",
+            ]
+        )
+        == 0
+    )
     return folder
 
 
@@ -141,26 +188,76 @@ def _predictions(folder: Path, files) -> torch.Tensor:
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
     sentences = [line.split("\t")[0] for line in files["validation"].read_text().splitlines()[1:]]
     with torch.no_grad():
-        return model(**tokenizer(sentences, padding=True, truncation=True, max_length=32, return_tensors="pt")).logits.argmax(-1)
+        return model(
+            **tokenizer(sentences, padding=True, truncation=True, max_length=32, return_tensors="pt")
+        ).logits.argmax(-1)
 
 
 def test_soft_targets_teach_the_teachers_predictions_better_than_labels(teacher_dir, sst2_files, tmp_path):
-    student = ["--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, "--init_from_teacher", "none",
-               *_data(sst2_files), *QUICK, "--num_train_epochs", "3", "--learning_rate", "2e-3", "--seed", "3"]  # fmt: skip
+    student = [
+        "--model_name_or_path",
+        "minilm-3l-96h",
+        "--model_overrides",
+        TINY,
+        "--init_from_teacher",
+        "none",
+        *_data(sst2_files),
+        *QUICK,
+        "--num_train_epochs",
+        "3",
+        "--learning_rate",
+        "2e-3",
+        "--seed",
+        "3",
+    ]
     cache = ["--teacher_cache_dir", str(tmp_path / "cache")]
     assert main(["finetune", *student, "--output_dir", str(tmp_path / "labels")]) == 0
-    assert main(["finetune", *student, "--output_dir", str(tmp_path / "soft"), "--teacher", str(teacher_dir),
-                 "--distillation_alpha", "0", "--distillation_temperature", "1", *cache]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                *student,
+                "--output_dir",
+                str(tmp_path / "soft"),
+                "--teacher",
+                str(teacher_dir),
+                "--distillation_alpha",
+                "0",
+                "--distillation_temperature",
+                "1",
+                *cache,
+            ]
+        )
+        == 0
+    )
     teacher = _predictions(teacher_dir, sst2_files)
     assert 0.02 < float(teacher.float().mean()) < 0.98, "the teacher must not predict one class"
-    agreement = {name: float((_predictions(tmp_path / name, sst2_files) == teacher).float().mean())
-                 for name in ("labels", "soft")}  # fmt: skip
+    agreement = {
+        name: float((_predictions(tmp_path / name, sst2_files) == teacher).float().mean())
+        for name in ("labels", "soft")
+    }
     assert agreement["soft"] > agreement["labels"], agreement
     summary = json.loads((tmp_path / "soft" / "run_summary.json").read_text())
     assert summary["task_distillation"]["teacher_logits_cache"]["reused"] is False
     # The same run again reads the cached logits and ends bitwise where the first did.
-    assert main(["finetune", *student, "--output_dir", str(tmp_path / "again"), "--teacher", str(teacher_dir),
-                 "--distillation_alpha", "0", "--distillation_temperature", "1", *cache]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                *student,
+                "--output_dir",
+                str(tmp_path / "again"),
+                "--teacher",
+                str(teacher_dir),
+                "--distillation_alpha",
+                "0",
+                "--distillation_temperature",
+                "1",
+                *cache,
+            ]
+        )
+        == 0
+    )
     again = json.loads((tmp_path / "again" / "run_summary.json").read_text())
     assert again["task_distillation"]["teacher_logits_cache"]["reused"] is True
     from safetensors.torch import load_file
@@ -170,11 +267,31 @@ def test_soft_targets_teach_the_teachers_predictions_better_than_labels(teacher_
 
 
 def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_dir, sst2_files, tmp_path):
-    assert main(["finetune", "--model_name_or_path", "minimoe-3l-96h", "--model_overrides",
-                 '{"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64, '
-                 '"moe_intermediate_size": 16}', "--teacher", str(teacher_dir), "--augment_copies", "1",
-                 "--output_dir", str(tmp_path / "student"), *_data(sst2_files), *QUICK, "--max_steps", "2",
-                 "--teacher_cache_dir", str(tmp_path / "cache")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "--model_name_or_path",
+                "minimoe-3l-96h",
+                "--model_overrides",
+                '{"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64, '
+                '"moe_intermediate_size": 16}',
+                "--teacher",
+                str(teacher_dir),
+                "--augment_copies",
+                "1",
+                "--output_dir",
+                str(tmp_path / "student"),
+                *_data(sst2_files),
+                *QUICK,
+                "--max_steps",
+                "2",
+                "--teacher_cache_dir",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "student" / "run_summary.json").read_text())
     record = summary["teacher_initialization"]
     assert record["layer_map"] == [1] and record["task_head"] == "copied"  # the teacher's last of 2 layers
@@ -195,8 +312,17 @@ def _fails(argv, capsys) -> str:
 def test_bad_teachers_fail_before_training(teacher_dir, sst2_files, tmp_path, capsys):
     from transformers import AutoConfig, AutoModel
 
-    common = ["finetune", "--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, *_data(sst2_files),
-              *QUICK, "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    common = [
+        "finetune",
+        "--model_name_or_path",
+        "minilm-3l-96h",
+        "--model_overrides",
+        TINY,
+        *_data(sst2_files),
+        *QUICK,
+        "--output_dir",
+        str(tmp_path / "out"),
+    ]
     base = tmp_path / "base"
     AutoModel.from_pretrained(teacher_dir).save_pretrained(base)
     assert "without a *ForSequenceClassification head" in _fails([*common, "--teacher", str(base)], capsys)
@@ -216,8 +342,17 @@ def test_bad_teachers_fail_before_training(teacher_dir, sst2_files, tmp_path, ca
     assert "is not the student's" in _fails([*common, "--teacher", str(other_vocab)], capsys)
     assert "out of range" in _fails([*common, "--teacher", str(teacher_dir), "--layer_map", "0,7"], capsys)
     assert "hidden_size 64 is larger" in _fails(
-        [*common, "--teacher", str(teacher_dir), "--init_from_teacher", str(teacher_dir), "--model_overrides",
-         '{"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 8}'], capsys)  # fmt: skip
+        [
+            *common,
+            "--teacher",
+            str(teacher_dir),
+            "--init_from_teacher",
+            str(teacher_dir),
+            "--model_overrides",
+            '{"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 8}',
+        ],
+        capsys,
+    )
     assert not (tmp_path / "out" / "model.safetensors").exists()
     assert math.isfinite(1.0)
 

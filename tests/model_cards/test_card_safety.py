@@ -31,14 +31,18 @@ def _outside_code(card: str) -> str:
 
 
 def test_user_strings_stay_literal(tmp_path):
-    summary = {"command_line": f"compact-bert distill minimoe --run_name '{INJECTION}'",
-               "teacher": "all-MiniLM-L6-v2",
-               "data": {"train_file": f"/data/{INJECTION.replace(chr(10), ' ')}.tsv", "task_name": "my task"},
-               "eval_accuracy": 0.5}  # fmt: skip
+    summary = {
+        "command_line": f"compact-bert distill minimoe --run_name '{INJECTION}'",
+        "teacher": "all-MiniLM-L6-v2",
+        "data": {"train_file": f"/data/{INJECTION.replace(chr(10), ' ')}.tsv", "task_name": "my task"},
+        "eval_accuracy": 0.5,
+    }
     card = str(build_model_card(_folder(tmp_path, "model", summary), repo_id="user/model"))
     body = card.split("---", 2)[2]
     outside = _outside_code(body)
-    assert "# Injected heading" not in outside and "<script>" not in outside and "](https://evil.example)" not in outside
+    assert (
+        "# Injected heading" not in outside and "<script>" not in outside and "](https://evil.example)" not in outside
+    )
     assert "````bash\ncompact-bert distill minimoe" in body  # a fence longer than the one in the command
     fences = re.findall(r"(?m)^(`{3,})", body)
     assert len(fences) % 2 == 0  # every block that opens also closes

@@ -14,10 +14,10 @@ import time
 
 from transformers import AutoTokenizer
 
-from compact_bert.training.compat import LOAD_TIME_TOKENIZER_KEYS
 from compact_bert.distillation.data import packaged_teacher_dir
 from compact_bert.model_cards import build_model_card
 from compact_bert.model_cards.model_card import tokenizer_type
+from compact_bert.training.compat import LOAD_TIME_TOKENIZER_KEYS
 from tests.remote_code_helpers import BLOCK_COMPACT_BERT
 
 PROMPT = "Do you wish to run the custom code"
@@ -33,14 +33,23 @@ def test_card_snippet_loads_model_and_tokenizer_without_any_prompt(main_job_run,
     code = _snippet(build_model_card(finetuned, repo_id=str(finetuned)).text)
     assert 'tokenizer_type="bert"' in code
     script = tmp_path / "user.py"
-    script.write_text(BLOCK_COMPACT_BERT + code + "\nprint('LOADED', type(model).__name__, type(tokenizer).__name__)\n")
+    script.write_text(
+        BLOCK_COMPACT_BERT + code + "\nprint('LOADED', type(model).__name__, type(tokenizer).__name__)\n"
+    )
     controller, terminal = pty.openpty()  # stdin is a terminal: transformers would prompt and wait 15 s there
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
     environment.pop("PYTHONPATH", None)
     started = time.perf_counter()
     try:
-        result = subprocess.run([sys.executable, str(script)], stdin=terminal, capture_output=True, text=True,
-                                cwd=tmp_path, env=environment, timeout=300)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, str(script)],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=environment,
+            timeout=300,
+        )
     finally:
         os.close(terminal)
         os.close(controller)
@@ -61,5 +70,10 @@ def test_shipped_tokenizer_carries_no_load_time_settings_and_tokenizes_as_the_te
     assert tokenizer_type(finetuned) == "bert"
     shipped, teacher = AutoTokenizer.from_pretrained(finetuned), AutoTokenizer.from_pretrained(packaged_teacher_dir())
     texts = ["A gripping, funny film.", "word " * 300, "Ünïcödé and punctuation?!"]
-    for options in ({}, {"truncation": True, "max_length": 16}, {"padding": "max_length", "max_length": 24}, {"padding": True}):
+    for options in (
+        {},
+        {"truncation": True, "max_length": 16},
+        {"padding": "max_length", "max_length": 24},
+        {"padding": True},
+    ):
         assert shipped(texts, **options)["input_ids"] == teacher(texts, **options)["input_ids"], options

@@ -33,8 +33,11 @@ def test_distilled_student_card_states_the_run(main_job_run):
     assert (data.license, data.library_name, data.pipeline_tag) == ("apache-2.0", "transformers", "feature-extraction")
     assert {"arxiv:2305.12129", "minimoe", "mixture-of-experts", "knowledge-distillation"} <= set(data.tags)
     assert data.base_model == "sentence-transformers/all-MiniLM-L6-v2" and data.datasets == ["Salesforce/wikitext"]
-    expected = {key: value for key, value in summary.items() if key.startswith("eval_") and key not in NOT_RESULTS
-                and "_block" not in key and isinstance(value, float)}  # fmt: skip
+    expected = {
+        key: value
+        for key, value in summary.items()
+        if key.startswith("eval_") and key not in NOT_RESULTS and "_block" not in key and isinstance(value, float)
+    }
     # the model-index holds task metrics only: a distillation run's losses stay in the card's text
     assert _results(card) == {key: value for key, value in expected.items() if "loss" not in key}
     assert "eval_loss" in expected and f"| eval_loss | {expected['eval_loss']} |" in card.text
@@ -66,11 +69,14 @@ def test_finetuned_card_has_the_dev_results_in_model_index(main_job_run):
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
     metadata = yaml.safe_load((finetuned / "README.md").read_text().split("---")[1])
-    name, parsed = model_index_to_eval_results(metadata["model-index"])  # the Hub's own parser of the model-index
+    _name, parsed = model_index_to_eval_results(metadata["model-index"])  # the Hub's own parser of the model-index
     assert {result.metric_name: result.metric_value for result in parsed} == results
     accuracy = next(result for result in card.data.eval_results if result.metric_type == "accuracy")
-    assert (accuracy.dataset_type, accuracy.dataset_config, accuracy.dataset_split) == ("nyu-mll/glue", "sst2",
-                                                                                         "validation[:40]")  # fmt: skip
+    assert (accuracy.dataset_type, accuracy.dataset_config, accuracy.dataset_split) == (
+        "nyu-mll/glue",
+        "sst2",
+        "validation[:40]",
+    )
     assert accuracy.task_type == "text-classification"
     assert "AutoModelForSequenceClassification.from_pretrained" in card.text
 
@@ -85,8 +91,15 @@ def test_card_reports_latency_and_exports_written_next_to_the_weights(tmp_path):
     folder = _saved_tiny_model(tmp_path / "model")
     (folder / "onnx").mkdir()
     (folder / "onnx" / "model.onnx").write_bytes(b"onnx stand-in")  # only its name reaches the card
-    write_latency(folder, LatencyReport(128, 1, "2-core CPU", {"eager": RuntimeLatency(12.5, 13.25),
-                                                               "onnx": RuntimeLatency(4.0, file="onnx/model.onnx")}))  # fmt: skip
+    write_latency(
+        folder,
+        LatencyReport(
+            128,
+            1,
+            "2-core CPU",
+            {"eager": RuntimeLatency(12.5, 13.25), "onnx": RuntimeLatency(4.0, file="onnx/model.onnx")},
+        ),
+    )
     card = build_model_card(folder, "user/tiny")
     assert "| eager | float32 | 12.50 | 13.25 |  |" in card.text
     assert "| onnx | float32 | 4.00 |  | onnx/model.onnx |" in card.text
@@ -99,11 +112,18 @@ def test_card_reports_latency_and_exports_written_next_to_the_weights(tmp_path):
 
 @pytest.mark.parametrize(
     "content, field",
-    [({"format_version": 1, "sequence_length": "128", "batch_size": 1, "device": "cpu", "runtimes": {}}, "sequence_length"),
-     ({"format_version": 1, "sequence_length": 128, "batch_size": 1, "device": "cpu", "runtimes": {"onnx": {}}},
-      "runtimes.onnx.median_ms"),
-     ({"sequence_length": 128}, "format_version")],
-)  # fmt: skip
+    [
+        (
+            {"format_version": 1, "sequence_length": "128", "batch_size": 1, "device": "cpu", "runtimes": {}},
+            "sequence_length",
+        ),
+        (
+            {"format_version": 1, "sequence_length": 128, "batch_size": 1, "device": "cpu", "runtimes": {"onnx": {}}},
+            "runtimes.onnx.median_ms",
+        ),
+        ({"sequence_length": 128}, "format_version"),
+    ],
+)
 def test_a_malformed_latency_file_names_the_field(tmp_path, content, field):
     (tmp_path / "latency.json").write_text(json.dumps(content))
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
@@ -122,16 +142,31 @@ def test_convert_writes_a_card_naming_its_source(tmp_path):
 
 @pytest.mark.parametrize(
     "summary, base_model",
-    [({"teacher": "all-MiniLM-L6-v2", "teacher_initialization": {"teacher": "all-MiniLM-L6-v2", "layer_map": [1, 3, 5],
-                                                           "hidden_channels": "all"}},
-      "sentence-transformers/all-MiniLM-L6-v2"),
-     ({"teacher": "all-MiniLM-L6-v2"}, None),  # distilled from random weights: taught, not copied
-     ({"model_name_or_path": "minimoe-4l-192h", "task_distillation": {"teacher": "/runs/teacher", "alpha": 0.5,
-                                                                                   "temperature": 2.0}}, None),
-     ({"model_name_or_path": "google-bert/bert-base-uncased"}, "google-bert/bert-base-uncased"),
-     ({"model_name_or_path": "/home/alice/checkpoints/model"}, None)],
+    [
+        (
+            {
+                "teacher": "all-MiniLM-L6-v2",
+                "teacher_initialization": {
+                    "teacher": "all-MiniLM-L6-v2",
+                    "layer_map": [1, 3, 5],
+                    "hidden_channels": "all",
+                },
+            },
+            "sentence-transformers/all-MiniLM-L6-v2",
+        ),
+        ({"teacher": "all-MiniLM-L6-v2"}, None),  # distilled from random weights: taught, not copied
+        (
+            {
+                "model_name_or_path": "minimoe-4l-192h",
+                "task_distillation": {"teacher": "/runs/teacher", "alpha": 0.5, "temperature": 2.0},
+            },
+            None,
+        ),
+        ({"model_name_or_path": "google-bert/bert-base-uncased"}, "google-bert/bert-base-uncased"),
+        ({"model_name_or_path": "/home/alice/checkpoints/model"}, None),
+    ],
     ids=["teacher-initialized", "random-init-student", "random-init-task-distilled", "hub-fine-tune", "local-path"],
-)  # fmt: skip
+)
 def test_base_model_is_where_the_weights_came_from(tmp_path, summary, base_model):
     folder = _saved_tiny_model(tmp_path / "model", auto_name="AutoModel")
     (folder / "run_summary.json").write_text(json.dumps(summary))

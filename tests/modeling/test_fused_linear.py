@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-
 from types import SimpleNamespace
 
 import pytest
@@ -195,6 +194,7 @@ def test_peft_lora_layers_run_unpacked_then_merge_and_repack(config_id):
 def test_layers_are_packed_once_across_calls_until_they_change(monkeypatch):
     packs = []
     original_pack = packed_weights._pack_group
+
     def counting_pack(linears, parameters):
         packs.append(len(linears))
         return original_pack(linears, parameters)
@@ -312,8 +312,12 @@ def test_a_remote_code_folder_runs_the_fused_layers_without_compact_bert(tmp_pat
     environment.pop("PYTHONPATH", None)
     result = subprocess.run(
         [sys.executable, "child.py", str(tmp_path / "folder"), str(tmp_path / "reference.pt")],
-        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     groups, experts = (int(word) for word in result.stdout.split()[1::2])
     per_layer = 4 + 2 * (model.config.num_feedforward_networks - 1) + 3 if config_id == "mobilebert" else 2

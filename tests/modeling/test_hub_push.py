@@ -64,7 +64,7 @@ PUSHER = textwrap.dedent(
             with torch.no_grad():  # changed weights, pushed as a pull request and to a new branch; main keeps its own
                 next(model.parameters()).add_(1.0)
             model.save_pretrained(folder, push_to_hub=True, repo_id=case["folder"], create_pr=True,
-                                  commit_message="Shifted weights")  # fmt: skip
+                                  commit_message="Shifted weights")
             model.save_pretrained(folder, push_to_hub=True, repo_id=case["folder"], revision="shifted")
         else:
             model.push_to_hub(case["folder"])
@@ -93,8 +93,14 @@ PUSHER = textwrap.dedent(
 
 def _hub_environment(hub: HubServer, home) -> dict[str, str]:
     """Point a child at the loopback Hub, online, with an empty cache and a token the server accepts."""
-    return {"HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_HOME": str(home),
-            "HF_HUB_CACHE": str(home / "hub"), "HF_TOKEN": "hf_test"}  # fmt: skip
+    return {
+        "HF_ENDPOINT": hub.endpoint,
+        "HF_HUB_OFFLINE": "0",
+        "TRANSFORMERS_OFFLINE": "0",
+        "HF_HOME": str(home),
+        "HF_HUB_CACHE": str(home / "hub"),
+        "HF_TOKEN": "hf_test",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -105,19 +111,47 @@ def pushed(tmp_path_factory):
     cases = []
     for config_id, auto_name, output, repo_id, push in CASES:
         tiny_configs()[config_id].save_pretrained(work / "configs" / config_id)
-        cases.append({"config": str(work / "configs" / config_id), "auto_name": auto_name, "output": output,
-                      "folder": repo_id, "push": push, "reference": str(work / f"{config_id}.pt")})  # fmt: skip
-    bert = transformers.BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                                   intermediate_size=48, max_position_embeddings=64)  # fmt: skip
+        cases.append(
+            {
+                "config": str(work / "configs" / config_id),
+                "auto_name": auto_name,
+                "output": output,
+                "folder": repo_id,
+                "push": push,
+                "reference": str(work / f"{config_id}.pt"),
+            }
+        )
+    bert = transformers.BertConfig(
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=64,
+    )
     bert.save_pretrained(work / "configs" / "bert")
-    cases.append({"config": str(work / "configs" / "bert"), "auto_name": "AutoModel", "output": "last_hidden_state",
-                  "folder": "user/plain-bert", "push": "push_to_hub", "reference": str(work / "bert.pt")})  # fmt: skip
+    cases.append(
+        {
+            "config": str(work / "configs" / "bert"),
+            "auto_name": "AutoModel",
+            "output": "last_hidden_state",
+            "folder": "user/plain-bert",
+            "push": "push_to_hub",
+            "reference": str(work / "bert.pt"),
+        }
+    )
     (work / "cases.json").write_text(json.dumps(cases))
     (work / "pusher.py").write_text(PUSHER)
     with HubServer(work / "hub") as hub:
         environment = {**os.environ, **_hub_environment(hub, work / "pusher_home")}
-        result = subprocess.run([sys.executable, str(work / "pusher.py"), str(work)], cwd=work, env=environment,
-                                capture_output=True, text=True, timeout=600)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, str(work / "pusher.py"), str(work)],
+            cwd=work,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert result.returncode == 0 and "pushed" in result.stdout, result.stderr[-4000:]
         yield hub, cases, work
 

@@ -15,9 +15,16 @@ from tests.conftest import random_batch
 
 def _transformers_model(model_class, **fields):
     config = transformers.MobileBertConfig(
-        vocab_size=128, hidden_size=64, embedding_size=16, intra_bottleneck_size=32, intermediate_size=48,
-        num_hidden_layers=3, num_attention_heads=4, max_position_embeddings=64, **fields,
-    )  # fmt: skip
+        vocab_size=128,
+        hidden_size=64,
+        embedding_size=16,
+        intra_bottleneck_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        **fields,
+    )
     model = model_class(config).eval()
     with torch.no_grad():
         # Non-trivial NoNorm scales and biases, so that a mis-ordered operation cannot hide.

@@ -38,7 +38,10 @@ def _labels(auto_name: str, batch: dict, config) -> dict:
         labels[batch["attention_mask"] == 0] = -100
         return {"labels": labels}
     if auto_name == "AutoModelForQuestionAnswering":
-        return {"start_positions": torch.tensor([1, 2, 3][:batch_size]), "end_positions": torch.tensor([4, 5, 6][:batch_size])}
+        return {
+            "start_positions": torch.tensor([1, 2, 3][:batch_size]),
+            "end_positions": torch.tensor([4, 5, 6][:batch_size]),
+        }
     return {}
 
 
@@ -81,7 +84,9 @@ def test_forward_shapes_loss_and_gradients(config_id, auto_name):
         loss = outputs.loss
     loss.backward()
     no_gradient = [
-        name for name, parameter in model.named_parameters() if parameter.grad is None or not parameter.grad.abs().sum() > 0
+        name
+        for name, parameter in model.named_parameters()
+        if parameter.grad is None or not parameter.grad.abs().sum() > 0
     ]
     # Every parameter, every expert included, must be reached (24 tokens x 3 sequences is enough).
     assert no_gradient == [], no_gradient
@@ -154,12 +159,16 @@ def test_hash_routing_rejects_inputs_embeds():
 @pytest.mark.parametrize("config_id", ["minimoe", "mobilebert", "moe_bert"])
 def test_gradient_checkpointing_matches_plain_gradients(config_id):
     config = CONFIGS[config_id]
-    config = type(config).from_dict({**config.to_dict(), "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+    config = type(config).from_dict(
+        {**config.to_dict(), "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    )
     plain = AutoModel.from_config(config).train()
     checkpointed = AutoModel.from_config(config).train()
     checkpointed.load_state_dict(plain.state_dict())
     # transformers 5 names it activation_checkpointing_enable (the old name is a deprecated alias).
-    enable = getattr(checkpointed, "activation_checkpointing_enable", None) or checkpointed.gradient_checkpointing_enable
+    enable = (
+        getattr(checkpointed, "activation_checkpointing_enable", None) or checkpointed.gradient_checkpointing_enable
+    )
     enable()
     batch = random_batch()
     for model in (plain, checkpointed):

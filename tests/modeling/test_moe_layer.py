@@ -104,9 +104,14 @@ def test_capacity_semantics_match_transformers_switch_router():
     """Same logits → same top-1 expert, same gate probability, same kept tokens (one group)."""
     num_experts, tokens, capacity = 4, 20, 3
     switch_config = SwitchTransformersConfig(
-        d_model=16, hidden_size=16, num_experts=num_experts, expert_capacity=capacity,
-        router_jitter_noise=0.0, router_bias=False, router_dtype="float32",
-    )  # fmt: skip
+        d_model=16,
+        hidden_size=16,
+        num_experts=num_experts,
+        expert_capacity=capacity,
+        router_jitter_noise=0.0,
+        router_bias=False,
+        router_dtype="float32",
+    )
     switch_router = SwitchTransformersTop1Router(switch_config).eval()
     # capacity_factor chosen so that ceil(cf * tokens / experts) == capacity
     layer = _layer(num_experts=num_experts, capacity_factor=capacity * num_experts / tokens).train()

@@ -19,8 +19,11 @@ from tests.conftest import random_batch, tiny_configs
 from tests.remote_code_helpers import load_in_fresh_process
 
 CONFIG_IDS = ("ib_bert", "mobilebert_tiny", "minimoe_moe_attention", "minimoe_hash", "moe_bert")
-OUTPUT_FIELDS = {"AutoModel": "last_hidden_state", "AutoModelForPreTraining": "prediction_logits",
-                 "AutoModelForQuestionAnswering": "start_logits"}  # fmt: skip
+OUTPUT_FIELDS = {
+    "AutoModel": "last_hidden_state",
+    "AutoModelForPreTraining": "prediction_logits",
+    "AutoModelForQuestionAnswering": "start_logits",
+}
 OTHER_PYTHON = os.environ.get("COMPACT_BERT_OTHER_PYTHON")
 
 
@@ -39,9 +42,17 @@ def saved_heads(tmp_path_factory):
             output = OUTPUT_FIELDS.get(auto_name, "logits")
             with torch.no_grad():
                 torch.save({"inputs": batch, "expected": getattr(model(**batch), output)}, folder / "reference.pt")
-            cases.append({"folder": str(folder), "auto_name": auto_name, "output": output,
-                          "reference": str(folder / "reference.pt"), "model_type": config.model_type,
-                          "class_name": model_class.__name__, "config_class_name": type(config).__name__})  # fmt: skip
+            cases.append(
+                {
+                    "folder": str(folder),
+                    "auto_name": auto_name,
+                    "output": output,
+                    "reference": str(folder / "reference.pt"),
+                    "model_type": config.model_type,
+                    "class_name": model_class.__name__,
+                    "config_class_name": type(config).__name__,
+                }
+            )
     return cases, work
 
 
@@ -88,5 +99,7 @@ def test_saving_over_an_earlier_layout_removes_our_old_code_files_only(tmp_path)
     config = tiny_configs()["ib_bert"]
     AUTO_CLASSES_BY_CONFIG[type(config)]["AutoModel"](config).save_pretrained(tmp_path)
     assert sorted(path.name for path in tmp_path.glob("*.py")) == [
-        "configuration_ib_bert.py", "modeling_ib_bert.py", "my_script.py"
-    ]  # fmt: skip
+        "configuration_ib_bert.py",
+        "modeling_ib_bert.py",
+        "my_script.py",
+    ]

@@ -12,10 +12,27 @@ from tests.conftest import random_batch, tiny_configs
 
 
 def _teachers():
-    bert = BertModel(BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                intermediate_size=48, max_position_embeddings=64))  # fmt: skip
-    roberta = RobertaModel(RobertaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                         intermediate_size=48, max_position_embeddings=70, pad_token_id=1))  # fmt: skip
+    bert = BertModel(
+        BertConfig(
+            vocab_size=128,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=48,
+            max_position_embeddings=64,
+        )
+    )
+    roberta = RobertaModel(
+        RobertaConfig(
+            vocab_size=128,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=48,
+            max_position_embeddings=70,
+            pad_token_id=1,
+        )
+    )
     configs = tiny_configs()
     return {
         "transformers_bert": bert,
@@ -29,8 +46,11 @@ def _teachers():
 def test_qkv_trunk_and_residual_inner_signals(model_id):
     model = _teachers()[model_id].eval()
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    names = {f"{signal}{layer}": signal_module_name(signal, layer)
-             for signal in ("query", "key", "value", "attention_norm", "ffn_norm") for layer in range(2)}  # fmt: skip
+    names = {
+        f"{signal}{layer}": signal_module_name(signal, layer)
+        for signal in ("query", "key", "value", "attention_norm", "ffn_norm")
+        for layer in range(2)
+    }
     for layer in range(2):
         names[f"attention_dense{layer}"] = f"encoder.layer.{layer}.attention.output.dense"
         sparse = hasattr(model.encoder.layer[layer], "moe")
@@ -72,7 +92,9 @@ def test_missing_submodule_is_a_clear_error():
 
 
 def test_auxiliary_attention_block_is_recorded_only_when_run():
-    config = type(tiny_configs()["minimoe"]).from_dict({**tiny_configs()["minimoe"].to_dict(), "use_auxiliary_attention": True})
+    config = type(tiny_configs()["minimoe"]).from_dict(
+        {**tiny_configs()["minimoe"].to_dict(), "use_auxiliary_attention": True}
+    )
     model = AutoModel.from_config(config).eval()
     with SubmoduleRecorder(model, {"q": signal_module_name("query", "auxiliary")}) as recorder:
         model(**random_batch())

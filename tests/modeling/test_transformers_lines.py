@@ -105,7 +105,8 @@ def test_config_keeps_its_fields_and_validation(tmp_path, config_id):
 
 
 @pytest.mark.skipif(
-    not transformers.__version__.startswith("5."), reason="the intermittent failure is transformers 5's meta-device loading"
+    not transformers.__version__.startswith("5."),
+    reason="the intermittent failure is transformers 5's meta-device loading",
 )
 def test_loading_in_fresh_processes_is_deterministic(tmp_path):
     """transformers 5 once left a buffer uninitialised on load, which failed only sometimes: load 20 times,
@@ -144,7 +145,9 @@ def test_saved_config_has_no_generation_parameters(tmp_path):
     for config in CONFIGS.values():
         config.save_pretrained(tmp_path)
         saved = json.loads((tmp_path / "config.json").read_text())
-        assert not generation_names & (set(saved) - {"transformers_version", "pad_token_id", "bos_token_id", "eos_token_id"})
+        assert not generation_names & (
+            set(saved) - {"transformers_version", "pad_token_id", "bos_token_id", "eos_token_id"}
+        )
 
 
 def test_dtype_is_honoured_on_both_lines(tmp_path):

@@ -21,37 +21,73 @@ from types import SimpleNamespace
 import pytest
 import torch
 from safetensors.torch import load_file
-
 from transformers import TrainingArguments
 
-from compact_bert.training.checkpoints import MANIFEST_NAME
 from compact_bert.distillation.data import PretrainingCollator
-from compact_bert.training.step_randomness import draw_training_targets, run_seed
 from compact_bert.distillation.trainer_utils import PretrainingTrainer
 from compact_bert.modeling import CompactMobileBertForPreTraining, IBBertForPreTraining
+from compact_bert.training.checkpoints import MANIFEST_NAME
+from compact_bert.training.step_randomness import draw_training_targets, run_seed
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, REPO_ROOT, cli_command, environment, run_cli
 from tests.distillation.helpers import held_out_blocks, tiny_ib_bert_config, tiny_mobilebert_config, tokenizer
 
 STEPS = 6
 SST2_SLICE = REPO_ROOT / "finetuning" / "sst2_slice"
-TINY_BERT = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "num_hidden_layers": 2,
-             "max_position_embeddings": 64}  # fmt: skip
-TINY_MINIMOE = {"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128, "num_hidden_layers": 2,
-                "max_position_embeddings": 64}  # fmt: skip
-MOBILEBERT_STUDENT = {key: value for key, value in tiny_mobilebert_config().to_diff_dict().items()
-                      if key not in ("model_type", "transformers_version")}  # fmt: skip
-TRAINING = ["--max_steps", str(STEPS), "--save_steps", "1", "--logging_steps", "1", "--per_device_train_batch_size", "4",
-            "--learning_rate", "1e-3", *QUIET]  # fmt: skip
+TINY_BERT = {
+    "hidden_size": 32,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 64,
+}
+TINY_MINIMOE = {
+    "hidden_size": 64,
+    "num_attention_heads": 2,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 64,
+}
+MOBILEBERT_STUDENT = {
+    key: value
+    for key, value in tiny_mobilebert_config().to_diff_dict().items()
+    if key not in ("model_type", "transformers_version")
+}
+TRAINING = [
+    "--max_steps",
+    str(STEPS),
+    "--save_steps",
+    "1",
+    "--logging_steps",
+    "1",
+    "--per_device_train_batch_size",
+    "4",
+    "--learning_rate",
+    "1e-3",
+    *QUIET,
+]
 
 
 def _pretraining_trainer(output, accumulation: int) -> PretrainingTrainer:
     torch.manual_seed(0)
-    args = TrainingArguments(output_dir=str(output), max_steps=4, save_steps=2, per_device_train_batch_size=4,
-                             gradient_accumulation_steps=accumulation, learning_rate=1e-3, use_cpu=True, seed=0,
-                             report_to="none", disable_tqdm=True)  # fmt: skip
-    return PretrainingTrainer(model=CompactMobileBertForPreTraining(tiny_mobilebert_config()), args=args,
-                              train_dataset=held_out_blocks(True), eval_dataset=held_out_blocks(True, 16),
-                              data_collator=PretrainingCollator(tokenizer(), 0.15, next_sentence_prediction=True))
+    args = TrainingArguments(
+        output_dir=str(output),
+        max_steps=4,
+        save_steps=2,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=accumulation,
+        learning_rate=1e-3,
+        use_cpu=True,
+        seed=0,
+        report_to="none",
+        disable_tqdm=True,
+    )
+    return PretrainingTrainer(
+        model=CompactMobileBertForPreTraining(tiny_mobilebert_config()),
+        args=args,
+        train_dataset=held_out_blocks(True),
+        eval_dataset=held_out_blocks(True, 16),
+        data_collator=PretrainingCollator(tokenizer(), 0.15, next_sentence_prediction=True),
+    )
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])
@@ -90,9 +126,23 @@ def test_masks_depend_on_step_micro_batch_and_process_only():
 def teachers(tmp_path_factory):
     """A tiny vanilla BERT masked LM (TCD's teacher) and a tiny IB-BERT with its pre-training heads (MobileBERT's)."""
     folder = tmp_path_factory.mktemp("teachers")
-    run_cli(["pretrain", "--preset", "vanilla-bert-small", "--model_overrides", json.dumps({**TINY_BERT, "num_experts": 1}),
-             "--output_dir", str(folder / "vanilla"), "--max_steps", "1", "--per_device_train_batch_size", "4",
-             *QUICK_DATA, *QUIET])  # fmt: skip
+    run_cli(
+        [
+            "pretrain",
+            "--preset",
+            "vanilla-bert-small",
+            "--model_overrides",
+            json.dumps({**TINY_BERT, "num_experts": 1}),
+            "--output_dir",
+            str(folder / "vanilla"),
+            "--max_steps",
+            "1",
+            "--per_device_train_batch_size",
+            "4",
+            *QUICK_DATA,
+            *QUIET,
+        ]
+    )
     torch.manual_seed(0)
     IBBertForPreTraining(tiny_ib_bert_config()).save_pretrained(folder / "ib-bert")
     return folder
@@ -101,32 +151,82 @@ def teachers(tmp_path_factory):
 def _command(name: str, teachers, output) -> list[str]:
     common = ["--output_dir", str(output), *TRAINING, *QUICK_DATA]
     if name == "pretrain":  # MLM + NSP on a bottleneck model with both heads
-        return ["pretrain", "--preset", "ib-bert-large", "--model_overrides",
-                json.dumps({key: value for key, value in tiny_ib_bert_config().to_diff_dict().items()
-                            if key not in ("model_type", "transformers_version")}), *common]  # fmt: skip
+        return [
+            "pretrain",
+            "--preset",
+            "ib-bert-large",
+            "--model_overrides",
+            json.dumps(
+                {
+                    key: value
+                    for key, value in tiny_ib_bert_config().to_diff_dict().items()
+                    if key not in ("model_type", "transformers_version")
+                }
+            ),
+            *common,
+        ]
     if name == "tcd":  # MLM + sampled token groups, MoE student
-        return ["distill", "tcd", "--teacher", str(teachers / "vanilla"), "--student_overrides",
-                json.dumps({**TINY_BERT, "num_experts": 4}), "--sampled_tokens", "64", "--token_group_size", "32",
-                *common]  # fmt: skip
+        return [
+            "distill",
+            "tcd",
+            "--teacher",
+            str(teachers / "vanilla"),
+            "--student_overrides",
+            json.dumps({**TINY_BERT, "num_experts": 4}),
+            "--sampled_tokens",
+            "64",
+            "--token_group_size",
+            "32",
+            *common,
+        ]
     if name == "mobilebert":  # layer-wise stages, then pre-training distillation (MLM + NSP targets)
-        return ["distill", "mobilebert", "--teacher", str(teachers / "ib-bert"), "--student_overrides",
-                json.dumps(MOBILEBERT_STUDENT), "--strategy", "pkt", "--steps_per_stage", "1", *common]  # fmt: skip
+        return [
+            "distill",
+            "mobilebert",
+            "--teacher",
+            str(teachers / "ib-bert"),
+            "--student_overrides",
+            json.dumps(MOBILEBERT_STUDENT),
+            "--strategy",
+            "pkt",
+            "--steps_per_stage",
+            "1",
+            *common,
+        ]
     if name == "minimoe":  # masked inputs (no MLM loss), relation loss, MoE student
-        return ["distill", "minimoe", "--student_overrides", json.dumps(TINY_MINIMOE), "--finetune", "false",
-                *common]  # fmt: skip
+        return ["distill", "minimoe", "--student_overrides", json.dumps(TINY_MINIMOE), "--finetune", "false", *common]
     if name == "finetune":  # dropout only, on the bundled SST-2 slice; a fresh tiny MiniMoE with a task head
-        return ["finetune", "--model_name_or_path", "minimoe-4l-192h", "--model_overrides", json.dumps(TINY_MINIMOE),
-                "--train_file", str(SST2_SLICE / "train.tsv"), "--validation_file", str(SST2_SLICE / "validation.tsv"),
-                "--max_seq_length", "32", "--save_strategy", "steps", "--eval_strategy", "no", "--load_best_model_at_end",
-                "false", "--output_dir", str(output), *TRAINING]  # fmt: skip
+        return [
+            "finetune",
+            "--model_name_or_path",
+            "minimoe-4l-192h",
+            "--model_overrides",
+            json.dumps(TINY_MINIMOE),
+            "--train_file",
+            str(SST2_SLICE / "train.tsv"),
+            "--validation_file",
+            str(SST2_SLICE / "validation.tsv"),
+            "--max_seq_length",
+            "32",
+            "--save_strategy",
+            "steps",
+            "--eval_strategy",
+            "no",
+            "--load_best_model_at_end",
+            "false",
+            "--output_dir",
+            str(output),
+            *TRAINING,
+        ]
     raise ValueError(name)
 
 
 def _kill_when_folder_appears(arguments: list[str], folder, timeout: float = 300) -> bool:
     """Start the CLI and SIGKILL it the moment ``folder`` exists - usually while Trainer is still writing it.
     Returns whether the checkpoint was complete (had its manifest) when the process died."""
-    process = subprocess.Popen(cli_command(arguments), env=environment(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        cli_command(arguments), env=environment(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + timeout
     while not folder.is_dir():
         assert process.poll() is None, f"the run ended before {folder.name} appeared"
@@ -143,8 +243,11 @@ def _final_weights(output) -> dict[str, torch.Tensor]:
 
 def _assert_bitwise_equal(resumed: dict, uninterrupted: dict) -> None:
     assert resumed.keys() == uninterrupted.keys()
-    different = {name: float((resumed[name].double() - tensor.double()).abs().max())
-                 for name, tensor in uninterrupted.items() if not torch.equal(resumed[name], tensor)}  # fmt: skip
+    different = {
+        name: float((resumed[name].double() - tensor.double()).abs().max())
+        for name, tensor in uninterrupted.items()
+        if not torch.equal(resumed[name], tensor)
+    }
     assert not different, f"tensors that differ from the uninterrupted run (max |difference|): {different}"
 
 
@@ -155,31 +258,41 @@ def _check_kill_and_resume_equals_uninterrupted(name, teachers, tmp_path, kill_a
     arguments = _command(name, teachers, interrupted) + list(extra)
     first_kill = True
     for step in kill_at:
-        _kill_when_folder_appears(arguments + ([] if first_kill else ["--resume_from_checkpoint", "last"]),
-                                  interrupted / f"checkpoint-{step}")  # fmt: skip
+        _kill_when_folder_appears(
+            arguments + ([] if first_kill else ["--resume_from_checkpoint", "last"]),
+            interrupted / f"checkpoint-{step}",
+        )
         first_kill = False
         assert not (interrupted / "run_summary.json").exists()
-    result = run_cli(arguments + ["--resume_from_checkpoint", "last"])
+    result = run_cli([*arguments, "--resume_from_checkpoint", "last"])
     assert "Resuming from" in result.stdout
     _assert_bitwise_equal(_final_weights(interrupted), _final_weights(uninterrupted))
     summaries = [json.loads((folder / "run_summary.json").read_text()) for folder in (uninterrupted, interrupted)]
     assert summaries[1]["optimizer_steps"] == summaries[0]["optimizer_steps"] == STEPS
-    evaluated = {key: value for key, value in summaries[0].items() if key.startswith("eval_") and "runtime" not in key
-                 and "per_second" not in key}  # fmt: skip
+    evaluated = {
+        key: value
+        for key, value in summaries[0].items()
+        if key.startswith("eval_") and "runtime" not in key and "per_second" not in key
+    }
     assert evaluated and evaluated == {key: summaries[1][key] for key in evaluated}  # evaluation masks are fixed too
 
 
-@pytest.mark.parametrize(("name", "kill_at"), [
-    ("pretrain", [2, 4]),
-    ("tcd", [3]),
-    ("mobilebert", [2, 5]),
-    ("minimoe", [4]),
-    ("finetune", [3]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "kill_at"),
+    [
+        ("pretrain", [2, 4]),
+        ("tcd", [3]),
+        ("mobilebert", [2, 5]),
+        ("minimoe", [4]),
+        ("finetune", [3]),
+    ],
+)
 def test_kill_and_resume_ends_bitwise_equal_to_the_uninterrupted_run(name, kill_at, teachers, tmp_path):
     _check_kill_and_resume_equals_uninterrupted(name, teachers, tmp_path, kill_at)
 
 
 def test_kill_and_resume_with_gradient_accumulation(teachers, tmp_path):
     """Two micro-batches per step: each draws its own masks and dropout, also after a resume."""
-    _check_kill_and_resume_equals_uninterrupted("pretrain", teachers, tmp_path, [3], "--gradient_accumulation_steps", "2")
+    _check_kill_and_resume_equals_uninterrupted(
+        "pretrain", teachers, tmp_path, [3], "--gradient_accumulation_steps", "2"
+    )

@@ -15,13 +15,13 @@ import transformers
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from compact_bert.cli.training_common import train_and_report
+from compact_bert.modeling import MoEBertForMaskedLM
 from compact_bert.training.checkpoints import (
     MANIFEST_NAME,
     checkpoint_problem,
     resolve_resume_checkpoint,
     run_identity,
 )
-from compact_bert.modeling import MoEBertForMaskedLM
 from tests.conftest import VOCAB_SIZE, tiny_configs
 from tests.distillation.cli_helpers import (
     QUICK_DATA,
@@ -33,19 +33,49 @@ from tests.distillation.cli_helpers import (
     run_cli,
 )
 
-TINY_DENSE = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "num_hidden_layers": 2,
-              "num_experts": 1, "max_position_embeddings": 64}  # fmt: skip
+TINY_DENSE = {
+    "hidden_size": 32,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_experts": 1,
+    "max_position_embeddings": 64,
+}
 
 
 def _pretrain(output, steps: int, *extra, **overrides) -> list[str]:
-    return ["pretrain", "--preset", "vanilla-bert-small", "--model_overrides", json.dumps({**TINY_DENSE, **overrides}),
-            "--output_dir", str(output), "--max_steps", str(steps), "--save_steps", "1", "--logging_steps", "1",
-            "--per_device_train_batch_size", "4", *QUICK_DATA, *QUIET, *extra]  # fmt: skip
+    return [
+        "pretrain",
+        "--preset",
+        "vanilla-bert-small",
+        "--model_overrides",
+        json.dumps({**TINY_DENSE, **overrides}),
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        str(steps),
+        "--save_steps",
+        "1",
+        "--logging_steps",
+        "1",
+        "--per_device_train_batch_size",
+        "4",
+        *QUICK_DATA,
+        *QUIET,
+        *extra,
+    ]
 
 
 def _run_failing(arguments: list[str]) -> str:
-    result = subprocess.run(cli_command(arguments), capture_output=True, text=True, timeout=600, env=environment(),
-                            cwd=REPO_ROOT, check=False)  # fmt: skip
+    result = subprocess.run(
+        cli_command(arguments),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=environment(),
+        cwd=REPO_ROOT,
+        check=False,
+    )
     assert result.returncode != 0, result.stdout[-3000:]
     return result.stderr + result.stdout
 
@@ -72,8 +102,11 @@ def test_every_checkpoint_has_a_manifest_that_matches_its_files(three_checkpoint
     for step in (1, 2, 3):
         folder = three_checkpoints / f"checkpoint-{step}"
         manifest = json.loads((folder / MANIFEST_NAME).read_text())
-        on_disk = {path.relative_to(folder).as_posix(): path for path in folder.rglob("*")
-                   if path.is_file() and path.name != MANIFEST_NAME}  # fmt: skip
+        on_disk = {
+            path.relative_to(folder).as_posix(): path
+            for path in folder.rglob("*")
+            if path.is_file() and path.name != MANIFEST_NAME
+        }
         assert set(manifest["files"]) == set(on_disk)
         assert {"model.safetensors", "optimizer.pt", "trainer_state.json"} <= set(on_disk)
         for name, path in on_disk.items():
@@ -91,11 +124,14 @@ def test_final_model_folder_has_no_training_arguments_pickle_and_loads(three_che
     assert isinstance(model, MoEBertForMaskedLM) and model.config.num_experts == 1
 
 
-@pytest.mark.parametrize(("damage", "reason"), [
-    ("truncate_weights", "model.safetensors has"),
-    ("truncate_optimizer", "optimizer.pt has"),
-    ("delete_trainer_state", "trainer_state.json is missing"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("truncate_weights", "model.safetensors has"),
+        ("truncate_optimizer", "optimizer.pt has"),
+        ("delete_trainer_state", "trainer_state.json is missing"),
+    ],
+)
 def test_last_resumes_from_the_newest_complete_checkpoint(run_copy, damage, reason):
     newest = run_copy / "checkpoint-3"
     if damage.startswith("truncate"):
@@ -132,10 +168,30 @@ def test_resuming_another_model_shape_is_refused(run_copy):
 
 def test_resuming_another_methods_checkpoint_is_refused(run_copy, three_checkpoints):
     student = json.dumps({**TINY_DENSE, "num_experts": 4})
-    output = _run_failing(["distill", "tcd", "--teacher", str(three_checkpoints), "--student_overrides", student,
-                           "--output_dir", str(run_copy), "--max_steps", "5", "--per_device_train_batch_size", "8",
-                           "--sampled_tokens", "128", "--token_group_size", "32", "--resume_from_checkpoint", "last",
-                           *QUICK_DATA, *QUIET])  # fmt: skip
+    output = _run_failing(
+        [
+            "distill",
+            "tcd",
+            "--teacher",
+            str(three_checkpoints),
+            "--student_overrides",
+            student,
+            "--output_dir",
+            str(run_copy),
+            "--max_steps",
+            "5",
+            "--per_device_train_batch_size",
+            "8",
+            "--sampled_tokens",
+            "128",
+            "--token_group_size",
+            "32",
+            "--resume_from_checkpoint",
+            "last",
+            *QUICK_DATA,
+            *QUIET,
+        ]
+    )
     assert "trainer (method): checkpoint PretrainingTrainer, this run TransferCapabilityDistillationTrainer" in output
     assert "num_experts: checkpoint 1, this run 4" in output and "Traceback" not in output
 
@@ -147,7 +203,7 @@ def test_sigkill_while_a_checkpoint_is_written_then_last_completes(tmp_path):
     arguments = _pretrain(output, 12, "--save_total_limit", "2", "--keep_checkpoints", "true")
     kill_when_path_exists(arguments, output / "checkpoint-4", poll_seconds=0.001)
     assert not (output / "run_summary.json").exists()
-    result = run_cli(arguments + ["--resume_from_checkpoint", "last"])
+    result = run_cli([*arguments, "--resume_from_checkpoint", "last"])
     assert "Resuming from" in result.stdout
     assert json.loads((output / "run_summary.json").read_text())["optimizer_steps"] == 12
     assert _trained_steps(output / "checkpoint-12") == set(range(1, 13))
@@ -169,10 +225,22 @@ def test_rotation_never_deletes_the_last_complete_checkpoint(tmp_path):
     could mark checkpoint-2 complete; here checkpoint-1 survives until checkpoint-2 is complete."""
     generator = torch.Generator().manual_seed(0)
     rows = [{"input_ids": ids, "labels": ids} for ids in torch.randint(1, VOCAB_SIZE, (8, 12), generator=generator)]
-    args = TrainingArguments(output_dir=str(tmp_path), max_steps=3, save_steps=1, save_total_limit=1, use_cpu=True,
-                             per_device_train_batch_size=2, report_to="none", disable_tqdm=True)  # fmt: skip
-    trainer = Trainer(model=MoEBertForMaskedLM(tiny_configs()["vanilla_bert"]), args=args, train_dataset=rows,
-                      callbacks=[_CrashInSave()])  # fmt: skip
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=3,
+        save_steps=1,
+        save_total_limit=1,
+        use_cpu=True,
+        per_device_train_batch_size=2,
+        report_to="none",
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=MoEBertForMaskedLM(tiny_configs()["vanilla_bert"]),
+        args=args,
+        train_dataset=rows,
+        callbacks=[_CrashInSave()],
+    )
     with pytest.raises(RuntimeError, match="simulated crash"):
         train_and_report(trainer, None, args)
     assert args.save_total_limit == 1  # given back after the failed run
@@ -196,7 +264,9 @@ def test_a_run_stopped_during_its_final_save_is_completed_by_resuming(tmp_path):
     result = run_cli(_pretrain(output, 2, "--resume_from_checkpoint", "last"))
     assert "but the run's final save did not finish: completing it" in result.stdout + result.stderr
     summary = json.loads((output / "run_summary.json").read_text())
-    assert summary["optimizer_steps"] == 2 and (output / "README.md").is_file() and (output / "tokenizer.json").is_file()
+    assert (
+        summary["optimizer_steps"] == 2 and (output / "README.md").is_file() and (output / "tokenizer.json").is_file()
+    )
     completed = load_file(output / "model.safetensors")
     assert all(torch.equal(completed[name], tensor) for name, tensor in expected.items())
     assert not list(output.glob("checkpoint-*")), "the completed run removes its checkpoints like any finished run"

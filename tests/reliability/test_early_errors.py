@@ -15,21 +15,36 @@ from transformers import BertConfig, BertModel, TrainingArguments
 
 from compact_bert.cli.main import main
 from compact_bert.configuration import MoEBertConfig
-from compact_bert.training.compat import save_tokenizer
 from compact_bert.distillation.data import PretrainingCollator, resolve_text_files
 from compact_bert.distillation.tcd_config import TransferCapabilityDistillationConfig
 from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillationTrainer
 from compact_bert.distillation.trainer_utils import PretrainingTrainer
-from compact_bert.training.write_errors import OutputWriteError
 from compact_bert.modeling import MoEBertForMaskedLM
+from compact_bert.training.compat import save_tokenizer
+from compact_bert.training.write_errors import OutputWriteError
 from tests.distillation.cli_helpers import HELD_OUT, QUIET, cli_command, environment
 from tests.distillation.helpers import held_out_blocks, tokenizer
 
-TINY_MOE_BERT = json.dumps({"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
-                            "num_hidden_layers": 2, "num_experts": 4, "max_position_embeddings": 64})  # fmt: skip
+TINY_MOE_BERT = json.dumps(
+    {
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_experts": 4,
+        "max_position_embeddings": 64,
+    }
+)
 QUICK_CORPUS = ["--corpus", str(HELD_OUT), "--block_size", "32", "--max_eval_blocks", "16"]
-TRAINER_ARGS = {"save_strategy": "no", "report_to": "none", "disable_tqdm": True, "use_cpu": True, "seed": 0,
-                "sampled_tokens": 128, "token_group_size": 32}  # fmt: skip
+TRAINER_ARGS = {
+    "save_strategy": "no",
+    "report_to": "none",
+    "disable_tqdm": True,
+    "use_cpu": True,
+    "seed": 0,
+    "sampled_tokens": 128,
+    "token_group_size": 32,
+}
 # The shortest valid command line of each training command; flags given later override these.
 COMMANDS = {
     "pretrain": ["pretrain"],
@@ -46,23 +61,49 @@ def _command(name: str, output_dir, *flags: str) -> list[str]:
 
 def _tcd_trainer(tmp_path, train_blocks: int = 16, eval_blocks: int = 16, **fields):
     torch.manual_seed(0)
-    teacher = BertModel(BertConfig(hidden_size=48, num_hidden_layers=2, num_attention_heads=2, intermediate_size=96,
-                                   max_position_embeddings=64))  # fmt: skip
-    student = MoEBertForMaskedLM(MoEBertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                               intermediate_size=64, num_experts=4, max_position_embeddings=64))  # fmt: skip
+    teacher = BertModel(
+        BertConfig(
+            hidden_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=96,
+            max_position_embeddings=64,
+        )
+    )
+    student = MoEBertForMaskedLM(
+        MoEBertConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            num_experts=4,
+            max_position_embeddings=64,
+        )
+    )
     args = TransferCapabilityDistillationConfig(output_dir=str(tmp_path), max_steps=2, **{**TRAINER_ARGS, **fields})
     return TransferCapabilityDistillationTrainer(
-        model=student, teacher=teacher, args=args, train_dataset=held_out_blocks(False).select(range(train_blocks)),
-        eval_dataset=held_out_blocks(False).select(range(eval_blocks)), data_collator=PretrainingCollator(tokenizer()),
-    )  # fmt: skip
+        model=student,
+        teacher=teacher,
+        args=args,
+        train_dataset=held_out_blocks(False).select(range(train_blocks)),
+        eval_dataset=held_out_blocks(False).select(range(eval_blocks)),
+        data_collator=PretrainingCollator(tokenizer()),
+    )
 
 
 @pytest.fixture(scope="module")
 def tcd_teacher(tmp_path_factory):
     """A tiny BERT folder (bert-base-uncased vocabulary) that `distill tcd` accepts as its vanilla teacher."""
     folder = tmp_path_factory.mktemp("teacher")
-    BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                         max_position_embeddings=64)).save_pretrained(folder)  # fmt: skip
+    BertModel(
+        BertConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(folder)
     return folder
 
 
@@ -73,14 +114,36 @@ def test_zero_optimizer_steps_fail_before_training(tmp_path, tcd_teacher):
     """`distill tcd` drops incomplete training batches: 4 blocks and a batch of 8 would train 0 steps and save
     an untrained model with exit 0."""
     output = tmp_path / "student"
-    arguments = ["distill", "tcd", "--teacher", str(tcd_teacher), "--student_overrides", TINY_MOE_BERT,
-                 "--output_dir", str(output), "--max_steps", "2", "--per_device_train_batch_size", "8",
-                 "--gradient_accumulation_steps", "2", "--sampled_tokens", "128", "--token_group_size", "32",
-                 *QUICK_CORPUS, "--max_train_blocks", "4", *QUIET]  # fmt: skip
-    message = (r"The training set holds 4 blocks but one batch takes 8 \(--per_device_train_batch_size 8 x 1 "
-               r"process\(es\)\), and --dataloader_drop_last true drops the incomplete batch: training would take 0 "
-               r"optimizer steps \(--per_device_train_batch_size 8 x 1 process\(es\) x --gradient_accumulation_steps 2 "
-               r"= 16 blocks per optimizer step\)\. Lower --per_device_train_batch_size to 4 or less")  # fmt: skip
+    arguments = [
+        "distill",
+        "tcd",
+        "--teacher",
+        str(tcd_teacher),
+        "--student_overrides",
+        TINY_MOE_BERT,
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "8",
+        "--gradient_accumulation_steps",
+        "2",
+        "--sampled_tokens",
+        "128",
+        "--token_group_size",
+        "32",
+        *QUICK_CORPUS,
+        "--max_train_blocks",
+        "4",
+        *QUIET,
+    ]
+    message = (
+        r"The training set holds 4 blocks but one batch takes 8 \(--per_device_train_batch_size 8 x 1 "
+        r"process\(es\)\), and --dataloader_drop_last true drops the incomplete batch: training would take 0 "
+        r"optimizer steps \(--per_device_train_batch_size 8 x 1 process\(es\) x --gradient_accumulation_steps 2 "
+        r"= 16 blocks per optimizer step\)\. Lower --per_device_train_batch_size to 4 or less"
+    )
     with pytest.raises(SystemExit, match=message):
         main(arguments)
     assert not (output / "model.safetensors").exists() and not (output / "run_summary.json").exists()
@@ -92,9 +155,28 @@ def test_a_streamed_corpus_without_a_block_fails_before_training(tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("only a few words\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="The corpus yields no block of 32 tokens; give it more text"):
-        main(["pretrain", "--preset", "moe-bert-small", "--model_overrides", TINY_MOE_BERT, "--output_dir",
-              str(tmp_path / "out"), "--corpus", str(short), "--streaming", "true", "--block_size", "32",
-              "--max_eval_blocks", "4", "--max_steps", "2", *QUIET])  # fmt: skip
+        main(
+            [
+                "pretrain",
+                "--preset",
+                "moe-bert-small",
+                "--model_overrides",
+                TINY_MOE_BERT,
+                "--output_dir",
+                str(tmp_path / "out"),
+                "--corpus",
+                str(short),
+                "--streaming",
+                "true",
+                "--block_size",
+                "32",
+                "--max_eval_blocks",
+                "4",
+                "--max_steps",
+                "2",
+                *QUIET,
+            ]
+        )
 
 
 def test_evaluation_keeps_the_incomplete_batch(tmp_path):
@@ -104,8 +186,9 @@ def test_evaluation_keeps_the_incomplete_batch(tmp_path):
     metrics = trainer.evaluate()
     for key in ("eval_loss", "eval_mlm_loss", "eval_trunk_loss", "eval_inner_loss"):
         assert math.isfinite(metrics[key]), key
-    trainer = _tcd_trainer(tmp_path, train_blocks=11, eval_blocks=11, per_device_train_batch_size=8,
-                           per_device_eval_batch_size=8)  # fmt: skip
+    trainer = _tcd_trainer(
+        tmp_path, train_blocks=11, eval_blocks=11, per_device_train_batch_size=8, per_device_eval_batch_size=8
+    )
     assert [len(batch["input_ids"]) for batch in trainer.get_eval_dataloader()] == [8, 3]
     assert [len(batch["input_ids"]) for batch in trainer.get_train_dataloader()] == [8]  # training still drops
     assert trainer.args.dataloader_drop_last
@@ -114,13 +197,16 @@ def test_evaluation_keeps_the_incomplete_batch(tmp_path):
 def test_evaluation_with_fewer_tokens_than_a_group(tmp_path):
     """A last evaluation batch with fewer tokens than one relation group gave eval_trunk_loss NaN; evaluation
     batches that can never hold a group are refused up front."""
-    trainer = _tcd_trainer(tmp_path, eval_blocks=9, per_device_eval_batch_size=8, sampled_tokens=128,
-                           token_group_size=64)  # fmt: skip
+    trainer = _tcd_trainer(
+        tmp_path, eval_blocks=9, per_device_eval_batch_size=8, sampled_tokens=128, token_group_size=64
+    )
     metrics = trainer.evaluate()  # the last batch holds 1 block of 32 tokens < 64
     assert math.isfinite(metrics["eval_trunk_loss"]) and math.isfinite(metrics["eval_inner_loss"])
     assert math.isfinite(metrics["eval_loss"])
-    message = (r"An evaluation batch holds 32 tokens \(1 block\(s\) of 32: --per_device_eval_batch_size 8, 1 "
-               r"evaluation blocks\), fewer than one relation group \(--token_group_size 64\)")  # fmt: skip
+    message = (
+        r"An evaluation batch holds 32 tokens \(1 block\(s\) of 32: --per_device_eval_batch_size 8, 1 "
+        r"evaluation blocks\), fewer than one relation group \(--token_group_size 64\)"
+    )
     with pytest.raises(ValueError, match=message):
         _tcd_trainer(tmp_path, eval_blocks=1, per_device_eval_batch_size=8, token_group_size=64)
 
@@ -128,8 +214,11 @@ def test_evaluation_with_fewer_tokens_than_a_group(tmp_path):
 @pytest.mark.parametrize("command", ["pretrain", "distill minimoe", "distill tcd", "finetune"])
 @pytest.mark.parametrize("max_steps", ["0", "-2"])
 def test_max_steps_zero_or_below_minus_one_is_refused(tmp_path, command, max_steps):
-    with pytest.raises(SystemExit, match=rf"--max_steps must be a number of optimizer steps >= 1, or -1 to train "
-                                         rf"for --num_train_epochs instead, got {max_steps}\."):  # fmt: skip
+    with pytest.raises(
+        SystemExit,
+        match=rf"--max_steps must be a number of optimizer steps >= 1, or -1 to train "
+        rf"for --num_train_epochs instead, got {max_steps}\.",
+    ):
         main(_command(command, tmp_path, "--max_steps", max_steps))
 
 
@@ -142,7 +231,9 @@ def test_teacher_assistant_steps_must_be_positive(tmp_path):
 
 def test_epoch_based_runs_need_epochs(tmp_path):
     """-1 (transformers' default) trains --num_train_epochs: 0 epochs would be a run without a step."""
-    with pytest.raises(SystemExit, match=r"--num_train_epochs must be > 0 when training by epochs \(--max_steps -1\), got 0"):
+    with pytest.raises(
+        SystemExit, match=r"--num_train_epochs must be > 0 when training by epochs \(--max_steps -1\), got 0"
+    ):
         main(_command("pretrain", tmp_path, "--max_steps", "-1", "--num_train_epochs", "0"))
     with pytest.raises(SystemExit, match="`max_steps` must be set"):  # MobileBERT's stages are counted in steps
         main(_command("distill mobilebert", tmp_path, "--max_steps", "-1"))
@@ -155,8 +246,11 @@ def test_epoch_based_runs_need_epochs(tmp_path):
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_unwritable_output_dir_fails_before_training(command):
     """Nobody, root included, can create a folder in /proc: the run used to train, then fail to save."""
-    with pytest.raises(SystemExit, match=r"--output_dir /proc/compact-bert-output is not writable \(.+\); choose a "
-                                         "folder you can write to"):  # fmt: skip
+    with pytest.raises(
+        SystemExit,
+        match=r"--output_dir /proc/compact-bert-output is not writable \(.+\); choose a "
+        "folder you can write to",
+    ):
         main(_command(command, "/proc/compact-bert-output"))
 
 
@@ -172,29 +266,44 @@ def test_output_dir_that_is_a_file(tmp_path, command):
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_push_to_hub_is_refused_because_it_would_ship_a_pickle(tmp_path, command):
-    with pytest.raises(SystemExit, match=r"--push_to_hub is not supported: .*pickled training_args.bin.*"
-                                         r"`compact-bert push OUTPUT_DIR REPO_ID`"):  # fmt: skip
+    with pytest.raises(
+        SystemExit,
+        match=r"--push_to_hub is not supported: .*pickled training_args.bin.*"
+        r"`compact-bert push OUTPUT_DIR REPO_ID`",
+    ):
         main(_command(command, tmp_path, "--push_to_hub", "true"))
 
 
-@pytest.mark.parametrize(("command", "flag"), [("distill minimoe", "--student_overrides"),
-                                               ("distill tcd", "--student_overrides"),
-                                               ("pretrain", "--model_overrides")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        ("distill minimoe", "--student_overrides"),
+        ("distill tcd", "--student_overrides"),
+        ("pretrain", "--model_overrides"),
+    ],
+)
 def test_a_misspelt_override_field_is_refused_on_the_command_line(tmp_path, command, flag):
     """`num_expert` (for `num_experts`) was ignored and 4 experts trained."""
     arguments = _command(command, tmp_path, flag, json.dumps({"num_expert": 8}))
-    arguments += {"pretrain": ["--preset", "moe-bert-small"], "distill tcd": ["--teacher", "all-MiniLM-L6-v2"]}.get(command, [])
+    arguments += {"pretrain": ["--preset", "moe-bert-small"], "distill tcd": ["--teacher", "all-MiniLM-L6-v2"]}.get(
+        command, []
+    )
     with pytest.raises(SystemExit, match=rf"{flag}: .*num_expert"):
         main(arguments)
 
 
-@pytest.mark.parametrize(("field", "message"), [
-    ("num_layers", "has no field `num_layers`: compact-bert calls it `num_hidden_layers`"),
-    ("num_experts_per_tok", "has no field `num_experts_per_tok`: compact-bert's MoE layers route each token to exactly "
-                            "one expert"),
-    ("hidden_dropout", "has no field `hidden_dropout`: did you mean `hidden_dropout_prob`"),
-    ("colour", "has no field `colour`: its fields: .*num_experts"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("num_layers", "has no field `num_layers`: compact-bert calls it `num_hidden_layers`"),
+        (
+            "num_experts_per_tok",
+            "has no field `num_experts_per_tok`: compact-bert's MoE layers route each token to exactly one expert",
+        ),
+        ("hidden_dropout", "has no field `hidden_dropout`: did you mean `hidden_dropout_prob`"),
+        ("colour", "has no field `colour`: its fields: .*num_experts"),
+    ],
+)
 def test_an_override_field_the_config_does_not_define_is_refused(tmp_path, field, message):
     """transformers' names for our fields and other unknown names were stored and ignored without a word."""
     arguments = _command("distill minimoe", tmp_path, "--student_overrides", json.dumps({field: 2}))
@@ -207,34 +316,73 @@ def test_model_overrides_with_a_model_folder_are_refused(tmp_path):
     from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
     files = bundled_sst2_files()
-    arguments = ["finetune", "--model_name_or_path", str(packaged_teacher_dir()), "--model_overrides",
-                 '{"num_hidden_layers": 2}', "--train_file", str(files["train"]), "--validation_file",
-                 str(files["validation"]), "--output_dir", str(tmp_path / "run")]  # fmt: skip
+    arguments = [
+        "finetune",
+        "--model_name_or_path",
+        str(packaged_teacher_dir()),
+        "--model_overrides",
+        '{"num_hidden_layers": 2}',
+        "--train_file",
+        str(files["train"]),
+        "--validation_file",
+        str(files["validation"]),
+        "--output_dir",
+        str(tmp_path / "run"),
+    ]
     with pytest.raises(SystemExit, match=r"--model_overrides applies to presets only: .* is a model folder"):
         main(arguments)
 
 
 def test_the_command_prints_a_settings_error_without_a_traceback(tmp_path):
-    result = subprocess.run(cli_command(_command("pretrain", tmp_path, "--per_device_train_batch_size", "0")),
-                            env=environment(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        cli_command(_command("pretrain", tmp_path, "--per_device_train_batch_size", "0")),
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1
     assert "compact-bert: --per_device_train_batch_size must be >= 1, got 0." in result.stderr
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
 
 
 def test_finetune_output_of_the_main_job_is_checked_before_distilling(tmp_path):
-    with pytest.raises(SystemExit, match=r"The fine-tuning step \(--finetune_args, --finetune_\*\): --output_dir "
-                                         "/proc/compact-bert-sst2 is not writable"):  # fmt: skip
-        main(["distill", "minimoe", "--output_dir", str(tmp_path), "--finetune_output_dir", "/proc/compact-bert-sst2",
-              *QUIET])  # fmt: skip
+    with pytest.raises(
+        SystemExit,
+        match=r"The fine-tuning step \(--finetune_args, --finetune_\*\): --output_dir "
+        "/proc/compact-bert-sst2 is not writable",
+    ):
+        main(
+            [
+                "distill",
+                "minimoe",
+                "--output_dir",
+                str(tmp_path),
+                "--finetune_output_dir",
+                "/proc/compact-bert-sst2",
+                *QUIET,
+            ]
+        )
 
 
 def _pretraining_trainer(tmp_path, **fields):
-    student = MoEBertForMaskedLM(MoEBertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                               intermediate_size=64, num_experts=2, max_position_embeddings=64))  # fmt: skip
+    student = MoEBertForMaskedLM(
+        MoEBertConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            num_experts=2,
+            max_position_embeddings=64,
+        )
+    )
     args = TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True, disable_tqdm=True, **fields)
-    return PretrainingTrainer(model=student, args=args, train_dataset=held_out_blocks(False, 8),
-                              data_collator=PretrainingCollator(tokenizer()))  # fmt: skip
+    return PretrainingTrainer(
+        model=student,
+        args=args,
+        train_dataset=held_out_blocks(False, 8),
+        data_collator=PretrainingCollator(tokenizer()),
+    )
 
 
 def test_a_full_disk_is_reported_with_the_folder(tmp_path, monkeypatch):
@@ -247,8 +395,11 @@ def test_a_full_disk_is_reported_with_the_folder(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", short_write)
     folder = tmp_path / "model"
-    with pytest.raises(OutputWriteError, match=rf"Saving the model to {folder} failed: a file was written only in "
-                                               r"part \(torch reports 'unexpected pos'\).*disk is full; free space"):  # fmt: skip
+    with pytest.raises(
+        OutputWriteError,
+        match=rf"Saving the model to {folder} failed: a file was written only in "
+        r"part \(torch reports 'unexpected pos'\).*disk is full; free space",
+    ):
         trainer.save_model(str(folder))
     checkpoint = tmp_path / "run" / "checkpoint-1"
     with pytest.raises(OutputWriteError, match=rf"Saving the model to {checkpoint} failed: .*unexpected pos"):
@@ -268,7 +419,9 @@ def test_a_full_disk_is_reported_with_the_folder(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-@pytest.mark.parametrize("flag", ["per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"])
+@pytest.mark.parametrize(
+    "flag", ["per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"]
+)
 def test_batch_size_and_accumulation_below_one_are_refused(tmp_path, command, flag):
     with pytest.raises(SystemExit, match=rf"--{flag} must be >= 1, got 0\."):
         main(_command(command, tmp_path, f"--{flag}", "0"))
@@ -280,20 +433,28 @@ def test_batch_size_and_accumulation_below_one_are_refused(tmp_path, command, fl
 def test_corpus_of_nul_bytes_names_the_file(tmp_path):
     zeros = tmp_path / "zeros.txt"
     zeros.write_bytes(bytes(5000))
-    with pytest.raises(ValueError, match=rf"Corpus file {zeros} contains NUL bytes \(5000 of 5000 bytes, the first "
-                                         r"at line 1, offset 0\): it is binary or zero-filled, not text"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=rf"Corpus file {zeros} contains NUL bytes \(5000 of 5000 bytes, the first "
+        r"at line 1, offset 0\): it is binary or zero-filled, not text",
+    ):
         resolve_text_files([str(zeros)])
     mixed = tmp_path / "mixed.txt"
     mixed.write_bytes(b"a first paragraph\nthen\x00a NUL\n")
-    with pytest.raises(SystemExit, match=r"mixed.txt contains NUL bytes \(1 of 29 bytes, the first at line 2, offset 22\)"):
+    with pytest.raises(
+        SystemExit, match=r"mixed.txt contains NUL bytes \(1 of 29 bytes, the first at line 2, offset 22\)"
+    ):
         main(["pretrain", "--output_dir", str(tmp_path / "out"), "--corpus", str(mixed), *QUIET])
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--seed", "-1"], r"--seed must be in \[0, 2\*\*32 - 1\]"),
-    (["--learning_rate", "-1"], "--learning_rate must be >= 0, got -1.0"),
-    (["--output_dir", ""], "--output_dir is empty"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--seed", "-1"], r"--seed must be in \[0, 2\*\*32 - 1\]"),
+        (["--learning_rate", "-1"], "--learning_rate must be >= 0, got -1.0"),
+        (["--output_dir", ""], "--output_dir is empty"),
+    ],
+)
 def test_out_of_range_numbers_and_empty_output_dir_are_refused_before_any_model(flags, message, tmp_path):
     from compact_bert.cli.main import main
 
@@ -312,15 +473,35 @@ def test_an_opset_the_exporter_does_not_write_is_refused(tmp_path):
         pytest.skip("Optimum's exporter honours old opsets; the check concerns torch.onnx (transformers 5)")
     save_tiny_model("minimoe", "feature-extraction", tmp_path / "model")
     with pytest.raises(SystemExit, match="--opset 13: the exporter wrote opset 18 instead"):
-        main(["export", "onnx", str(tmp_path / "model"), str(tmp_path / "onnx"), "--task", "feature-extraction",
-              "--opset", "13"])  # fmt: skip
+        main(
+            [
+                "export",
+                "onnx",
+                str(tmp_path / "model"),
+                str(tmp_path / "onnx"),
+                "--task",
+                "feature-extraction",
+                "--opset",
+                "13",
+            ]
+        )
     assert not (tmp_path / "onnx" / "model.onnx").exists()
 
 
 def test_a_missing_finetune_file_fails_before_distilling(tmp_path):
     from compact_bert.cli.main import main
 
-    with pytest.raises(SystemExit, match=r"--finetune_train_file .*missing\.tsv does not exist.*checked before distilling"):
-        main(["distill", "minimoe", "--output_dir", str(tmp_path / "out"), "--finetune_train_file",
-              str(tmp_path / "missing.tsv")])  # fmt: skip
+    with pytest.raises(
+        SystemExit, match=r"--finetune_train_file .*missing\.tsv does not exist.*checked before distilling"
+    ):
+        main(
+            [
+                "distill",
+                "minimoe",
+                "--output_dir",
+                str(tmp_path / "out"),
+                "--finetune_train_file",
+                str(tmp_path / "missing.tsv"),
+            ]
+        )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -22,22 +22,53 @@ from compact_bert.distillation.data import packaged_teacher_dir
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from tests.distillation.cli_helpers import HELD_OUT, QUIET, cli_command, environment
 
-TINY = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "num_hidden_layers": 2,
-        "num_experts": 1, "max_position_embeddings": 64}  # fmt: skip
+TINY = {
+    "hidden_size": 32,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_experts": 1,
+    "max_position_embeddings": 64,
+}
 
 
 def _pretrain(tmp_path: Path, *flags: str, overrides: dict | None = None) -> list[str]:
     corpus = ["--corpus", str(HELD_OUT)] if "--corpus" not in flags else []
-    return ["pretrain", "--preset", "vanilla-bert-small", "--model_overrides", json.dumps({**TINY, **(overrides or {})}),
-            "--output_dir", str(tmp_path / "run"), "--max_steps", "1", "--block_size", "32", *corpus, *QUIET,
-            *flags]  # fmt: skip
+    return [
+        "pretrain",
+        "--preset",
+        "vanilla-bert-small",
+        "--model_overrides",
+        json.dumps({**TINY, **(overrides or {})}),
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--max_steps",
+        "1",
+        "--block_size",
+        "32",
+        *corpus,
+        *QUIET,
+        *flags,
+    ]
 
 
 def _finetune(tmp_path: Path, *flags: str) -> list[str]:
     files = bundled_sst2_files()
     data = [] if "--train_file" in flags else ["--train_file", str(files["train"])]
-    return ["finetune", "--model_name_or_path", "minilm-3l-96h", "--validation_file", str(files["validation"]),
-            "--output_dir", str(tmp_path / "run"), "--max_steps", "1", *data, *QUIET, *flags]  # fmt: skip
+    return [
+        "finetune",
+        "--model_name_or_path",
+        "minilm-3l-96h",
+        "--validation_file",
+        str(files["validation"]),
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--max_steps",
+        "1",
+        *data,
+        *QUIET,
+        *flags,
+    ]
 
 
 def _saved_dataset(folder: Path, rows: dict, split: str | None = None) -> Path:
@@ -104,78 +135,189 @@ def _config_only(folder: Path, truncate: bool = False) -> Path:
 # (case id, argv from tmp_path, the message's regex). Every argv is built lazily: cases create their own inputs.
 CASES = [
     # -- corpora
-    ("corpus-missing-file", lambda t: _pretrain(t, "--corpus", str(t / "missing.txt")),
-     r"Corpus path .*missing\.txt does not exist: give UTF-8 \.txt files"),
-    ("corpus-folder-without-text", lambda t: _pretrain(t, "--corpus", str(_write(t / "texts" / "a.csv", "x").parent)),
-     r"Corpus folder .*texts contains no \.txt files"),
-    ("corpus-dataset-dict-without-train",
-     lambda t: _pretrain(t, "--corpus", str(_saved_dataset(t / "dd", {"text": ["a b c"]}, split="validation"))),
-     r"is a DatasetDict without a 'train' split \(its splits: validation\)"),
-    ("corpus-saved-dataset-with-none",
-     lambda t: _pretrain(t, "--corpus", str(_saved_dataset(t / "ds", {"text": ["some words here", None]}))),
-     r"row 1 of column 'text' is None \(NoneType\), not text"),
-    ("corpus-non-utf8", lambda t: _pretrain(t, "--corpus", str(_write(t / "latin1.txt", b"caf\xe9 au lait\n")),),
-     r"latin1\.txt is not UTF-8: byte 0xe9 at line 1"),
-    ("eval-corpus-shorter-than-a-block", lambda t: _pretrain(t, "--eval_corpus", str(_write(t / "short.txt", "Too short.\n"))),
-     r"The held-out corpus \(.*short\.txt\) yields no block of 32 tokens"),
+    (
+        "corpus-missing-file",
+        lambda t: _pretrain(t, "--corpus", str(t / "missing.txt")),
+        r"Corpus path .*missing\.txt does not exist: give UTF-8 \.txt files",
+    ),
+    (
+        "corpus-folder-without-text",
+        lambda t: _pretrain(t, "--corpus", str(_write(t / "texts" / "a.csv", "x").parent)),
+        r"Corpus folder .*texts contains no \.txt files",
+    ),
+    (
+        "corpus-dataset-dict-without-train",
+        lambda t: _pretrain(t, "--corpus", str(_saved_dataset(t / "dd", {"text": ["a b c"]}, split="validation"))),
+        r"is a DatasetDict without a 'train' split \(its splits: validation\)",
+    ),
+    (
+        "corpus-saved-dataset-with-none",
+        lambda t: _pretrain(t, "--corpus", str(_saved_dataset(t / "ds", {"text": ["some words here", None]}))),
+        r"row 1 of column 'text' is None \(NoneType\), not text",
+    ),
+    (
+        "corpus-non-utf8",
+        lambda t: _pretrain(
+            t,
+            "--corpus",
+            str(_write(t / "latin1.txt", b"caf\xe9 au lait\n")),
+        ),
+        r"latin1\.txt is not UTF-8: byte 0xe9 at line 1",
+    ),
+    (
+        "eval-corpus-shorter-than-a-block",
+        lambda t: _pretrain(t, "--eval_corpus", str(_write(t / "short.txt", "Too short.\n"))),
+        r"The held-out corpus \(.*short\.txt\) yields no block of 32 tokens",
+    ),
     # -- model shapes against data and tokenizer
-    ("block-size-over-positions", lambda t: _pretrain(t, "--block_size", "128"),
-     r"`block_size` \(128\) exceeds the model's `max_position_embeddings` \(64\)"),
-    ("vocabulary-mismatch", lambda t: _pretrain(t, overrides={"vocab_size": 1000}),
-     r"The tokenizer has 30522 tokens but the model's `vocab_size` is 1000"),
-    ("config-transformers-name", lambda t: _pretrain(t, overrides={"num_layers": 2}),
-     r"--model_overrides: MoEBertConfig has no field `num_layers`: compact-bert calls it `num_hidden_layers`"),
-    ("teacher-layer-out-of-range",
-     lambda t: ["distill", "minimoe", "--finetune", "false", "--teacher_layer", "9", "--output_dir", str(t / "run"),
-                "--max_steps", "1", "--corpus", str(HELD_OUT), "--block_size", "32", *QUIET],
-     r"`teacher_layer` 9 is out of range for a model with 6 layers"),
-    ("mobilebert-teacher-of-another-family",
-     lambda t: ["distill", "mobilebert", "--teacher", str(_tiny_minimoe_folder(t / "minimoe")), "--output_dir",
-                str(t / "run"), "--max_steps", "1", "--corpus", str(HELD_OUT), "--block_size", "32", *QUIET],
-     r"The teacher is a 'minimoe' model; MobileBERT knowledge transfer needs an IB-BERT teacher"),
+    (
+        "block-size-over-positions",
+        lambda t: _pretrain(t, "--block_size", "128"),
+        r"`block_size` \(128\) exceeds the model's `max_position_embeddings` \(64\)",
+    ),
+    (
+        "vocabulary-mismatch",
+        lambda t: _pretrain(t, overrides={"vocab_size": 1000}),
+        r"The tokenizer has 30522 tokens but the model's `vocab_size` is 1000",
+    ),
+    (
+        "config-transformers-name",
+        lambda t: _pretrain(t, overrides={"num_layers": 2}),
+        r"--model_overrides: MoEBertConfig has no field `num_layers`: compact-bert calls it `num_hidden_layers`",
+    ),
+    (
+        "teacher-layer-out-of-range",
+        lambda t: [
+            "distill",
+            "minimoe",
+            "--finetune",
+            "false",
+            "--teacher_layer",
+            "9",
+            "--output_dir",
+            str(t / "run"),
+            "--max_steps",
+            "1",
+            "--corpus",
+            str(HELD_OUT),
+            "--block_size",
+            "32",
+            *QUIET,
+        ],
+        r"`teacher_layer` 9 is out of range for a model with 6 layers",
+    ),
+    (
+        "mobilebert-teacher-of-another-family",
+        lambda t: [
+            "distill",
+            "mobilebert",
+            "--teacher",
+            str(_tiny_minimoe_folder(t / "minimoe")),
+            "--output_dir",
+            str(t / "run"),
+            "--max_steps",
+            "1",
+            "--corpus",
+            str(HELD_OUT),
+            "--block_size",
+            "32",
+            *QUIET,
+        ],
+        r"The teacher is a 'minimoe' model; MobileBERT knowledge transfer needs an IB-BERT teacher",
+    ),
     # -- numbers
     ("seed-out-of-range", lambda t: _pretrain(t, "--seed", "-1"), r"--seed"),
     ("negative-learning-rate", lambda t: _pretrain(t, "--learning_rate", "-1"), r"--learning_rate"),
-    ("diverged-with-logging-steps-beyond-the-run",
-     lambda t: _pretrain(t, "--max_steps", "8", "--learning_rate", "1e4", "--logging_steps", "1000", "--save_strategy", "no"),
-     r"Training diverged at step 8: .*no final model was written"),
+    (
+        "diverged-with-logging-steps-beyond-the-run",
+        lambda t: _pretrain(
+            t, "--max_steps", "8", "--learning_rate", "1e4", "--logging_steps", "1000", "--save_strategy", "no"
+        ),
+        r"Training diverged at step 8: .*no final model was written",
+    ),
     # -- fine-tuning data and models
-    ("finetune-mixed-label-kinds",
-     lambda t: _finetune(t, "--train_file", str(_write(t / "mixed.jsonl", '{"sentence": "good", "label": 1}\n'
-                                                                           '{"sentence": "bad", "label": "neg"}\n'))),
-     r"mixed\.jsonl"),
-    ("finetune-truncated-weights", lambda t: _finetune(t, "--model_name_or_path", str(_truncated_model(t / "teacher"))),
-     r"model\.safetensors"),
-    ("finetune-model-overrides-with-a-folder",
-     lambda t: _finetune(t, "--model_name_or_path", str(packaged_teacher_dir()), "--model_overrides", '{"num_hidden_layers": 2}'),
-     r"--model_overrides applies to presets only"),
-    ("finetune-tokenizer-of-another-vocabulary",
-     lambda t: _finetune(t, "--model_name_or_path", str(packaged_teacher_dir()), "--tokenizer_name",
-                         str(_tokenizer_folder(t / "swapped", swap_first_tokens=True))),
-     r"--tokenizer_name .*swapped: its vocabulary is not the one saved with the model"),
-    ("finetune-tokenizer-of-another-size",
-     lambda t: _finetune(t, "--tokenizer_name", str(_tokenizer_folder(t / "small", size=500))),
-     r"The tokenizer has 500 tokens but the model's vocab_size is 30522"),
-    ("finetune-folder-without-weights",
-     lambda t: _finetune(t, "--model_name_or_path", str(_config_only(t / "config-only"))), r"config-only"),
-    ("finetune-truncated-config",
-     lambda t: _finetune(t, "--model_name_or_path", str(_config_only(t / "half-config", truncate=True))),
-     r"half-config.*config\.json"),
-    ("finetune-nan-regression-label",
-     lambda t: _finetune(t, "--task_type", "regression",
-                         "--train_file", str(_write(t / "scores.tsv", "sentence\tlabel\nfine\t0.5\nodd\tnan\n")),
-                         "--validation_file", str(_write(t / "dev.tsv", "sentence\tlabel\nok\t1.0\n"))),
-     r"scores\.tsv:3: column 'label' holds 'nan', not a finite number"),
-    ("finetune-unknown-metric", lambda t: _finetune(t, "--metric_for_best_model", "bogus"), r"--metric_for_best_model"),
+    (
+        "finetune-mixed-label-kinds",
+        lambda t: _finetune(
+            t,
+            "--train_file",
+            str(_write(t / "mixed.jsonl", '{"sentence": "good", "label": 1}\n{"sentence": "bad", "label": "neg"}\n')),
+        ),
+        r"mixed\.jsonl",
+    ),
+    (
+        "finetune-truncated-weights",
+        lambda t: _finetune(t, "--model_name_or_path", str(_truncated_model(t / "teacher"))),
+        r"model\.safetensors",
+    ),
+    (
+        "finetune-model-overrides-with-a-folder",
+        lambda t: _finetune(
+            t, "--model_name_or_path", str(packaged_teacher_dir()), "--model_overrides", '{"num_hidden_layers": 2}'
+        ),
+        r"--model_overrides applies to presets only",
+    ),
+    (
+        "finetune-tokenizer-of-another-vocabulary",
+        lambda t: _finetune(
+            t,
+            "--model_name_or_path",
+            str(packaged_teacher_dir()),
+            "--tokenizer_name",
+            str(_tokenizer_folder(t / "swapped", swap_first_tokens=True)),
+        ),
+        r"--tokenizer_name .*swapped: its vocabulary is not the one saved with the model",
+    ),
+    (
+        "finetune-tokenizer-of-another-size",
+        lambda t: _finetune(t, "--tokenizer_name", str(_tokenizer_folder(t / "small", size=500))),
+        r"The tokenizer has 500 tokens but the model's vocab_size is 30522",
+    ),
+    (
+        "finetune-folder-without-weights",
+        lambda t: _finetune(t, "--model_name_or_path", str(_config_only(t / "config-only"))),
+        r"config-only",
+    ),
+    (
+        "finetune-truncated-config",
+        lambda t: _finetune(t, "--model_name_or_path", str(_config_only(t / "half-config", truncate=True))),
+        r"half-config.*config\.json",
+    ),
+    (
+        "finetune-nan-regression-label",
+        lambda t: _finetune(
+            t,
+            "--task_type",
+            "regression",
+            "--train_file",
+            str(_write(t / "scores.tsv", "sentence\tlabel\nfine\t0.5\nodd\tnan\n")),
+            "--validation_file",
+            str(_write(t / "dev.tsv", "sentence\tlabel\nok\t1.0\n")),
+        ),
+        r"scores\.tsv:3: column 'label' holds 'nan', not a finite number",
+    ),
+    (
+        "finetune-unknown-metric",
+        lambda t: _finetune(t, "--metric_for_best_model", "bogus"),
+        r"--metric_for_best_model",
+    ),
     # -- conversion and shipping
-    ("convert-truncated-weights", lambda t: ["convert", str(_truncated_mobilebert(t / "mobilebert")), str(t / "out")],
-     r"convert: source .*mobilebert: its weights file model\.safetensors cannot be read"),
-    ("convert-into-a-file", lambda t: ["convert", str(packaged_teacher_dir()), str(_write(t / "taken.txt", "x"))],
-     r"convert: target .*taken\.txt is a file"),
-    ("push-dry-run-truncated-weights",
-     lambda t: ["push", str(_truncated_model(t / "model")), "user/model", "--dry-run"],
-     r"push: DIR .*model: its weights file model\.safetensors cannot be read"),
-]  # fmt: skip
+    (
+        "convert-truncated-weights",
+        lambda t: ["convert", str(_truncated_mobilebert(t / "mobilebert")), str(t / "out")],
+        r"convert: source .*mobilebert: its weights file model\.safetensors cannot be read",
+    ),
+    (
+        "convert-into-a-file",
+        lambda t: ["convert", str(packaged_teacher_dir()), str(_write(t / "taken.txt", "x"))],
+        r"convert: target .*taken\.txt is a file",
+    ),
+    (
+        "push-dry-run-truncated-weights",
+        lambda t: ["push", str(_truncated_model(t / "model")), "user/model", "--dry-run"],
+        r"push: DIR .*model: its weights file model\.safetensors cannot be read",
+    ),
+]
 
 
 @pytest.mark.parametrize(("build", "message"), [case[1:] for case in CASES], ids=[case[0] for case in CASES])
@@ -191,7 +333,9 @@ def test_each_failure_ends_in_one_message_naming_its_cause(tmp_path, build, mess
 @pytest.mark.parametrize("case", ["corpus-saved-dataset-with-none", "finetune-truncated-weights"])
 def test_the_terminal_shows_the_message_alone(tmp_path, case):
     build, message = next(entry[1:] for entry in CASES if entry[0] == case)
-    result = subprocess.run(cli_command(build(tmp_path)), capture_output=True, text=True, env=environment(), timeout=600)
+    result = subprocess.run(
+        cli_command(build(tmp_path)), capture_output=True, text=True, env=environment(), timeout=600
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]

@@ -25,9 +25,11 @@ def test_a_folder_in_use_by_a_live_process_is_refused_and_a_dead_ones_lock_is_ta
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         _lock(tmp_path / "out", other.pid)
-        with pytest.raises(OutputFolderInUseError, match=rf"is in use by another compact-bert run \(pid {other.pid}"):
-            with owned_output_folder(tmp_path / "out", resuming=False):
-                pass
+        with (
+            pytest.raises(OutputFolderInUseError, match=rf"is in use by another compact-bert run \(pid {other.pid}"),
+            owned_output_folder(tmp_path / "out", resuming=False),
+        ):
+            pass
     finally:
         other.kill()
         other.wait()
@@ -57,9 +59,11 @@ def test_a_finished_run_leaves_a_model_folder_without_checkpoints(data, tmp_path
     output = tmp_path / "run"
     assert main(_flags(data, output, "--max_steps", "2", "--save_steps", "1")) == 0
     printed = capsys.readouterr().out
-    assert f"Removed 2 checkpoint(s) (" in printed and f"MB) from {output}: the final model is saved" in printed
+    assert "Removed 2 checkpoint(s) (" in printed and f"MB) from {output}: the final model is saved" in printed
     assert not list(output.glob("checkpoint-*"))
-    assert {"model.safetensors", "README.md", "run_summary.json", "modules.json"} <= {path.name for path in output.iterdir()}
+    assert {"model.safetensors", "README.md", "run_summary.json", "modules.json"} <= {
+        path.name for path in output.iterdir()
+    }
     kept = tmp_path / "kept"
     assert main(_flags(data, kept, "--max_steps", "2", "--save_steps", "1", "--keep_checkpoints", "true")) == 0
     assert sorted(path.name for path in kept.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]

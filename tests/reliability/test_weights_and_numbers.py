@@ -15,9 +15,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, TrainingArguments
 
-from compact_bert.training.precision_checks import UnsupportedPrecisionError, check_precision_supported
 from compact_bert.modeling import IBBertForPreTraining
 from compact_bert.modeling.checkpoint_checks import CheckpointMismatchError
+from compact_bert.training.precision_checks import UnsupportedPrecisionError, check_precision_supported
 from tests.conftest import tiny_configs
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment
 from tests.distillation.helpers import tiny_ib_bert_config, tiny_mobilebert_config
@@ -43,7 +43,10 @@ def test_num_experts_mismatch_names_the_field_value_and_checkpoint_shape(tmp_pat
         AutoModelForMaskedLM.from_pretrained(folder, ignore_mismatched_sizes=ignore_mismatched_sizes)
     message = str(error.value)
     assert "`num_experts` is 4 in the config but 8 in the checkpoint" in message
-    assert "moe_bert.encoder.layer.0.moe.experts.fc1_weight has shape [8, 48, 32] in the checkpoint, [4, 48, 32]" in message
+    assert (
+        "moe_bert.encoder.layer.0.moe.experts.fc1_weight has shape [8, 48, 32] in the checkpoint, [4, 48, 32]"
+        in message
+    )
     assert str(folder) in message
 
 
@@ -53,12 +56,16 @@ def test_vocab_size_mismatch_names_the_field_on_base_and_head_models(tmp_path, f
     folder = _save(AutoModelForMaskedLM.from_config(config), tmp_path)
     _edit_config(folder, vocab_size=100)
     for auto_class in (AutoModelForMaskedLM, AutoModel):
-        with pytest.raises(CheckpointMismatchError, match=r"`vocab_size` is 100 in the config but 128 in the checkpoint"):
+        with pytest.raises(
+            CheckpointMismatchError, match=r"`vocab_size` is 100 in the config but 128 in the checkpoint"
+        ):
             auto_class.from_pretrained(folder)
 
 
-@pytest.mark.parametrize(("configured", "message"), [(1, "is 1 in the config but the checkpoint has 2"),
-                                                      (3, "is 3 in the config but the checkpoint has 2")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("configured", "message"),
+    [(1, "is 1 in the config but the checkpoint has 2"), (3, "is 3 in the config but the checkpoint has 2")],
+)
 def test_layer_count_mismatch_is_an_error_not_a_warning(tmp_path, configured, message):
     folder = _save(AutoModelForMaskedLM.from_config(tiny_configs()["minimoe"]), tmp_path)
     _edit_config(folder, num_hidden_layers=configured)
@@ -77,8 +84,10 @@ def test_a_new_task_head_may_differ_only_with_ignore_mismatched_sizes(tmp_path):
         AutoModelForSequenceClassification.from_pretrained(folder)
     loaded = AutoModelForSequenceClassification.from_pretrained(folder, ignore_mismatched_sizes=True)
     assert loaded.classifier.weight.shape == (3, 32)
-    torch.testing.assert_close(loaded.state_dict()["minimoe.embeddings.word_embeddings.weight"],
-                               trained.state_dict()["minimoe.embeddings.word_embeddings.weight"])  # fmt: skip
+    torch.testing.assert_close(
+        loaded.state_dict()["minimoe.embeddings.word_embeddings.weight"],
+        trained.state_dict()["minimoe.embeddings.word_embeddings.weight"],
+    )
 
 
 def _overwrite_with_nan(file: Path, tensor_name: str) -> None:
@@ -118,7 +127,9 @@ def test_fp16_is_refused_for_nonorm_models_and_allowed_for_layer_norm(tmp_path):
     with pytest.raises(UnsupportedPrecisionError, match="NoNorm activations .* reach about 1e7.*--bf16"):
         check_precision_supported(arguments, model=no_norm)
     check_precision_supported(arguments, model=AutoModel.from_config(tiny_configs()["mobilebert_wo_opt"]))
-    check_precision_supported(TrainingArguments(str(tmp_path), bf16=True, use_cpu=True, report_to="none"), model=no_norm)
+    check_precision_supported(
+        TrainingArguments(str(tmp_path), bf16=True, use_cpu=True, report_to="none"), model=no_norm
+    )
 
 
 def test_fp16_full_eval_is_refused_for_nonorm_models(tmp_path):
@@ -156,18 +167,44 @@ def test_every_trainer_refuses_fp16_with_a_nonorm_model_or_teacher(tmp_path):
     no_norm_teacher = configs["ib_bert"]
     no_norm_teacher.normalization_type = "no_norm"
     with pytest.raises(UnsupportedPrecisionError, match=r"for the teacher \(IBBertModel"):
-        DistillationTrainer(AutoModel.from_config(configs["mobilebert_wo_opt"]), AutoModel.from_config(no_norm_teacher),
-                            arguments)  # fmt: skip
+        DistillationTrainer(
+            AutoModel.from_config(configs["mobilebert_wo_opt"]), AutoModel.from_config(no_norm_teacher), arguments
+        )
 
 
 def test_pretrain_with_fp16_of_a_nonorm_preset_exits_with_the_reason(tmp_path):
-    overrides = json.dumps({"num_hidden_layers": 1, "hidden_size": 32, "intra_bottleneck_size": 16,
-                            "intermediate_size": 32, "embedding_size": 16})  # fmt: skip
+    overrides = json.dumps(
+        {
+            "num_hidden_layers": 1,
+            "hidden_size": 32,
+            "intra_bottleneck_size": 16,
+            "intermediate_size": 32,
+            "embedding_size": 16,
+        }
+    )
     result = subprocess.run(
-        cli_command(["pretrain", "--preset", "mobilebert", "--model_overrides", overrides, "--output_dir",
-                     str(tmp_path), "--max_steps", "2", "--fp16", "true", *QUICK_DATA, *QUIET]),
-        capture_output=True, text=True, env=environment(), timeout=600,
-    )  # fmt: skip
+        cli_command(
+            [
+                "pretrain",
+                "--preset",
+                "mobilebert",
+                "--model_overrides",
+                overrides,
+                "--output_dir",
+                str(tmp_path),
+                "--max_steps",
+                "2",
+                "--fp16",
+                "true",
+                *QUICK_DATA,
+                *QUIET,
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=600,
+    )
     assert result.returncode == 1 and "--fp16 is not supported for the model" in result.stderr, result.stderr[-3000:]
     assert "use --bf16 true" in result.stderr.lower() and "Traceback" not in result.stderr
 
@@ -175,28 +212,82 @@ def test_pretrain_with_fp16_of_a_nonorm_preset_exits_with_the_reason(tmp_path):
 def test_distill_mobilebert_with_fp16_exits_with_the_reason(tmp_path):
     teacher = tmp_path / "teacher"
     IBBertForPreTraining(tiny_ib_bert_config()).save_pretrained(teacher)
-    student = json.dumps({key: value for key, value in tiny_mobilebert_config().to_diff_dict().items()
-                          if key not in ("model_type", "transformers_version")})  # fmt: skip
+    student = json.dumps(
+        {
+            key: value
+            for key, value in tiny_mobilebert_config().to_diff_dict().items()
+            if key not in ("model_type", "transformers_version")
+        }
+    )
     output = tmp_path / "student"
     result = subprocess.run(
-        cli_command(["distill", "mobilebert", "--teacher", str(teacher), "--student_overrides", student,
-                     "--output_dir", str(output), "--max_steps", "2", "--fp16", "true", *QUICK_DATA, *QUIET]),
-        capture_output=True, text=True, env=environment(), timeout=600,
-    )  # fmt: skip
+        cli_command(
+            [
+                "distill",
+                "mobilebert",
+                "--teacher",
+                str(teacher),
+                "--student_overrides",
+                student,
+                "--output_dir",
+                str(output),
+                "--max_steps",
+                "2",
+                "--fp16",
+                "true",
+                *QUICK_DATA,
+                *QUIET,
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=600,
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "compact-bert: --fp16 is not supported for the model (CompactMobileBertForPreTraining" in result.stderr
     assert "Traceback" not in result.stderr and not (output / "model.safetensors").exists()
 
 
 def test_diverging_learning_rate_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
-    overrides = json.dumps({"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
-                            "intermediate_size": 64, "num_experts": 2})  # fmt: skip
+    overrides = json.dumps(
+        {
+            "num_hidden_layers": 1,
+            "hidden_size": 32,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "num_experts": 2,
+        }
+    )
     result = subprocess.run(
-        cli_command(["pretrain", "--preset", "moe-bert-small", "--model_overrides", overrides, "--output_dir",
-                     str(tmp_path), "--max_steps", "20", "--learning_rate", "1e4", "--logging_steps", "1",
-                     "--save_steps", "1", "--per_device_train_batch_size", "4", *QUICK_DATA, *QUIET]),
-        capture_output=True, text=True, env=environment(), timeout=600,
-    )  # fmt: skip
+        cli_command(
+            [
+                "pretrain",
+                "--preset",
+                "moe-bert-small",
+                "--model_overrides",
+                overrides,
+                "--output_dir",
+                str(tmp_path),
+                "--max_steps",
+                "20",
+                "--learning_rate",
+                "1e4",
+                "--logging_steps",
+                "1",
+                "--save_steps",
+                "1",
+                "--per_device_train_batch_size",
+                "4",
+                *QUICK_DATA,
+                *QUIET,
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=600,
+    )
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
     assert "compact-bert: Training diverged at step 2:" in result.stderr, result.stderr[-3000:]
     assert re.search(r"the loss [0-9.e+]+ is [0-9.e+]+ times the first logged loss", result.stderr)
@@ -206,7 +297,9 @@ def test_diverging_learning_rate_stops_the_run_and_keeps_the_last_good_checkpoin
     # Neither the diverged state nor anything after it was saved: no final model, no checkpoint-2.
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("checkpoint")) == ["checkpoint-1"]
     assert not (tmp_path / "model.safetensors").exists() and not (tmp_path / "run_summary.json").exists()
-    assert all(torch.isfinite(tensor).all() for tensor in load_file(tmp_path / "checkpoint-1" / "model.safetensors").values())
+    assert all(
+        torch.isfinite(tensor).all() for tensor in load_file(tmp_path / "checkpoint-1" / "model.safetensors").values()
+    )
 
 
 def _guard_call(logs: dict, model=None, output_dir: str = "unused"):
@@ -264,7 +357,9 @@ def test_loss_guard_measures_each_mobilebert_stage_against_its_own_first_loss():
         state.global_step = step
         guard.on_log(arguments, state, TrainerControl(), logs={"loss": loss, "stage": stage, "learning_rate": 1e-3})
     state.global_step = 125
-    with pytest.raises(TrainingDivergedError, match=r"step 125: the loss 800 is 114 times the first logged loss \(7 at step 75"):
+    with pytest.raises(
+        TrainingDivergedError, match=r"step 125: the loss 800 is 114 times the first logged loss \(7 at step 75"
+    ):
         guard.on_log(arguments, state, TrainerControl(), logs={"loss": 800.0, "stage": 1, "learning_rate": 1e-3})
 
 
@@ -273,21 +368,29 @@ def _without(folder: Path, fragment: str) -> None:
     from safetensors.torch import save_file
 
     weights = load_file(folder / "model.safetensors")
-    save_file({name: tensor for name, tensor in weights.items() if fragment not in name}, folder / "model.safetensors",
-              metadata={"format": "pt"})  # fmt: skip
+    save_file(
+        {name: tensor for name, tensor in weights.items() if fragment not in name},
+        folder / "model.safetensors",
+        metadata={"format": "pt"},
+    )
 
 
 def test_teacher_with_missing_ffn_weights_is_refused_with_the_list(tmp_path):
+    from transformers import BertConfig, BertModel
+
     from compact_bert.distillation.teachers import load_encoder
     from compact_bert.training.checked_loading import WeightsLoadError
 
-    from transformers import BertConfig, BertModel
-
-    config = BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    config = BertConfig(
+        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
     folder = _save(BertModel(config), tmp_path / "teacher")  # a transformers teacher: no checks of our own apply
     _without(folder, "layer.1.intermediate")
-    with pytest.raises(WeightsLoadError, match=r"--teacher .*2 backbone weight\(s\) missing from the checkpoint "
-                                               r"\(encoder\.layer\.1\.intermediate"):
+    with pytest.raises(
+        WeightsLoadError,
+        match=r"--teacher .*2 backbone weight\(s\) missing from the checkpoint "
+        r"\(encoder\.layer\.1\.intermediate",
+    ):
         load_encoder(str(folder))
 
 
@@ -298,17 +401,25 @@ def test_truncated_weights_are_named_not_a_safetensors_traceback(tmp_path):
     folder = _save(AutoModel.from_config(tiny_configs()["minimoe"]), tmp_path / "teacher")
     data = (folder / "model.safetensors").read_bytes()
     (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
-    with pytest.raises(WeightsLoadError, match=r"--teacher .*teacher: its weights file model\.safetensors cannot be read"):
+    with pytest.raises(
+        WeightsLoadError, match=r"--teacher .*teacher: its weights file model\.safetensors cannot be read"
+    ):
         load_encoder(str(folder))
 
 
 def test_config_of_another_model_type_over_the_weights_is_refused(tmp_path):
-    from compact_bert.training.checked_loading import WeightsLoadError, load_checked
-
     from transformers import BertConfig, BertModel, DistilBertConfig
 
-    folder = _save(BertModel(BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                        intermediate_size=64)), tmp_path / "model")  # fmt: skip
+    from compact_bert.training.checked_loading import WeightsLoadError, load_checked
+
+    folder = _save(
+        BertModel(
+            BertConfig(
+                vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+            )
+        ),
+        tmp_path / "model",
+    )
     DistilBertConfig(vocab_size=128, dim=32, n_layers=2, n_heads=4, hidden_dim=64).save_pretrained(folder)
     with pytest.raises(WeightsLoadError, match="weight\\(s\\) missing .*do not fill: they would start random"):
         load_checked(AutoModel, folder, "--model_name_or_path")
@@ -329,9 +440,9 @@ def test_a_checked_load_keeps_transformers_load_report_off_the_console(monkeypat
     its loader's log level is raised; ``--verbose`` shows the table."""
     from transformers import AutoModelForSequenceClassification
 
+    from compact_bert.distillation.data import packaged_teacher_dir
     from compact_bert.training.checked_loading import load_checked
     from compact_bert.training.console_log import VERBOSE_VARIABLE
-    from compact_bert.distillation.data import packaged_teacher_dir
     from tests.log_records import recorded_messages
 
     with recorded_messages("transformers") as messages:
@@ -340,6 +451,9 @@ def test_a_checked_load_keeps_transformers_load_report_off_the_console(monkeypat
         quiet = list(messages)
         monkeypatch.setenv(VERBOSE_VARIABLE, "1")
         load_checked(AutoModelForSequenceClassification, packaged_teacher_dir(), "--model_name_or_path", num_labels=2)
-    assert not [message for message in quiet if "LOAD REPORT" in message or "not sharded" in message
-                or "were not initialized" in message], quiet  # fmt: skip
-    assert any("LOAD REPORT" in message or "were not initialized" in message for message in messages[len(quiet):])
+    assert not [
+        message
+        for message in quiet
+        if "LOAD REPORT" in message or "not sharded" in message or "were not initialized" in message
+    ], quiet
+    assert any("LOAD REPORT" in message or "were not initialized" in message for message in messages[len(quiet) :])

@@ -72,13 +72,25 @@ def test_each_family_ships_only_the_definitions_it_uses():
             bundle_remote_code(AUTO_CLASSES_BY_CONFIG[type(tiny_configs()[config_id])]["AutoModel"])
         )
 
-    routing = {"TopOneRouter", "HashRouter", "MoEFeedForward", "ExpertDispatch", "route", "route_tokens",
-               "load_balancing_loss", "ROUTER_TYPES", "SparseBertConfigBase", "SparseBertLayer"}  # fmt: skip
+    routing = {
+        "TopOneRouter",
+        "HashRouter",
+        "MoEFeedForward",
+        "ExpertDispatch",
+        "route",
+        "route_tokens",
+        "load_balancing_loss",
+        "ROUTER_TYPES",
+        "SparseBertConfigBase",
+        "SparseBertLayer",
+    }
     for config_id, other_family in (("ib_bert", "CompactMobileBertConfig"), ("mobilebert", "IBBertConfig")):
         assert not (routing | {other_family, "MiniMoEConfig", "MoEBertConfig"}) & shipped(config_id), config_id
     minimoe = shipped("minimoe")
     assert {"TopOneRouter", "HashRouter", "MoEFeedForward", "MiniMoEConfig"} <= minimoe
-    assert not {"MoEBertConfig", "BottleneckBertConfig", "BottleneckBertLayer", "MINIMOE_PRESETS", "_student"} & minimoe
+    assert (
+        not {"MoEBertConfig", "BottleneckBertConfig", "BottleneckBertLayer", "MINIMOE_PRESETS", "_student"} & minimoe
+    )
 
 
 # A package of its own, to check the rules on sources that the real package does not (yet) exercise.
@@ -130,9 +142,13 @@ AUTO_CLASSES = {{"AutoModel": FakeBertModel}}
 
 def _fake_model_class(tmp_path, monkeypatch, extra_imports="", extra_code="", extra_files=None):
     package = f"fake_bert_{tmp_path.name.replace('-', '_')}"
-    files = {"__init__.py": "", "configuration_fake.py": FAKE_CONFIGURATION, "hub_saving.py": FAKE_HUB_SAVING,
-             "modeling_fake.py": FAKE_MODELING.format(extra_imports=extra_imports, extra_code=extra_code),
-             **(extra_files or {})}  # fmt: skip
+    files = {
+        "__init__.py": "",
+        "configuration_fake.py": FAKE_CONFIGURATION,
+        "hub_saving.py": FAKE_HUB_SAVING,
+        "modeling_fake.py": FAKE_MODELING.format(extra_imports=extra_imports, extra_code=extra_code),
+        **(extra_files or {}),
+    }
     (tmp_path / package).mkdir()
     for name, text in files.items():
         (tmp_path / package / name).write_text(text)
@@ -163,8 +179,10 @@ def test_package_only_bases_are_dropped_and_the_bundle_runs(tmp_path, monkeypatc
     assert model(torch.ones(1, 3)).shape == (1, 3) and model.doubled(3) == 6
 
 
-TWO_HELPERS = {"helpers_a.py": "def _helper():\n    return 1\n\n\ndef first():\n    return _helper()\n",
-               "helpers_b.py": "def _helper():\n    return 2\n\n\ndef second():\n    return _helper()\n"}  # fmt: skip
+TWO_HELPERS = {
+    "helpers_a.py": "def _helper():\n    return 1\n\n\ndef first():\n    return _helper()\n",
+    "helpers_b.py": "def _helper():\n    return 2\n\n\ndef second():\n    return _helper()\n",
+}
 
 
 @pytest.mark.parametrize(
@@ -206,13 +224,19 @@ CACHE_HELPERS = "_CACHE = {}\n\n\ndef remember(key, value):\n    _CACHE[key] = v
 def test_a_function_filling_a_module_level_cache_bundles_but_a_top_level_modification_fails(tmp_path, monkeypatch):
     """A ``def`` body runs after import (packed-weight caches do this); only import-time modifications are refused."""
     extra_code = "\n    def cached(self):\n        return remember('a', 1)\n"
-    model_class = _fake_model_class(tmp_path, monkeypatch, "from .cache import remember\n", extra_code,
-                                    {"cache.py": CACHE_HELPERS})  # fmt: skip
+    model_class = _fake_model_class(
+        tmp_path, monkeypatch, "from .cache import remember\n", extra_code, {"cache.py": CACHE_HELPERS}
+    )
     modeling = bundle_remote_code(model_class)["modeling_fake_bert.py"]
     assert "_CACHE = {}" in modeling and "_CACHE[key] = value" in modeling
     package = tmp_path / "modified_at_import"
     package.mkdir()
-    model_class = _fake_model_class(package, monkeypatch, "from .cache import remember\n", extra_code,
-                                    {"cache.py": CACHE_HELPERS + "\n\n_CACHE['b'] = 2\n"})  # fmt: skip
+    model_class = _fake_model_class(
+        package,
+        monkeypatch,
+        "from .cache import remember\n",
+        extra_code,
+        {"cache.py": CACHE_HELPERS + "\n\n_CACHE['b'] = 2\n"},
+    )
     with pytest.raises(RemoteCodeError, match=r"cache\.py:9 .*modifies `_CACHE`"):
         bundle_remote_code(model_class)

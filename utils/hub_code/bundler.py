@@ -30,7 +30,6 @@ from .closure import Definition, ExternalImport, RemoteCodeError, SourceIndex, i
 __all__ = ["GENERATED_HEADER", "RemoteCodeError", "bundle_remote_code"]
 
 
-
 def bundle_remote_code(model_class: type) -> dict[str, str]:
     """File name → text of ``configuration_<model_type>.py`` and ``modeling_<model_type>.py`` for the family
     of ``model_class`` (its module's ``AUTO_CLASSES`` and ``model_class.config_class``)."""
@@ -228,7 +227,9 @@ def _definition_text(module, definition: Definition) -> str:
         first -= 1
     if not definition.dropped_bases:
         return "\n".join(lines[first - 1 : node.end_lineno])
-    return "\n".join(lines[first - 1 : node.lineno - 1] + _header_without_dropped_bases(module.text, lines, definition))
+    return "\n".join(
+        lines[first - 1 : node.lineno - 1] + _header_without_dropped_bases(module.text, lines, definition)
+    )
 
 
 def _header_without_dropped_bases(text: str, lines: list[str], definition: Definition) -> list[str]:
@@ -245,5 +246,5 @@ def _header_without_dropped_bases(text: str, lines: list[str], definition: Defin
             depth -= 1
         elif token.type == tokenize.OP and token.string == ":" and depth == 0:
             row, column = token.end
-            return [header + class_lines[row - 1][column:]] + class_lines[row:]
+            return [header + class_lines[row - 1][column:], *class_lines[row:]]
     raise RemoteCodeError(f"Could not find the end of the header of class {node.name}.")

@@ -347,7 +347,9 @@ class SourceIndex:
     def _check_nested_import(self, module: _Module, statement: ast.stmt) -> None:
         """Imports inside functions are shipped as written, so they must be of modules Hub users have."""
         modules = (
-            [alias.name for alias in statement.names] if isinstance(statement, ast.Import) else [statement.module or ""]
+            [alias.name for alias in statement.names]
+            if isinstance(statement, ast.Import)
+            else [statement.module or ""]
         )
         if isinstance(statement, ast.ImportFrom) and statement.level > 0:
             modules = [self.package]
@@ -428,7 +430,7 @@ def _root_name(node: ast.expr) -> str | None:
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda) + _COMPREHENSIONS
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, *_COMPREHENSIONS)
 
 
 def _walk_module_scope(statement: ast.stmt):

@@ -27,8 +27,7 @@ import evaluate
 
 try:
     import seqeval.scheme
-    from seqeval.metrics import accuracy_score
-    from seqeval.metrics import classification_report
+    from seqeval.metrics import accuracy_score, classification_report
 except ImportError as error:  # the metrics extra is not installed
     raise ImportError(
         "The CoNLL entity-level metric of compact-bert needs seqeval: pip install 'compact-bert[metrics]'"

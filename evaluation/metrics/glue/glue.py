@@ -16,11 +16,8 @@ import datasets
 import evaluate
 
 try:
-    from scipy.stats import pearsonr
-    from scipy.stats import spearmanr
-    from sklearn.metrics import accuracy_score
-    from sklearn.metrics import f1_score
-    from sklearn.metrics import matthews_corrcoef
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 except ImportError as error:  # the metrics extra is not installed
     raise ImportError(
         "The GLUE metric of compact-bert needs scikit-learn and SciPy: pip install 'compact-bert[metrics]'"

@@ -254,7 +254,9 @@ class SparseBertConfigBase(PretrainedConfig):
         require_bool(owner, "tie_word_embeddings", self.tie_word_embeddings)
         require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
         if self.teacher_initialization is not None and not isinstance(self.teacher_initialization, dict):
-            raise ValueError(f"{owner}: `teacher_initialization` must be a dict or None, got {self.teacher_initialization!r}.")
+            raise ValueError(
+                f"{owner}: `teacher_initialization` must be a dict or None, got {self.teacher_initialization!r}."
+            )
         if isinstance(self.hash_seed, bool) or not isinstance(self.hash_seed, int) or self.hash_seed < 0:
             raise ValueError(f"{owner}: `hash_seed` must be an integer >= 0, got {self.hash_seed!r}.")
 

@@ -19,11 +19,11 @@ import math
 import re
 import struct
 import weakref
+from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable
 from typing import NamedTuple
 
 import torch
@@ -63,7 +63,7 @@ class ParameterStamp:
     version counter, the storage address, and a sample of the values both as kept then and as a live view of the
     parameter's storage (comparing the two is one small ``torch.equal`` per call)."""
 
-    __slots__ = ("version", "data_ptr", "sample", "live_sample")
+    __slots__ = ("data_ptr", "live_sample", "sample", "version")
 
     def __init__(self, parameter: torch.Tensor):
         self.version = parameter._version
@@ -204,9 +204,12 @@ def packed_linear_group(linears: tuple[nn.Linear, ...], enabled: bool) -> Packed
     key = tuple(map(id, linears))
     group = None if groups is None else groups.get(key)
     parameters = _tracked_parameters(linears)
-    if group is not None and not any(linear.training for linear in linears):
-        if all(stamp.matches(parameter) for stamp, parameter in zip(group.stamps, parameters)):
-            return group
+    if (
+        group is not None
+        and not any(linear.training for linear in linears)
+        and all(stamp.matches(parameter) for stamp, parameter in zip(group.stamps, parameters))
+    ):
+        return group
     if not all(_packable(linear.weight, linear) for linear in linears):
         return None
     group = _pack_group(linears, parameters)
@@ -232,10 +235,12 @@ def _pack_group(linears: tuple[nn.Linear, ...], parameters: tuple[torch.Tensor, 
     elif all(linear.bias is None for linear in linears):
         bias = None
     else:
-        bias = torch.cat([
-            linear.bias.detach() if linear.bias is not None else weight.new_zeros(weight.shape[0])
-            for linear, weight in zip(linears, weights)
-        ])  # fmt: skip
+        bias = torch.cat(
+            [
+                linear.bias.detach() if linear.bias is not None else weight.new_zeros(weight.shape[0])
+                for linear, weight in zip(linears, weights)
+            ]
+        )
     joined_bytes = bias.numel() * bias.element_size() if bias is not None and len(linears) > 1 else 0
     return PackedLinearGroup(
         matrix=matrix,
@@ -383,7 +388,9 @@ def load_balancing_loss(
             fractions = _token_fractions(expert_index, weights, num_experts, num_tokens)
         return num_experts * (fractions * mean_probs).sum()
     if loss_type == "kl_uniform":
-        divergence = -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+        divergence = (
+            -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+        )
         # A block that saw no real token (a fully padded batch) has no distribution to balance.
         return divergence * (weights.sum() > 0).to(divergence.dtype)
     raise ValueError(f"`router_aux_loss_type` must be 'switch' or 'kl_uniform', got {loss_type!r}.")
@@ -710,7 +717,14 @@ def route(
     flat_ids = None if input_ids is None else input_ids.reshape(-1)
     expert_index, gate, router_logits, router_probs = router(flat, flat_ids)
     decision = route_tokens(
-        expert_index, gate, router_logits, router_probs, token_mask.reshape(-1), num_experts, capacity_factor, aux_loss_type
+        expert_index,
+        gate,
+        router_logits,
+        router_probs,
+        token_mask.reshape(-1),
+        num_experts,
+        capacity_factor,
+        aux_loss_type,
     )
     return decision, ExpertDispatch(decision, num_experts)
 
@@ -989,9 +1003,19 @@ class CompactBertQuestionAnsweringOutput(ModelOutput):
 # Config fields a tensor dimension can be; the first whose value matches a differing dimension is named, after
 # the fields that the tensor's name points at (``_FIELDS_BY_TENSOR_NAME``).
 _SIZE_FIELDS = (
-    "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_experts", "num_attention_experts", "embedding_size",
-    "intra_bottleneck_size", "max_position_embeddings", "type_vocab_size", "num_labels", "num_attention_heads",
-)  # fmt: skip
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_experts",
+    "num_attention_experts",
+    "embedding_size",
+    "intra_bottleneck_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "num_labels",
+    "num_attention_heads",
+)
 
 
 _FIELDS_BY_TENSOR_NAME = (
@@ -1015,7 +1039,9 @@ class CheckpointMismatchError(ValueError):
     """The checkpoint's weights do not fit the config, or hold non-finite values."""
 
 
-def check_loaded_checkpoint(model, loading_info: dict, source, ignore_mismatched_sizes: bool, hub_kwargs: dict) -> None:
+def check_loaded_checkpoint(
+    model, loading_info: dict, source, ignore_mismatched_sizes: bool, hub_kwargs: dict
+) -> None:
     """Raise ``CheckpointMismatchError`` for what the module docstring lists; ``loading_info`` is the dict that
     ``from_pretrained(..., output_loading_info=True)`` returns on either transformers line."""
     problems = _layer_count_problems(model, loading_info)
@@ -1025,9 +1051,10 @@ def check_loaded_checkpoint(model, loading_info: dict, source, ignore_mismatched
     problems += _describe_mismatches(model.config, mismatched)
     if problems:
         head_hint = (
-            "" if ignore_mismatched_sizes
+            ""
+            if ignore_mismatched_sizes
             else " (`ignore_mismatched_sizes=True` re-initializes task-head tensors only, e.g. for a new number of labels)"
-        )  # fmt: skip
+        )
         raise CheckpointMismatchError(
             f"The config of {type(model).__name__} disagrees with the checkpoint at {source}: "
             + "; ".join(problems)
@@ -1046,10 +1073,14 @@ def _in_task_head(model, key: str) -> bool:
 def _layer_count_problems(model, loading_info: dict) -> list[str]:
     """transformers only warns about these: extra layers are dropped, missing layers randomly initialized."""
     configured = model.config.num_hidden_layers
-    extra = {int(match.group(1)) for key in loading_info.get("unexpected_keys") or () if (match := _LAYER_INDEX.search(key))}
+    extra = {
+        int(match.group(1)) for key in loading_info.get("unexpected_keys") or () if (match := _LAYER_INDEX.search(key))
+    }
     extra = {index for index in extra if index >= configured}
     if extra:
-        return [f"`num_hidden_layers` is {configured} in the config but the checkpoint has {max(extra) + 1} encoder layers"]
+        return [
+            f"`num_hidden_layers` is {configured} in the config but the checkpoint has {max(extra) + 1} encoder layers"
+        ]
     missing = set(loading_info.get("missing_keys") or ())
     layer_keys: dict[int, set[str]] = {}
     for key in model.state_dict():
@@ -1082,8 +1113,13 @@ def _mismatched_shapes(model, mismatched_keys, source, hub_kwargs) -> list[tuple
                 if candidate in header_shapes:
                     checkpoint_shape = header_shapes[candidate]
                     break
-        resolved.append((key, tuple(checkpoint_shape) if checkpoint_shape is not None else None,
-                         tuple(model_shape) if model_shape is not None else None))  # fmt: skip
+        resolved.append(
+            (
+                key,
+                tuple(checkpoint_shape) if checkpoint_shape is not None else None,
+                tuple(model_shape) if model_shape is not None else None,
+            )
+        )
     return resolved
 
 
@@ -1109,7 +1145,9 @@ def _field_of(config, key: str, checkpoint_shape, model_shape) -> tuple[str | No
     """The config field(s) (as text) whose value is the differing dimension of the model's tensor."""
     if checkpoint_shape is None or model_shape is None or len(checkpoint_shape) != len(model_shape):
         return None, None, None
-    differing = [(model_size, saved) for model_size, saved in zip(model_shape, checkpoint_shape) if model_size != saved]
+    differing = [
+        (model_size, saved) for model_size, saved in zip(model_shape, checkpoint_shape) if model_size != saved
+    ]
     if not differing:
         return None, None, None
     model_size, saved = differing[0]
@@ -1176,8 +1214,9 @@ def _checkpoint_headers(source, hub_kwargs: dict) -> dict[str, tuple[tuple, str]
             with open(file, "rb") as stream:
                 (length,) = struct.unpack("<Q", stream.read(8))
                 header = json.loads(stream.read(length))
-            headers.update({name: (tuple(entry["shape"]), str(file)) for name, entry in header.items()
-                            if name != "__metadata__"})  # fmt: skip
+            headers.update(
+                {name: (tuple(entry["shape"]), str(file)) for name, entry in header.items() if name != "__metadata__"}
+            )
         return headers
     except (OSError, ValueError, KeyError, struct.error):
         return {}
@@ -1193,9 +1232,14 @@ def _resolve(source, filename: str, hub_kwargs: dict):
     from transformers.utils import cached_file
 
     try:
-        return cached_file(str(source), filename, _raise_exceptions_for_missing_entries=False,
-                           _raise_exceptions_for_connection_errors=False, **hub_kwargs)  # fmt: skip
-    except Exception:  # noqa: BLE001 - an unresolvable file only means the message lacks the shape
+        return cached_file(
+            str(source),
+            filename,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+            **hub_kwargs,
+        )
+    except Exception:
         return None
 
 
@@ -1242,7 +1286,9 @@ class CompactBertPreTrainedModel(PreTrainedModel):
     accepts_loss_kwargs = False
 
     @classmethod
-    def from_pretrained(cls, *args, output_loading_info: bool = False, ignore_mismatched_sizes: bool = False, **kwargs):
+    def from_pretrained(
+        cls, *args, output_loading_info: bool = False, ignore_mismatched_sizes: bool = False, **kwargs
+    ):
         """transformers' ``from_pretrained``, then ``check_loaded_checkpoint``: a config that disagrees with the
         weights fails naming the config field, its value and the checkpoint's shape, and non-finite weights fail
         naming the tensors.
@@ -1418,7 +1464,9 @@ class SparseBertEmbeddings(nn.Module):
             position_ids = self.position_ids[:, :seq_length]
         if token_type_ids is None:
             token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        embeddings = inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings = (
+            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+        )
         return self.dropout(self.LayerNorm(embeddings))
 
 
@@ -1568,7 +1616,7 @@ class SparseBertLayer(GradientCheckpointingLayer):
         routing = () if attention_decision is None else (attention_decision,)
         if hasattr(self, "moe"):
             ffn_output, ffn_decision = self.moe(attention_output, token_mask, input_ids)
-            routing = routing + (ffn_decision,)
+            routing = (*routing, ffn_decision)
         else:
             ffn_output = self.intermediate(attention_output)
         return SparseBertLayerOutput(self.output(ffn_output, attention_output), probs, routing)
