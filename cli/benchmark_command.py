@@ -247,9 +247,9 @@ def speed_against_eager(time_ratio: float) -> str:
 
 
 def _write_latency(folder: Path, rows: list[dict], batch_size: int, length: int) -> None:
+    from ..evaluation.latency_report import LatencyReport, RuntimeLatency, write_latency
     from ..evaluation.runtime_latency import device_description
     from ..model_cards import write_model_card
-    from ..model_cards.latency import LatencyReport, RuntimeLatency, write_latency
 
     runtimes = {}
     for row in rows:

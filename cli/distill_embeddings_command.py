@@ -29,7 +29,7 @@ from ..distillation.embedding_data import (
 from ..distillation.embedding_trainer import EmbeddingDistillationTrainer
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import resolve_model_path
-from ..embeddings.bundled_corpus import bundled_sentence_files
+from ..embeddings.bundled_corpus import bundled_stsb_sentences
 from ..embeddings.pooling import POOLING_MODES, SentenceEmbedder
 from ..embeddings.sentence_transformers_folder import (
     EmbeddingHead,
@@ -38,11 +38,12 @@ from ..embeddings.sentence_transformers_folder import (
 )
 from ..embeddings.sentences import read_sentences
 from ..evaluation.sts import bundled_sts_validation, evaluate_sts, read_sts_pairs
+from ..finetuning.bundled_data import bundled_sst2_files
 from ..modeling.model_stats import count_parameters
 from ..training.run_errors import RunSettingsError
 from .training_common import build_from_preset, parse_arguments, parse_json_object, train_and_report
 
-__all__ = ["EmbeddingStudentArguments", "build_projection", "load_teacher_embedder", "run"]
+__all__ = ["EmbeddingStudentArguments", "build_projection", "default_sentence_files", "load_teacher_embedder", "run"]
 
 DESCRIPTION = (
     "Distill a compact or MoE sentence-embedding student from a sentence-transformers teacher: MSE between the "
@@ -133,6 +134,11 @@ class EmbeddingStudentArguments:
             raise ValueError(f"--init_from_teacher must be 'auto' or 'none', got {self.init_from_teacher!r}.")
 
 
+def default_sentence_files() -> list[Path]:
+    """The default corpus: the bundled STS-B train sentence slice and the bundled SST-2 training sentences."""
+    return [bundled_stsb_sentences(), bundled_sst2_files()["train"]]
+
+
 def load_teacher_embedder(
     name_or_path: str, pooling: str | None, normalize: bool, max_seq_length: int, flag: str = "--teacher"
 ):
@@ -218,7 +224,7 @@ def run(argv: list[str]) -> int:
         (EmbeddingStudentArguments, EmbeddingDistillationConfig), argv, "compact-bert distill embeddings", DESCRIPTION
     )
     max_length = training_args.max_seq_length
-    sources = args.sentences or [str(path) for path in bundled_sentence_files()]
+    sources = args.sentences or [str(path) for path in default_sentence_files()]
     batch = training_args.per_device_train_batch_size * max(1, training_args.world_size)
     sentences = read_sentences(sources, minimum=batch)
     sts_pairs = read_sts_pairs(args.sts_file or bundled_sts_validation())

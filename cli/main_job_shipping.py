@@ -28,6 +28,7 @@ def ship_finetuned_student(
 ) -> dict:
     """Export, quantize, evaluate and time the fine-tuned classifier in ``folder``; the summary fields it adds."""
     from ..evaluation.exported_accuracy import compare_exported_models
+    from ..evaluation.latency_report import LatencyReport, RuntimeLatency, write_latency
     from ..evaluation.runtime_latency import (
         device_description,
         eager_runner,
@@ -38,7 +39,6 @@ def ship_finetuned_student(
     from ..export.onnx_exporter import export_onnx
     from ..export.onnx_quantization import quantize_onnx
     from ..model_cards import write_model_card
-    from ..model_cards.latency import LatencyReport, RuntimeLatency, write_latency
 
     folder = Path(folder)
     onnx_dir = folder / "onnx"

@@ -19,18 +19,16 @@ import gzip
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["STSB_TRAIN_PAIRS", "bundled_sentence_files", "stsb_sentence_slice", "write_sentence_slice"]
+__all__ = ["STSB_TRAIN_PAIRS", "bundled_stsb_sentences", "stsb_sentence_slice", "write_sentence_slice"]
 
 STSB_TRAIN_PAIRS = 4500
 SLICE_FILE = "stsb_train_sentences.txt.gz"
 
 
-def bundled_sentence_files() -> list[Path]:
-    """The default corpus of ``distill embeddings``: the STS-B train sentence slice and the bundled SST-2 training
-    slice's sentences."""
-    from ..finetuning.bundled_data import bundled_sst2_files
-
-    return [Path(str(resources.files(__package__).joinpath("corpus", SLICE_FILE))), bundled_sst2_files()["train"]]
+def bundled_stsb_sentences() -> Path:
+    """The STS-B train sentence slice: with the bundled SST-2 training sentences, the default corpus of ``distill
+    embeddings`` (``cli/distill_embeddings_command.default_sentence_files``)."""
+    return Path(str(resources.files(__package__).joinpath("corpus", SLICE_FILE)))
 
 
 def stsb_sentence_slice(train_file: str | Path, pairs: int = STSB_TRAIN_PAIRS) -> bytes:

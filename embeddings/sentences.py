@@ -13,8 +13,8 @@ import csv
 import io
 from pathlib import Path
 
-from ..finetuning.data import read_utf8_text
 from ..training.run_errors import RunSettingsError
+from ..training.text_files import read_utf8_text
 
 __all__ = ["TEXT_COLUMNS", "read_sentences"]
 

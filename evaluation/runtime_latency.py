@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from ..model_cards.latency import RuntimeLatency
+from .latency_report import RuntimeLatency
 
 __all__ = [
     "device_description",

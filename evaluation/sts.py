@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from ..finetuning.data import read_utf8_text
 from ..training.run_errors import RunSettingsError
+from ..training.text_files import read_utf8_text
 
 __all__ = [
     "PARAPHRASE_THRESHOLD",

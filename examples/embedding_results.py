@@ -50,15 +50,15 @@ _PROBE_STEPS = 8
 def seconds_per_step(shape: str, cache_dir: Path) -> float:
     """CPU seconds (all threads) per optimizer step of ``shape`` on the default training batches: the median of
     ``_PROBE_STEPS`` steps of forward, MSE, backward and AdamW, after one warm-up step."""
+    from compact_bert.cli.distill_embeddings_command import default_sentence_files
     from compact_bert.distillation.embedding_config import EmbeddingDistillationConfig
     from compact_bert.distillation.embedding_data import EmbeddingDistillationCollator, tokenize_sentences
     from compact_bert.distillation.embedding_trainer import embedding_distillation_loss
-    from compact_bert.embeddings.bundled_corpus import bundled_sentence_files
     from compact_bert.embeddings.sentences import read_sentences
 
     settings = EmbeddingDistillationConfig(output_dir=str(cache_dir / "probe"), report_to="none")
     teacher, tokenizer = distill_embeddings_command.load_teacher_embedder(TEACHER, None, True, settings.max_seq_length)
-    sentences = read_sentences([str(path) for path in bundled_sentence_files()])
+    sentences = read_sentences([str(path) for path in default_sentence_files()])
     batch_size = settings.per_device_train_batch_size
     data = tokenize_sentences(sentences[: batch_size * (_PROBE_STEPS + 1)], tokenizer, settings.max_seq_length)
     arguments = distill_embeddings_command.EmbeddingStudentArguments(student_preset=shape)

@@ -9,7 +9,6 @@ shows — fails before any model is built, with the file, line or column at faul
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import logging
@@ -18,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+
+from ..training.text_files import read_utf8_text
 
 __all__ = [
     "GLUE_TASKS",
@@ -235,24 +236,6 @@ def _check_file(path: str | Path, role: str) -> Path:
     if path.stat().st_size == 0:
         raise ValueError(f"{role}: {path} is empty.")
     return path
-
-
-def read_utf8_text(path: Path) -> str:
-    """The file's text: UTF-8, a leading byte-order mark dropped (spreadsheet exports write one), and a byte that is
-    not UTF-8 named with its line."""
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        from ..training.run_errors import RunSettingsError
-
-        raise RunSettingsError(
-            f"{path}:{line}: byte {raw[error.start : error.start + 1]!r} is not UTF-8 ({error.reason}); "
-            "save the file as UTF-8."
-        ) from None
 
 
 def read_table(

@@ -1,7 +1,7 @@
 """Model cards for compact-bert model folders, and what of a folder is shipped to the Hub."""
 
+from ..evaluation.latency_report import LATENCY_FILE, LatencyReport, RuntimeLatency, read_latency, write_latency
 from .hub_files import excluded_files, hub_files
-from .latency import LATENCY_FILE, LatencyReport, RuntimeLatency, read_latency, write_latency
 from .model_card import MODEL_CARD_FILE, build_model_card, write_model_card
 
 __all__ = [

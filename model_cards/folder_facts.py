@@ -3,7 +3,7 @@
 Sources: ``config.json`` (architecture), the config again through ``modeling/model_stats.py`` (parameters and
 FLOPs, counted once there), ``run_summary.json`` (the command line, steps, data, teacher, evaluation metrics and
 routing statistics that ``cli/training_common.train_and_report`` records), ``latency.json``
-(``model_cards/latency.py``) and the exported files next to the weights. Nothing is measured here: a fact that no
+(``evaluation/latency_report.py``) and the exported files next to the weights. Nothing is measured here: a fact that no
 step wrote is reported as missing rather than made up.
 """
 
@@ -18,11 +18,11 @@ from pathlib import Path
 from transformers import AutoConfig
 
 from ..distillation.data import PACKAGED_TEACHER, bundled_corpus_files
+from ..evaluation.latency_report import LatencyReport, read_latency
 from ..finetuning.data import GLUE_TASKS
 from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
 from ..training.routing_keys import ROUTING_KEY
 from .hub_files import hub_files
-from .latency import LatencyReport, read_latency
 
 __all__ = ["FLOPS_SEQUENCE_LENGTH", "PAPERS", "FolderFacts", "Paper", "RUN_SUMMARY_FILE", "read_folder_facts"]
 

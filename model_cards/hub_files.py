@@ -41,7 +41,7 @@ HUB_FILE_PATTERNS = (
     "*.onnx",
     "*.onnx_data",
     "*.tflite",  # exports saved next to the weights
-    "latency.json",  # measured latency the card reports (model_cards/latency.py)
+    "latency.json",  # measured latency the card reports (evaluation/latency_report.py)
     # a sentence-transformers folder's pipeline (an embedding student): without them the Hub copy loses its pooling
     "modules.json",
     "sentence_bert_config.json",

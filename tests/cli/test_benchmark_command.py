@@ -10,7 +10,7 @@ import torch
 import transformers
 
 from compact_bert.cli.main import main
-from compact_bert.model_cards.latency import read_latency
+from compact_bert.evaluation.latency_report import read_latency
 from tests.conftest import tiny_configs
 
 

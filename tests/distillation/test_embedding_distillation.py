@@ -15,7 +15,7 @@ from compact_bert.cli.main import main
 from compact_bert.distillation.data import default_tokenizer, packaged_teacher_dir
 from compact_bert.distillation.embedding_trainer import embedding_distillation_loss
 from compact_bert.embeddings import load_sentence_embedder
-from compact_bert.embeddings.bundled_corpus import bundled_sentence_files
+from compact_bert.embeddings.bundled_corpus import bundled_stsb_sentences
 from compact_bert.embeddings.sentences import read_sentences
 from compact_bert.evaluation.sts import bundled_sts_validation, read_sts_pairs
 
@@ -35,7 +35,7 @@ TINY = json.dumps(
 def data(tmp_path_factory):
     """600 bundled training sentences and the first 300 STS-B dev pairs, as files."""
     folder = tmp_path_factory.mktemp("embedding_data")
-    sentences = read_sentences([bundled_sentence_files()[0]])[:600]
+    sentences = read_sentences([bundled_stsb_sentences()])[:600]
     (folder / "sentences.txt").write_text("\n".join(sentences) + "\n")
     lines = bundled_sts_validation().open("rb").read()
     import gzip

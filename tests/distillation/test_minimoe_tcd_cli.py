@@ -11,8 +11,8 @@ import torch
 import transformers
 
 from compact_bert.configuration import MoEBertConfig
+from compact_bert.evaluation.latency_report import read_latency
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
-from compact_bert.model_cards.latency import read_latency
 from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM, MoEBertModel
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, kill_after_checkpoint, run_cli
 from tests.remote_code_helpers import load_in_fresh_process

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from compact_bert.embeddings.bundled_corpus import bundled_sentence_files, stsb_sentence_slice
+from compact_bert.embeddings.bundled_corpus import bundled_stsb_sentences, stsb_sentence_slice
 from examples.embedding_results import SHAPES, write_report
 from tests.conftest import shared_data
 
@@ -35,4 +35,4 @@ def test_report_table_ratios_and_moe_comparison(tmp_path):
 
 def test_bundled_sentences_are_rebuilt_from_stsb_train():
     train = shared_data("stsb", "train.tsv")
-    assert stsb_sentence_slice(train) == bundled_sentence_files()[0].read_bytes()
+    assert stsb_sentence_slice(train) == bundled_stsb_sentences().read_bytes()

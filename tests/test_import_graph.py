@@ -1,0 +1,76 @@
+"""The packages of compact-bert import each other in layers, never in a cycle: a reader can start at the bottom
+(configuration, modeling, training) and go up, and no package needs one above it to be imported first.
+
+The graph is read from the source, function-level imports included, with ``ast`` (so an import hidden inside a
+function to dodge a cycle still counts)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import compact_bert
+
+ROOT = Path(compact_bert.__file__).resolve().parent
+PACKAGES = (
+    "configuration",
+    "modeling",
+    "training",
+    "embeddings",
+    "export",
+    "evaluation",
+    "distillation",
+    "finetuning",
+    "model_cards",
+    "cli",
+)
+
+
+def package_imports() -> dict[tuple[str, str], list[str]]:
+    """(importing package, imported package) → the ``file:line`` of each such import."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT)
+            if "remote_code" in relative.parts:  # generated Hub files: torch and transformers only
+                continue
+            depth = len(relative.parts) - 1
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                if node.level > depth:
+                    target = (node.module or "").split(".")[0]
+                elif node.level == 0 and (node.module or "").startswith("compact_bert."):
+                    target = node.module.split(".")[1]
+                else:
+                    continue
+                if target in PACKAGES and target != package:
+                    edges.setdefault((package, target), []).append(f"{relative}:{node.lineno}")
+    return edges
+
+
+def test_the_packages_import_each_other_without_cycles():
+    edges = package_imports()
+    if not (ROOT / "pyproject.toml").is_file():
+        pytest.skip("an installed compact-bert: the checkout's test covers the sources")
+    graph = {package: sorted(target for source, target in edges if source == package) for package in PACKAGES}
+
+    def path_back(start: str, goal: str, seen: set[str]) -> list[str] | None:
+        for target in graph[start]:
+            if target == goal:
+                return [start, goal]
+            if target not in seen:
+                seen.add(target)
+                rest = path_back(target, goal, seen)
+                if rest:
+                    return [start, *rest]
+        return None
+
+    cycles = []
+    for (source, target), places in sorted(edges.items()):
+        back = path_back(target, source, set())
+        if back:
+            cycles.append(f"{source} -> {' -> '.join(back)} (first: {places[0]})")
+    assert cycles == [], "import cycles between packages:\n" + "\n".join(cycles)
