@@ -50,3 +50,19 @@ def test_inputs_without_tokens_are_refused_by_name(config_id, shape):
     model = AutoModel.from_config(tiny_configs()[config_id]).eval()
     with pytest.raises(ValueError, match=rf"Inputs of shape \({shape[0]}, {shape[1]}\) hold no token"):
         model(input_ids=torch.zeros(shape, dtype=torch.long))
+
+
+@pytest.mark.parametrize("config_id", ["mobilebert", "minimoe"])
+def test_ids_on_an_accelerator_are_checked_on_the_device_without_a_host_read(config_id, monkeypatch):
+    """Off the CPU the range check is queued on the device (``torch._assert_async``), with the message that names
+    the argument and its range, and the ids are never read on the host (which would synchronise at every call).
+    Meta tensors stand in for an accelerator's: reading one on the host raises."""
+    model = AutoModel.from_config(CONFIGS[config_id]).eval()
+    queued = []
+    monkeypatch.setattr(torch, "_assert_async", lambda condition, message: queued.append((condition, message)))
+    input_ids = torch.empty(2, 8, dtype=torch.long, device="meta")
+    model.check_inputs(input_ids, None, token_type_ids=torch.empty_like(input_ids))
+    messages = [message for _, message in queued]
+    assert [message.split("`")[1] for message in messages] == ["input_ids", "token_type_ids"]
+    assert messages[0].startswith(f"`input_ids` must lie in [0, {VOCAB_SIZE}) (the model's `vocab_size`)")
+    assert all(condition.device.type == "meta" and condition.dtype == torch.bool for condition, _ in queued)

@@ -852,7 +852,10 @@ class CompactBertPreTrainedModel(PreTrainedModel):
         """Fail with a clear message instead of a shape error or a bare ``IndexError`` deep inside ``forward``.
 
         The value checks read the ids once (a reduction each); they are skipped while tracing for
-        ``torch.compile`` / export, where data-dependent checks would break the graph.
+        ``torch.compile`` / export, where data-dependent checks would break the graph. On CPU the ids are read on
+        the host, so the message can name the values found. On an accelerator reading them would synchronise the
+        device with the host at every call: the check is queued on the device instead (``torch._assert_async``)
+        and fails the run with the same message, naming the range, when the device reaches it.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
@@ -880,6 +883,13 @@ class CompactBertPreTrainedModel(PreTrainedModel):
             if ids is None or ids.numel() == 0:
                 continue
             size = getattr(self.config, size_field)
+            if ids.device.type != "cpu":
+                torch._assert_async(
+                    ((ids >= 0) & (ids < size)).all(),
+                    f"`{name}` must lie in [0, {size}) (the model's `{size_field}`): is the tokenizer the one this "
+                    "model was trained with?",
+                )
+                continue
             low, high = int(ids.min()), int(ids.max())
             if low < 0 or high >= size:
                 raise ValueError(
