@@ -1,4 +1,5 @@
-"""Pieces every compact-bert trainer shares: loss-term logging, the loss plot, frozen teachers, datasets."""
+"""What the pre-training and distillation trainers add to ``training.trainer.CompactBertTrainer``: their two bases,
+the frozen teacher, the loss plot, the MLM accuracy metric and the block datasets."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from huggingface_hub import create_repo
 from transformers.utils.hub import create_and_tag_model_card
 
-__all__ = ["GENERATED_HEADER", "REMOTE_CODE_ROOT", "SavesRemoteCode", "write_remote_code"]
+__all__ = ["GENERATED_HEADER", "REMOTE_CODE_ROOT", "SavesRemoteCode", "committed_remote_code", "write_remote_code"]
 
 # The committed remote code, one folder per model type (package data of the wheel).
 REMOTE_CODE_ROOT = Path(__file__).resolve().parent / "remote_code"
@@ -53,6 +53,7 @@ class SavesRemoteCode:
                 "`push_to_hub=True` with `distributed_checkpoint=True` is not supported for compact-bert models: "
                 "save the distributed checkpoint, consolidate it, then push the consolidated model."
             )
+        committed_remote_code(type(self))  # a class without remote code fails before anything is written
         push_arguments = {name: kwargs.pop(name) for name in _PUSH_ARGUMENTS if name in kwargs}
         # ``is_main_process`` is the first positional parameter of ``save_pretrained`` on both lines.
         is_main_process = args[0] if args else kwargs.get("is_main_process", True)
@@ -90,10 +91,9 @@ class SavesRemoteCode:
             )
 
 
-def write_remote_code(model_class: type, save_directory) -> None:
-    """Copy ``model_class``'s family's committed remote code into ``save_directory`` and point ``config.json``'s
-    ``auto_map`` at it; code files an earlier save of ours left there are removed first."""
-    save_directory = Path(save_directory)
+def committed_remote_code(model_class: type) -> tuple[list[Path], dict[str, str]]:
+    """The two committed files of ``model_class``'s model type and the ``auto_map`` that points at them; a class
+    that has none (a subclass defined elsewhere, a family whose files were never generated) is refused by name."""
     config_class = model_class.config_class
     model_type = config_class.model_type
     auto_classes = getattr(sys.modules[model_class.__module__], "AUTO_CLASSES", None)
@@ -105,12 +105,20 @@ def write_remote_code(model_class: type, save_directory) -> None:
             f"{model_type!r}: a model family needs AUTO_CLASSES in its modeling module and the files "
             f"{', '.join(str(source) for source in sources)}, written by `python -m utils.hub_code` in the repository."
         )
-    _remove_earlier_remote_code(save_directory, keep={source.name for source in sources})
-    for source in sources:
-        (save_directory / source.name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
     auto_map = {"AutoConfig": f"{configuration_name}.{config_class.__name__}"}
     for auto_name, head_class in auto_classes.items():
         auto_map[auto_name] = f"{modeling_name}.{head_class.__name__}"
+    return sources, auto_map
+
+
+def write_remote_code(model_class: type, save_directory) -> None:
+    """Copy ``model_class``'s family's committed remote code into ``save_directory`` and point ``config.json``'s
+    ``auto_map`` at it; code files an earlier save of ours left there are removed first."""
+    save_directory = Path(save_directory)
+    sources, auto_map = committed_remote_code(model_class)
+    _remove_earlier_remote_code(save_directory, keep={source.name for source in sources})
+    for source in sources:
+        (save_directory / source.name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
     config_path = save_directory / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["auto_map"] = auto_map

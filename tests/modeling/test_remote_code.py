@@ -103,3 +103,15 @@ def test_saving_over_an_earlier_layout_removes_our_old_code_files_only(tmp_path)
         "modeling_ib_bert.py",
         "my_script.py",
     ]
+
+
+def test_a_class_without_committed_remote_code_is_refused_naming_what_is_missing(tmp_path):
+    """A subclass defined elsewhere (no ``AUTO_CLASSES`` in its module, no files for its model type) cannot ship
+    remote code: the save says which class and which files, before it writes anything."""
+    base = AUTO_CLASSES_BY_CONFIG[type(tiny_configs()["minimoe"])]["AutoModel"]
+    subclass = type("MyMiniMoEModel", (base,), {"__module__": __name__})
+    with pytest.raises(
+        ValueError, match=r"MyMiniMoEModel .* no committed remote code for model type 'minimoe'.*utils\.hub_code"
+    ):
+        subclass(tiny_configs()["minimoe"]).save_pretrained(tmp_path / "model")
+    assert not (tmp_path / "model").exists()

@@ -27,9 +27,10 @@ def expected_files() -> dict[Path, str]:
     return files
 
 
-def stale_files() -> list[str]:
-    """Files that differ from what the sources generate, are missing, or have no source any more."""
-    expected = expected_files()
+def stale_files(expected: dict[Path, str] | None = None) -> list[str]:
+    """Files that differ from what the sources generate (``expected``, generated when not given), are missing,
+    or have no source any more."""
+    expected = expected_files() if expected is None else expected
     stale = [
         str(path.relative_to(REMOTE_CODE_ROOT.parent.parent))
         for path, text in sorted(expected.items())
@@ -37,16 +38,16 @@ def stale_files() -> list[str]:
     ]
     stale += [
         f"{path.relative_to(REMOTE_CODE_ROOT.parent.parent)} (no family generates it)"
-        for path in sorted(REMOTE_CODE_ROOT.rglob("*"))
-        if path.is_file() and path not in expected
+        for path in sorted(REMOTE_CODE_ROOT.rglob("*.py"))
+        if path not in expected
     ]
     return stale
 
 
 def write_files() -> list[str]:
     """Rewrite every stale file (removing those no family generates); the files that changed."""
-    changed = stale_files()
     expected = expected_files()
+    changed = stale_files(expected)
     for path in sorted(REMOTE_CODE_ROOT.rglob("*")):
         if path.is_file() and path not in expected:
             path.unlink()
