@@ -7,8 +7,9 @@ renaming the prefix. What transformers cannot express, and this does, is ``atten
 IB-BERT's query/key/value read the 512-d inter-block features and produce the 1024-d all-head size.
 The families (``modeling_ib_bert``, ``modeling_compact_mobilebert``) are short subclasses of the classes
 here that only name their config and weight prefix.
-Task heads hand ``output_attentions``, ``output_hidden_states`` to the base model through
-``**kwargs``.
+The task heads are the shared ones of ``task_heads``, built on ``BottleneckBertModel``; they hand
+``output_attentions`` and ``output_hidden_states`` to it through ``**kwargs``. Only the pre-training head
+(MLM + next-sentence prediction) is this architecture's own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.utils import can_return_tuple
 
 from ..configuration.configuration_bottleneck_bert import BottleneckBertConfig
 from .attention import (
@@ -31,20 +33,15 @@ from .attention import (
 )
 from .fused_linear import fused_linear, joined_linear, joined_linear_at_inference
 from .normalization import NoNorm, build_normalization
-from .outputs import (
-    CompactBertClassifierOutput,
-    CompactBertMaskedLMOutput,
-    CompactBertModelOutput,
-    CompactBertPreTrainingOutput,
-    CompactBertQuestionAnsweringOutput,
+from .outputs import CompactBertModelOutput, CompactBertPreTrainingOutput
+from .pretrained_base import CompactBertPreTrainedModel, fill_unless_loaded
+from .task_heads import (
+    CompactBertForMaskedLM,
+    CompactBertForQuestionAnswering,
+    CompactBertForSequenceClassification,
+    CompactBertForTokenClassification,
 )
-from .pretrained_base import CompactBertPreTrainedModel, fill_unless_loaded, tied_masked_lm_weights
-from .task_losses import (
-    classifier_dropout_probability,
-    question_answering_loss,
-    sequence_classification_loss,
-    token_cross_entropy,
-)
+from .task_losses import token_cross_entropy
 
 __all__ = [
     "BottleneckBertEncoder",
@@ -453,17 +450,17 @@ class BottleneckBertModel(BottleneckBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-    ):
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> CompactBertModelOutput:
         self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
@@ -471,197 +468,62 @@ class BottleneckBertModel(BottleneckBertPreTrainedModel):
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
         encoded = self.encoder(hidden_states, additive_mask, bool(output_attentions), bool(output_hidden_states))
-        output = CompactBertModelOutput(
+        return CompactBertModelOutput(
             last_hidden_state=encoded.last_hidden_state,
             pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
             hidden_states=encoded.hidden_states,
             attentions=encoded.attentions,
         )
-        return output.to_tuple() if return_dict is False else output
 
 
-class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel):
-    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
-
+class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel, CompactBertForMaskedLM):
     backbone_class = BottleneckBertModel
-    heads_class = BottleneckBertOnlyMLMHead
-    add_pooling_layer = False
-
-    def __init__(self, config):
-        super().__init__(config)
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=self.add_pooling_layer))
-        self.cls = self.heads_class(config)
-        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
-        self.post_init()
-
-    def get_output_embeddings(self):
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings):
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.cls(outputs.last_hidden_state)
-        result = CompactBertMaskedLMOutput(
-            loss=None if labels is None else token_cross_entropy(logits, labels),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
-        return result.to_tuple() if return_dict is False else result
+    mlm_head_class = BottleneckBertOnlyMLMHead
 
 
 class BottleneckBertForPreTraining(BottleneckBertForMaskedLM):
     """MLM + next-sentence prediction, the pre-training objective of MobileBERT and IB-BERT."""
 
-    heads_class = BottleneckBertPreTrainingHeads
+    mlm_head_class = BottleneckBertPreTrainingHeads
     add_pooling_layer = True
 
+    @can_return_tuple
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        next_sentence_label=None,
-        return_dict=None,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        next_sentence_label: torch.LongTensor | None = None,
         **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+    ) -> CompactBertPreTrainingOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
         prediction_logits, seq_relationship_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
         losses = []
         if labels is not None:
             losses.append(token_cross_entropy(prediction_logits, labels))
         if next_sentence_label is not None:
             losses.append(F.cross_entropy(seq_relationship_logits.view(-1, 2), next_sentence_label.view(-1)))
-        result = CompactBertPreTrainingOutput(
+        return CompactBertPreTrainingOutput(
             loss=sum(losses) if losses else None,
             prediction_logits=prediction_logits,
             seq_relationship_logits=seq_relationship_logits,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
-        return result.to_tuple() if return_dict is False else result
 
 
-class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel):
-    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
-
+class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel, CompactBertForSequenceClassification):
     backbone_class = BottleneckBertModel
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
 
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.pooler_output))
-        result = CompactBertClassifierOutput(
-            loss=None if labels is None else sequence_classification_loss(logits, labels, self.config),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel):
-    """Per-token dropout → linear classifier; labels of -100 are ignored."""
-
+class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel, CompactBertForTokenClassification):
     backbone_class = BottleneckBertModel
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
 
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        result = CompactBertClassifierOutput(
-            loss=None if labels is None else token_cross_entropy(logits, labels),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel):
-    """Extractive QA: per-token start/end logits."""
-
+class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel, CompactBertForQuestionAnswering):
     backbone_class = BottleneckBertModel
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = 2
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
-        result = CompactBertQuestionAnsweringOutput(
-            loss=loss,
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
-        return result.to_tuple() if return_dict is False else result

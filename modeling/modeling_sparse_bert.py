@@ -7,8 +7,8 @@ PEFT's default targets apply, and distillation reads the same named modules from
 transformers' ``BertModel``. An MoE FFN lives in ``moe`` (router + batched experts, ``moe_layer``); its
 layer keeps ``output.LayerNorm`` for the post-LN residual. The families (``modeling_minimoe``,
 ``modeling_moe_bert``) are short subclasses that only name their config and weight prefix.
-Task heads hand ``output_attentions``, ``output_hidden_states``, ``output_router_logits`` to the base model through
-``**kwargs``.
+The task heads are the shared ones of ``task_heads``, built on ``SparseBertModel``; they hand
+``output_attentions``, ``output_hidden_states`` and ``output_router_logits`` to it through ``**kwargs``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.utils import can_return_tuple
 
 from ..configuration.sparse_bert_base import SparseBertConfigBase
 from .attention import (
@@ -41,25 +42,18 @@ from .moe_layer import (
     route,
     summarize_routing,
 )
-from .outputs import (
-    CompactBertClassifierOutput,
-    CompactBertMaskedLMOutput,
-    CompactBertModelOutput,
-    CompactBertQuestionAnsweringOutput,
-)
+from .outputs import CompactBertModelOutput
 from .pretrained_base import (
     CompactBertPreTrainedModel,
     copy_unless_loaded,
     fill_unless_loaded,
     normal_unless_loaded,
-    tied_masked_lm_weights,
 )
-from .task_losses import (
-    add_balance_loss,
-    classifier_dropout_probability,
-    question_answering_loss,
-    sequence_classification_loss,
-    token_cross_entropy,
+from .task_heads import (
+    CompactBertForMaskedLM,
+    CompactBertForQuestionAnswering,
+    CompactBertForSequenceClassification,
+    CompactBertForTokenClassification,
 )
 
 __all__ = [
@@ -328,12 +322,6 @@ class SparseBertOnlyMLMHead(nn.Module):
         return self.predictions(sequence_output)
 
 
-def _passed_through(backbone_outputs) -> dict:
-    """What every head returns of its backbone's output: per-layer states and the routing fields."""
-    names = ("hidden_states", "attentions", "router_logits", "aux_loss", "expert_load", "dropped_token_fraction")
-    return {name: backbone_outputs.get(name) for name in names}
-
-
 class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
     """Weight init and settings of the architecture; each family names its config and weight prefix."""
 
@@ -401,19 +389,19 @@ class SparseBertModel(SparseBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        output_router_logits=None,
-        run_auxiliary_attention=False,
-        return_dict=None,
-    ):
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        output_router_logits: bool | None = None,
+        run_auxiliary_attention: bool = False,
+    ) -> CompactBertModelOutput:
         self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
@@ -431,160 +419,27 @@ class SparseBertModel(SparseBertPreTrainedModel):
         )
         if run_auxiliary_attention:
             self.encoder.auxiliary_attention(encoded.last_hidden_state, additive_mask, token_mask, input_ids, False)
-        output = CompactBertModelOutput(
+        return CompactBertModelOutput(
             last_hidden_state=encoded.last_hidden_state,
             pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
             hidden_states=encoded.hidden_states,
             attentions=encoded.attentions,
             **summarize_routing(decisions, self.config, batch, seq, bool(output_router_logits)),
         )
-        return output.to_tuple() if return_dict is False else output
 
 
-class SparseBertForMaskedLM(SparseBertPreTrainedModel):
-    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
+class SparseBertForMaskedLM(SparseBertPreTrainedModel, CompactBertForMaskedLM):
+    backbone_class = SparseBertModel
+    mlm_head_class = SparseBertOnlyMLMHead
 
+
+class SparseBertForSequenceClassification(SparseBertPreTrainedModel, CompactBertForSequenceClassification):
     backbone_class = SparseBertModel
 
-    def __init__(self, config):
-        super().__init__(config)
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.cls = SparseBertOnlyMLMHead(config)
-        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
-        self.post_init()
 
-    def get_output_embeddings(self):
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings):
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.cls(outputs.last_hidden_state)
-        loss = None if labels is None else token_cross_entropy(logits, labels)
-        result = CompactBertMaskedLMOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            logits=logits,
-            **_passed_through(outputs),
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
-    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
-
+class SparseBertForTokenClassification(SparseBertPreTrainedModel, CompactBertForTokenClassification):
     backbone_class = SparseBertModel
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
 
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.pooler_output))
-        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
-        result = CompactBertClassifierOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            logits=logits,
-            **_passed_through(outputs),
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class SparseBertForTokenClassification(SparseBertPreTrainedModel):
-    """Per-token dropout → linear classifier; labels of -100 are ignored."""
-
+class SparseBertForQuestionAnswering(SparseBertPreTrainedModel, CompactBertForQuestionAnswering):
     backbone_class = SparseBertModel
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None if labels is None else token_cross_entropy(logits, labels)
-        result = CompactBertClassifierOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            logits=logits,
-            **_passed_through(outputs),
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
-    """Extractive QA: per-token start/end logits."""
-
-    backbone_class = SparseBertModel
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = 2
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
-        result = CompactBertQuestionAnsweringOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            **_passed_through(outputs),
-        )
-        return result.to_tuple() if return_dict is False else result

@@ -138,10 +138,41 @@ def test_auto_classes_build_from_model_type(config_id):
         assert type(getattr(transformers, auto_name).from_config(rebuilt)) is model_class
 
 
-def test_return_dict_false_gives_tuples():
-    model = AutoModel.from_config(CONFIGS["mobilebert"]).eval()
-    outputs = model(**random_batch(), return_dict=False)
-    assert isinstance(outputs, tuple) and outputs[0].shape[-1] == 32
+@pytest.mark.parametrize(("config_id", "auto_name"), CASES)
+def test_return_dict_false_gives_the_output_fields_as_a_tuple(config_id, auto_name):
+    """As transformers' ``can_return_tuple``: the argument or the config's ``return_dict`` asks for the
+    output's non-``None`` fields in order; heads still read their backbone's output by name."""
+    torch.manual_seed(0)
+    model, config = _build(config_id, auto_name)
+    model.config = config = copy.deepcopy(config)  # the test sets the config's return_dict
+    model.eval()
+    batch = random_batch()
+    batch.update(_labels(auto_name, batch, config))
+    with torch.no_grad():
+        expected = model(**batch).to_tuple()
+        from_argument = model(**batch, return_dict=False)
+        model.config.return_dict = False
+        from_config = model(**batch)
+        from_argument_over_config = model(**batch, return_dict=True)
+    for outputs in (from_argument, from_config):
+        assert isinstance(outputs, tuple) and len(outputs) == len(expected)
+        for got, want in zip(outputs, expected, strict=True):
+            assert torch.equal(got, want) if isinstance(want, torch.Tensor) else got == want
+    assert not isinstance(from_argument_over_config, tuple)
+
+
+@pytest.mark.parametrize(("config_id", "auto_name"), CASES)
+def test_every_head_is_the_one_shared_head_on_its_architecture(config_id, auto_name):
+    """Task heads are written once (``modeling/task_heads.py``): a family's head adds no code of its own
+    but the pre-training head, which only the bottleneck architecture has."""
+    from compact_bert.modeling import task_heads
+
+    model_class = AUTO_CLASSES_BY_CONFIG[type(CONFIGS[config_id])][auto_name]
+    if auto_name in ("AutoModel", "AutoModelForPreTraining"):
+        return
+    shared = getattr(task_heads, "CompactBert" + auto_name.removeprefix("AutoModel"))
+    assert issubclass(model_class, shared)
+    assert model_class.forward is shared.forward and model_class.__init__ is shared.__init__
 
 
 def test_too_long_input_fails_with_clear_error():

@@ -7,7 +7,8 @@ run `python -m utils.hub_code` in the repository):
     compact_bert.modeling.packed_weights, compact_bert.modeling.fused_linear,
     compact_bert.modeling.outputs, compact_bert.modeling.checkpoint_checks,
     compact_bert.modeling.pretrained_base, compact_bert.modeling.task_losses,
-    compact_bert.modeling.modeling_bottleneck_bert, compact_bert.modeling.modeling_ib_bert
+    compact_bert.modeling.task_heads, compact_bert.modeling.modeling_bottleneck_bert,
+    compact_bert.modeling.modeling_ib_bert
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from transformers.activations import ACT2FN
 from transformers.activations import GELUActivation
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
+from transformers.utils import can_return_tuple
 
 from .configuration_ib_bert import BottleneckBertConfig
 from .configuration_ib_bert import IBBertConfig
@@ -946,6 +948,173 @@ def question_answering_loss(
     return (start_loss + end_loss) / 2
 
 
+def add_balance_loss(loss: torch.Tensor | None, aux_loss: torch.Tensor | None) -> torch.Tensor | None:
+    """A head's loss includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
+    if loss is None or aux_loss is None:
+        return loss
+    return loss + aux_loss.to(loss.dtype)
+
+
+# What every head returns of its backbone's output: per-layer states and the routing fields.
+_PASSED_THROUGH = ("hidden_states", "attentions", "router_logits", "aux_loss", "expert_load", "dropped_token_fraction")
+
+
+def passed_through(backbone_outputs) -> dict:
+    return {name: backbone_outputs.get(name) for name in _PASSED_THROUGH}
+
+
+class CompactBertForMaskedLM(CompactBertPreTrainedModel):
+    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored.
+
+    ``mlm_head_class`` is the architecture's prediction head module, stored as ``cls`` as in BERT.
+    """
+
+    backbone_class: type[CompactBertPreTrainedModel]
+    mlm_head_class: type[nn.Module]
+    add_pooling_layer = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=self.add_pooling_layer))
+        self.cls = self.mlm_head_class(config)
+        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> CompactBertMaskedLMOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None if labels is None else token_cross_entropy(logits, labels)
+        return CompactBertMaskedLMOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        )
+
+
+class CompactBertForSequenceClassification(CompactBertPreTrainedModel):
+    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
+
+    backbone_class: type[CompactBertPreTrainedModel]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        setattr(self, self.base_model_prefix, self.backbone_class(config))
+        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> CompactBertClassifierOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        return CompactBertClassifierOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        )
+
+
+class CompactBertForTokenClassification(CompactBertPreTrainedModel):
+    """Per-token dropout → linear classifier; labels of -100 are ignored."""
+
+    backbone_class: type[CompactBertPreTrainedModel]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> CompactBertClassifierOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None if labels is None else token_cross_entropy(logits, labels)
+        return CompactBertClassifierOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        )
+
+
+class CompactBertForQuestionAnswering(CompactBertPreTrainedModel):
+    """Extractive QA: per-token start/end logits."""
+
+    backbone_class: type[CompactBertPreTrainedModel]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> CompactBertQuestionAnsweringOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
+        return CompactBertQuestionAnsweringOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss),
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            **passed_through(outputs),
+        )
+
+
 def _norm(config, size: int) -> nn.Module:
     return build_normalization(config.normalization_type, size, config.layer_norm_eps)
 
@@ -1340,17 +1509,17 @@ class BottleneckBertModel(BottleneckBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-    ):
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> CompactBertModelOutput:
         self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
@@ -1358,200 +1527,65 @@ class BottleneckBertModel(BottleneckBertPreTrainedModel):
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
         encoded = self.encoder(hidden_states, additive_mask, bool(output_attentions), bool(output_hidden_states))
-        output = CompactBertModelOutput(
+        return CompactBertModelOutput(
             last_hidden_state=encoded.last_hidden_state,
             pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
             hidden_states=encoded.hidden_states,
             attentions=encoded.attentions,
         )
-        return output.to_tuple() if return_dict is False else output
 
 
-class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel):
-    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
-
+class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel, CompactBertForMaskedLM):
     backbone_class = BottleneckBertModel
-    heads_class = BottleneckBertOnlyMLMHead
-    add_pooling_layer = False
-
-    def __init__(self, config):
-        super().__init__(config)
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=self.add_pooling_layer))
-        self.cls = self.heads_class(config)
-        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
-        self.post_init()
-
-    def get_output_embeddings(self):
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings):
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.cls(outputs.last_hidden_state)
-        result = CompactBertMaskedLMOutput(
-            loss=None if labels is None else token_cross_entropy(logits, labels),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
-        return result.to_tuple() if return_dict is False else result
+    mlm_head_class = BottleneckBertOnlyMLMHead
 
 
 class BottleneckBertForPreTraining(BottleneckBertForMaskedLM):
     """MLM + next-sentence prediction, the pre-training objective of MobileBERT and IB-BERT."""
 
-    heads_class = BottleneckBertPreTrainingHeads
+    mlm_head_class = BottleneckBertPreTrainingHeads
     add_pooling_layer = True
 
+    @can_return_tuple
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        next_sentence_label=None,
-        return_dict=None,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        next_sentence_label: torch.LongTensor | None = None,
         **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+    ) -> CompactBertPreTrainingOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
         prediction_logits, seq_relationship_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
         losses = []
         if labels is not None:
             losses.append(token_cross_entropy(prediction_logits, labels))
         if next_sentence_label is not None:
             losses.append(F.cross_entropy(seq_relationship_logits.view(-1, 2), next_sentence_label.view(-1)))
-        result = CompactBertPreTrainingOutput(
+        return CompactBertPreTrainingOutput(
             loss=sum(losses) if losses else None,
             prediction_logits=prediction_logits,
             seq_relationship_logits=seq_relationship_logits,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
-        return result.to_tuple() if return_dict is False else result
 
 
-class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel):
-    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
-
+class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel, CompactBertForSequenceClassification):
     backbone_class = BottleneckBertModel
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
 
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.pooler_output))
-        result = CompactBertClassifierOutput(
-            loss=None if labels is None else sequence_classification_loss(logits, labels, self.config),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel):
-    """Per-token dropout → linear classifier; labels of -100 are ignored."""
-
+class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel, CompactBertForTokenClassification):
     backbone_class = BottleneckBertModel
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
 
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        result = CompactBertClassifierOutput(
-            loss=None if labels is None else token_cross_entropy(logits, labels),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel):
-    """Extractive QA: per-token start/end logits."""
-
+class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel, CompactBertForQuestionAnswering):
     backbone_class = BottleneckBertModel
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = 2
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
-        result = CompactBertQuestionAnsweringOutput(
-            loss=loss,
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-        )
-        return result.to_tuple() if return_dict is False else result
 
 
 class IBBertPreTrainedModel(BottleneckBertPreTrainedModel):

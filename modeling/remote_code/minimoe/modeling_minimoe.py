@@ -7,8 +7,8 @@ run `python -m utils.hub_code` in the repository):
     compact_bert.modeling.moe_layer, compact_bert.modeling.fused_linear,
     compact_bert.modeling.attention, compact_bert.modeling.outputs,
     compact_bert.modeling.checkpoint_checks, compact_bert.modeling.pretrained_base,
-    compact_bert.modeling.task_losses, compact_bert.modeling.modeling_sparse_bert,
-    compact_bert.modeling.modeling_minimoe
+    compact_bert.modeling.task_losses, compact_bert.modeling.task_heads,
+    compact_bert.modeling.modeling_sparse_bert, compact_bert.modeling.modeling_minimoe
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from transformers.activations import ACT2FN
 from transformers.activations import GELUActivation
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
+from transformers.utils import can_return_tuple
 
 from .configuration_minimoe import MiniMoEConfig
 from .configuration_minimoe import SparseBertConfigBase
@@ -1454,6 +1455,166 @@ def add_balance_loss(loss: torch.Tensor | None, aux_loss: torch.Tensor | None) -
     return loss + aux_loss.to(loss.dtype)
 
 
+# What every head returns of its backbone's output: per-layer states and the routing fields.
+_PASSED_THROUGH = ("hidden_states", "attentions", "router_logits", "aux_loss", "expert_load", "dropped_token_fraction")
+
+
+def passed_through(backbone_outputs) -> dict:
+    return {name: backbone_outputs.get(name) for name in _PASSED_THROUGH}
+
+
+class CompactBertForMaskedLM(CompactBertPreTrainedModel):
+    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored.
+
+    ``mlm_head_class`` is the architecture's prediction head module, stored as ``cls`` as in BERT.
+    """
+
+    backbone_class: type[CompactBertPreTrainedModel]
+    mlm_head_class: type[nn.Module]
+    add_pooling_layer = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=self.add_pooling_layer))
+        self.cls = self.mlm_head_class(config)
+        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> CompactBertMaskedLMOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None if labels is None else token_cross_entropy(logits, labels)
+        return CompactBertMaskedLMOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        )
+
+
+class CompactBertForSequenceClassification(CompactBertPreTrainedModel):
+    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
+
+    backbone_class: type[CompactBertPreTrainedModel]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        setattr(self, self.base_model_prefix, self.backbone_class(config))
+        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> CompactBertClassifierOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        return CompactBertClassifierOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        )
+
+
+class CompactBertForTokenClassification(CompactBertPreTrainedModel):
+    """Per-token dropout → linear classifier; labels of -100 are ignored."""
+
+    backbone_class: type[CompactBertPreTrainedModel]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> CompactBertClassifierOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None if labels is None else token_cross_entropy(logits, labels)
+        return CompactBertClassifierOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        )
+
+
+class CompactBertForQuestionAnswering(CompactBertPreTrainedModel):
+    """Extractive QA: per-token start/end logits."""
+
+    backbone_class: type[CompactBertPreTrainedModel]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> CompactBertQuestionAnsweringOutput:
+        outputs = self.base_model(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
+        return CompactBertQuestionAnsweringOutput(
+            loss=add_balance_loss(loss, outputs.aux_loss),
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            **passed_through(outputs),
+        )
+
+
 class SparseBertEmbeddings(nn.Module):
     """BERT embeddings: word + position + token type, LayerNorm, dropout."""
 
@@ -1708,12 +1869,6 @@ class SparseBertOnlyMLMHead(nn.Module):
         return self.predictions(sequence_output)
 
 
-def _passed_through(backbone_outputs) -> dict:
-    """What every head returns of its backbone's output: per-layer states and the routing fields."""
-    names = ("hidden_states", "attentions", "router_logits", "aux_loss", "expert_load", "dropped_token_fraction")
-    return {name: backbone_outputs.get(name) for name in names}
-
-
 class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
     """Weight init and settings of the architecture; each family names its config and weight prefix."""
 
@@ -1781,19 +1936,19 @@ class SparseBertModel(SparseBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        output_router_logits=None,
-        run_auxiliary_attention=False,
-        return_dict=None,
-    ):
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        output_router_logits: bool | None = None,
+        run_auxiliary_attention: bool = False,
+    ) -> CompactBertModelOutput:
         self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
@@ -1811,163 +1966,30 @@ class SparseBertModel(SparseBertPreTrainedModel):
         )
         if run_auxiliary_attention:
             self.encoder.auxiliary_attention(encoded.last_hidden_state, additive_mask, token_mask, input_ids, False)
-        output = CompactBertModelOutput(
+        return CompactBertModelOutput(
             last_hidden_state=encoded.last_hidden_state,
             pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
             hidden_states=encoded.hidden_states,
             attentions=encoded.attentions,
             **summarize_routing(decisions, self.config, batch, seq, bool(output_router_logits)),
         )
-        return output.to_tuple() if return_dict is False else output
 
 
-class SparseBertForMaskedLM(SparseBertPreTrainedModel):
-    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
+class SparseBertForMaskedLM(SparseBertPreTrainedModel, CompactBertForMaskedLM):
+    backbone_class = SparseBertModel
+    mlm_head_class = SparseBertOnlyMLMHead
 
+
+class SparseBertForSequenceClassification(SparseBertPreTrainedModel, CompactBertForSequenceClassification):
     backbone_class = SparseBertModel
 
-    def __init__(self, config):
-        super().__init__(config)
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.cls = SparseBertOnlyMLMHead(config)
-        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
-        self.post_init()
 
-    def get_output_embeddings(self):
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings):
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.cls(outputs.last_hidden_state)
-        loss = None if labels is None else token_cross_entropy(logits, labels)
-        result = CompactBertMaskedLMOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            logits=logits,
-            **_passed_through(outputs),
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
-    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
-
+class SparseBertForTokenClassification(SparseBertPreTrainedModel, CompactBertForTokenClassification):
     backbone_class = SparseBertModel
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
 
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.pooler_output))
-        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
-        result = CompactBertClassifierOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            logits=logits,
-            **_passed_through(outputs),
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class SparseBertForTokenClassification(SparseBertPreTrainedModel):
-    """Per-token dropout → linear classifier; labels of -100 are ignored."""
-
+class SparseBertForQuestionAnswering(SparseBertPreTrainedModel, CompactBertForQuestionAnswering):
     backbone_class = SparseBertModel
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None if labels is None else token_cross_entropy(logits, labels)
-        result = CompactBertClassifierOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            logits=logits,
-            **_passed_through(outputs),
-        )
-        return result.to_tuple() if return_dict is False else result
-
-
-class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
-    """Extractive QA: per-token start/end logits."""
-
-    backbone_class = SparseBertModel
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = 2
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        outputs = self.base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
-        result = CompactBertQuestionAnsweringOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            **_passed_through(outputs),
-        )
-        return result.to_tuple() if return_dict is False else result
 
 
 class MiniMoEPreTrainedModel(SparseBertPreTrainedModel):
