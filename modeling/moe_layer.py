@@ -164,25 +164,28 @@ def route_tokens(
     )
 
 
+def _rename_legacy_router_keys(module, state_dict, prefix, *args) -> None:
+    """``load_state_dict`` pre-hook: a router's ``classifier.*`` keys of before 0.2 are its ``gate.*``."""
+    for name in ("weight", "bias"):
+        legacy_key = f"{prefix}classifier.{name}"
+        if legacy_key in state_dict and f"{prefix}gate.{name}" not in state_dict:
+            state_dict[f"{prefix}gate.{name}"] = state_dict.pop(legacy_key)
+
+
 class TopOneRouter(nn.Module):
     """Learned gate ``p = softmax(W x + b)`` in float32; top-1 choice ``k = argmax p``, weight ``p_k``.
 
     The linear map is named ``gate`` (as Mixtral names its router's). Checkpoints written before 0.2 call it
     ``classifier``, a name PEFT treats as a task head (``modules_to_save=["classifier"]`` for ``SEQ_CLS``),
     which made every router trainable and saved it in each adapter; ``from_pretrained`` renames those keys
-    (``SparseBertPreTrainedModel.legacy_checkpoint_key_mapping``) and ``load_state_dict`` does here.
+    (``SparseBertPreTrainedModel.legacy_checkpoint_key_mapping``), and for ``load_state_dict`` the router
+    registers torch's load-state-dict pre-hook that does the same.
     """
 
     def __init__(self, hidden_size: int, num_experts: int):
         super().__init__()
         self.gate = nn.Linear(hidden_size, num_experts)
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        for name in ("weight", "bias"):
-            legacy_key = f"{prefix}classifier.{name}"
-            if legacy_key in state_dict and f"{prefix}gate.{name}" not in state_dict:
-                state_dict[f"{prefix}gate.{name}"] = state_dict.pop(legacy_key)
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.register_load_state_dict_pre_hook(_rename_legacy_router_keys)
 
     def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None):
         router_logits = self.gate(hidden_states).float()
