@@ -23,7 +23,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies
+from timing import compare_latencies, format_seconds
 
 from compact_bert.configuration import preset_config
 from compact_bert.distillation.data import PretrainingCollator, default_tokenizer
@@ -59,8 +59,8 @@ def _batch(with_pairs: bool) -> dict:
 def _report(label: str, times: dict[str, float], target: str) -> None:
     distill, plain, teacher = times["distillation_step"], times["mlm_step"], times["teacher_forward"]
     print(
-        f"{label}: distillation step {distill * 1e3:.0f} ms, MLM step {plain * 1e3:.0f} ms, "
-        f"teacher forward {teacher * 1e3:.0f} ms -> {distill / plain:.2f}x the MLM step, "
+        f"{label}: distillation step {format_seconds(distill)}, MLM step {format_seconds(plain)}, "
+        f"teacher forward {format_seconds(teacher)} -> {distill / plain:.2f}x the MLM step, "
         f"{(distill - teacher) / plain:.2f}x it after subtracting the teacher forward ({target})"
     )
 

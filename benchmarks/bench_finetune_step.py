@@ -37,7 +37,7 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies
+from timing import compare_latencies, format_seconds
 
 from compact_bert.configuration import preset_config
 from compact_bert.finetuning.peft_support import build_peft_config
@@ -123,7 +123,8 @@ def _report(label: str, times: dict, trainable: dict, memory: dict) -> None:
     step_full, step_lora = memory["full"]["step_mib"], memory["lora"]["step_mib"]
     marks = {variant: ">=" if memory[variant]["lower_bound"] else "" for variant in VARIANTS}
     print(
-        f"{label}: full step {full * 1e3:.0f} ms, LoRA step {lora * 1e3:.0f} ms -> LoRA/full {lora / full:.2f}x time; "
+        f"{label}: full step {format_seconds(full)}, LoRA step {format_seconds(lora)} -> LoRA/full {lora / full:.2f}x "
+        "time; "
         f"trainable {trainable['full'] / 1e6:.2f}M vs {trainable['lora'] / 1e6:.2f}M parameters"
     )
     print(
@@ -136,7 +137,9 @@ def _report(label: str, times: dict, trainable: dict, memory: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=10, help="Interleaved timing rounds (medians are reported).")
+    parser.add_argument(
+        "--rounds", type=int, default=10, help="Interleaved timing rounds (median, minimum and p90 are reported)."
+    )
     parser.add_argument("--warmup", type=int, default=2, help="Untimed rounds first (AdamW allocates its states).")
     parser.add_argument("--memory_steps", type=int, default=3, help="Steps of each memory subprocess.")
     parser.add_argument("--tiny", action="store_true", help="2-layer models (and 8 experts in MoE-BERT): smoke runs.")

@@ -38,6 +38,7 @@ __all__ = [
     "eager_runner",
     "latency_inputs",
     "measure_interleaved",
+    "measure_interleaved_samples",
     "onnxruntime_runner",
     "tflite_runner",
 ]
@@ -104,6 +105,15 @@ def measure_interleaved(
 ) -> dict[str, RuntimeLatency]:
     """Median and 90th-percentile milliseconds per call of each runner, all measured in the same rounds; each timed
     call follows an untimed call of the same runner (module docstring)."""
+    samples = measure_interleaved_samples(runners, rounds, warmup)
+    return {name: _summary(values) for name, values in samples.items()}
+
+
+def measure_interleaved_samples(
+    runners: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3
+) -> dict[str, list[float]]:
+    """The milliseconds of every timed call of each runner, in round order (what ``measure_interleaved``
+    summarises; the benchmarks print more than the median from it)."""
     if rounds < 1 or warmup < 0:
         raise ValueError(f"rounds must be >= 1 and warmup >= 0, got rounds={rounds}, warmup={warmup}.")
     samples: dict[str, list[float]] = {name: [] for name in runners}
@@ -116,7 +126,7 @@ def measure_interleaved(
             start = time.perf_counter()
             run()
             samples[name].append((time.perf_counter() - start) * 1e3)
-    return {name: _summary(values) for name, values in samples.items()}
+    return samples
 
 
 def _summary(milliseconds: list[float]) -> RuntimeLatency:
