@@ -12,6 +12,7 @@ import torch
 from accelerate.utils import model_has_dtensor
 from transformers import TrainerCallback
 
+from ..training.fsdp import shard_frozen_teacher
 from ..training.loss_guard import LossGuardCallback
 from ..training.precision_checks import check_precision_supported
 from ..training.routing_keys import routing_statistics
@@ -55,9 +56,12 @@ def prepare_frozen_teacher(teacher: torch.nn.Module, accelerator) -> torch.nn.Mo
     Placement is asked for explicitly because Accelerate skips it under FSDP (it leaves placement to the
     sharding wrapper, which evaluation mode does not apply); a teacher already distributed by transformers
     (DTensor parameters, a ``device_map``) keeps its placement. Accelerate 1.15's evaluation mode does not
-    shard: under FSDP / DeepSpeed ZeRO-3 every process holds the whole (frozen) teacher.
+    shard; under FSDP2 the teacher is sharded here instead (``training.fsdp.shard_frozen_teacher``), under FSDP1 /
+    DeepSpeed ZeRO-3 every process holds the whole (frozen) teacher.
     """
     freeze_teacher(teacher)
+    if accelerator.is_fsdp2 and not model_has_dtensor(teacher):
+        return shard_frozen_teacher(teacher, accelerator)
     prepared = accelerator.prepare_model(
         teacher, device_placement=not model_has_dtensor(teacher), evaluation_mode=True
     )

@@ -26,7 +26,14 @@ from pathlib import Path
 from huggingface_hub import create_repo
 from transformers.utils.hub import create_and_tag_model_card
 
-__all__ = ["GENERATED_HEADER", "REMOTE_CODE_ROOT", "SavesRemoteCode", "committed_remote_code", "write_remote_code"]
+__all__ = [
+    "GENERATED_HEADER",
+    "REMOTE_CODE_ROOT",
+    "SavesRemoteCode",
+    "committed_remote_code",
+    "saved_model_class",
+    "write_remote_code",
+]
 
 # The committed remote code, one folder per model type (package data of the wheel).
 REMOTE_CODE_ROOT = Path(__file__).resolve().parent / "remote_code"
@@ -53,7 +60,8 @@ class SavesRemoteCode:
                 "`push_to_hub=True` with `distributed_checkpoint=True` is not supported for compact-bert models: "
                 "save the distributed checkpoint, consolidate it, then push the consolidated model."
             )
-        committed_remote_code(type(self))  # a class without remote code fails before anything is written
+        model_class = saved_model_class(self)
+        committed_remote_code(model_class)  # a class without remote code fails before anything is written
         push_arguments = {name: kwargs.pop(name) for name in _PUSH_ARGUMENTS if name in kwargs}
         # ``is_main_process`` is the first positional parameter of ``save_pretrained`` on both lines.
         is_main_process = args[0] if args else kwargs.get("is_main_process", True)
@@ -75,7 +83,7 @@ class SavesRemoteCode:
         super().save_pretrained(save_directory, *args, push_to_hub=False, **kwargs)
         if not writes_here:
             return
-        write_remote_code(type(self), save_directory)
+        write_remote_code(model_class, save_directory)
         if push_to_hub:
             model_card = create_and_tag_model_card(repo_id, self.model_tags, token=token)
             model_card.save(Path(save_directory) / "README.md")
@@ -89,6 +97,19 @@ class SavesRemoteCode:
                 revision=push_arguments.get("revision"),
                 commit_description=push_arguments.get("commit_description"),
             )
+
+
+def saved_model_class(model) -> type:
+    """The family class whose remote code a save of ``model`` writes. FSDP2's ``fully_shard`` swaps a sharded
+    module's class for a generated ``FSDP<Name>(FSDPModule, Name)`` defined in torch, which has no remote code."""
+    model_class = type(model)
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # torch without FSDP2
+        return model_class
+    while issubclass(model_class, FSDPModule) and model_class is not FSDPModule:
+        model_class = next(base for base in model_class.__bases__ if base is not FSDPModule)
+    return model_class
 
 
 def committed_remote_code(model_class: type) -> tuple[list[Path], dict[str, str]]:

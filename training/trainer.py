@@ -16,6 +16,10 @@ point of ``Trainer`` rather than a stack of mixins:
   dropout and any sampling in a loss (``step_generator``) depend on the run's seed, the optimizer step, the
   micro-batch and the process, never on the global random state's history, so a resumed run continues the same run
   (``step_randomness``).
+- **FSDP2** (``fsdp``): ``--fsdp`` also shards on CPU processes (gloo), where Accelerate would silently fall back to
+  DDP; models whose MLM bias is aliased are sharded layer by layer here; a resumed run loads the optimizer state of
+  parameters the loss never reached as the uninterrupted run had it (none); the finished model is saved whole
+  whatever the checkpoints' state-dict type.
 """
 
 from __future__ import annotations
@@ -28,6 +32,14 @@ from transformers import Trainer
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from .console_log import ConcisePrinterCallback, ConciseProgressCallback, verbose
+from .fsdp import (
+    enable_fsdp_on_cpu,
+    fsdp_plugin_arguments,
+    has_aliased_parameters,
+    parameters_without_saved_state,
+    saves_sharded_state_dict,
+    shard_model,
+)
 from .step_randomness import draw_training_targets, run_seed, seeded_generator, seeded_global_randomness, step_seed
 from .trainer_guards import check_training_steps
 from .write_errors import explain_write_errors
@@ -45,6 +57,12 @@ class CompactBertTrainer(Trainer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.is_fsdp_enabled and self.accelerator.is_fsdp2 and has_aliased_parameters(self.model):
+            # accelerate's grouping would split an aliased MLM bias over two groups (training/fsdp.py); ours keeps
+            # it in the root group. accelerate then leaves the FSDP module as it is (fsdp_utils.py:763-767), and must
+            # not look the layer classes up by their (now FSDP<Name>) names (dataclasses.py:2095).
+            self.accelerator.state.fsdp_plugin.auto_wrap_policy = None
+            shard_model(self.model, self.accelerator, self.accelerator.state.fsdp_plugin.reshard_after_forward)
         self._loss_terms: dict[str, dict[str, tuple]] = {"train": {}, "eval": {}}
         self._current_step_seed: int | None = None
         self._micro_batch_step: int | None = None
@@ -60,6 +78,25 @@ class CompactBertTrainer(Trainer):
                     self.remove_callback(default)
                     self.add_callback(concise)
 
+    # -- FSDP ------------------------------------------------------------------------------------------
+    def create_accelerator_and_postprocess(self):
+        """``--fsdp`` on CPU too: Accelerate 1.15 ignores the FSDP plugin there (training/fsdp.py)."""
+        super().create_accelerator_and_postprocess()
+        if enable_fsdp_on_cpu(self.accelerator, fsdp_plugin_arguments(self.args)):
+            self.is_fsdp_enabled = True
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        """Parameters with no saved optimizer state (never reached by the loss) are frozen while an FSDP checkpoint's
+        optimizer state loads, so they stay without state, as in the uninterrupted run."""
+        hidden = parameters_without_saved_state(self.model, checkpoint) if checkpoint and self.is_fsdp_enabled else []
+        for parameter in hidden:
+            parameter.requires_grad_(False)
+        try:
+            return super()._load_optimizer_and_scheduler(checkpoint)
+        finally:
+            for parameter in hidden:
+                parameter.requires_grad_(True)
+
     # -- run guards ------------------------------------------------------------------------------------
     def train(self, *args, **kwargs):
         try:
@@ -73,6 +110,13 @@ class CompactBertTrainer(Trainer):
 
     def save_model(self, output_dir=None, _internal_call=False):
         with explain_write_errors(output_dir or self.args.output_dir, "Saving the model to"):
+            if not _internal_call and self.is_fsdp_enabled and saves_sharded_state_dict(self.accelerator):
+                # Checkpoints keep the shards, but the Trainer would write no model at all: the finished model is
+                # gathered (a collective: every process calls this) and saved whole, loadable by from_pretrained.
+                state_dict = self.accelerator.get_state_dict(self.model)
+                if self.args.should_save:
+                    self._save(output_dir, state_dict=state_dict)
+                return None
             return super().save_model(output_dir, _internal_call)
 
     def get_eval_dataloader(self, eval_dataset=None):
