@@ -29,9 +29,9 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def cli_command(arguments: list[str], processes: int = 1) -> list[str]:
-    if processes == 1:
-        return [sys.executable, "-m", "compact_bert.cli.main", *arguments]
+def accelerate_launch(processes: int, *target: str) -> list[str]:
+    """``accelerate launch`` of ``target`` (a script and its arguments, or ``-m module …``) on ``processes`` CPU
+    processes (gloo, torchrun launcher), on a port no other test holds."""
     return [
         sys.executable,
         "-m",
@@ -47,10 +47,14 @@ def cli_command(arguments: list[str], processes: int = 1) -> list[str]:
         "no",
         "--main_process_port",
         str(free_port()),
-        "-m",
-        "compact_bert.cli.main",
-        *arguments,
+        *target,
     ]
+
+
+def cli_command(arguments: list[str], processes: int = 1) -> list[str]:
+    if processes == 1:
+        return [sys.executable, "-m", "compact_bert.cli.main", *arguments]
+    return accelerate_launch(processes, "-m", "compact_bert.cli.main", *arguments)
 
 
 def run_cli(arguments: list[str], processes: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig
 from compact_bert.distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from compact_bert.modeling import MiniMoEModel
 from compact_bert.training.compat import save_tokenizer, translate_legacy_training_flags
-from tests.distillation.cli_helpers import REPO_ROOT, environment, free_port
+from tests.distillation.cli_helpers import REPO_ROOT, accelerate_launch, environment
 from tests.distillation.distributed_terms_script import same_device
 
 SCRIPT = Path(__file__).with_name("distributed_terms_script.py")
@@ -56,24 +55,7 @@ def test_teacher_is_prepared_by_the_accelerator_in_evaluation_mode(tmp_path):
 
 
 def test_loss_terms_are_averaged_over_processes(tmp_path):
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(free_port()),
-        str(SCRIPT),
-        str(tmp_path),
-    ]
+    command = accelerate_launch(2, str(SCRIPT), str(tmp_path))
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment(), cwd=REPO_ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     recorded = json.loads((tmp_path / "terms.json").read_text())

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ import torch
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from compact_bert.modeling import MiniMoEModel
-from tests.distillation.cli_helpers import REPO_ROOT, environment, free_port, run_cli
+from tests.distillation.cli_helpers import REPO_ROOT, accelerate_launch, environment, run_cli
 from tests.distillation.test_minimoe_tcd_cli import _minimoe
 from tests.training.fsdp_runs import (
     SAVE_STEPS,
@@ -42,24 +41,7 @@ RUNS = {
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory) -> dict:
     output = tmp_path_factory.mktemp("fsdp")
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(free_port()),
-        str(SCRIPT),
-        str(output),
-    ]
+    command = accelerate_launch(2, str(SCRIPT), str(output))
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment(), cwd=REPO_ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return json.loads((output / "fsdp.json").read_text())
