@@ -26,9 +26,9 @@ from accelerate.utils.dataclasses import get_module_class_from_name
 __all__ = [
     "enable_fsdp_on_cpu",
     "fsdp_plugin_arguments",
-    "saves_sharded_state_dict",
     "has_aliased_parameters",
     "parameters_without_saved_state",
+    "saves_sharded_state_dict",
     "shard_frozen_teacher",
     "shard_model",
 ]
