@@ -102,11 +102,9 @@ class SavesRemoteCode:
 def saved_model_class(model) -> type:
     """The family class whose remote code a save of ``model`` writes. FSDP2's ``fully_shard`` swaps a sharded
     module's class for a generated ``FSDP<Name>(FSDPModule, Name)`` defined in torch, which has no remote code."""
+    from torch.distributed.fsdp import FSDPModule  # imported here: saving must not initialise torch.distributed
+
     model_class = type(model)
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:  # torch without FSDP2
-        return model_class
     while issubclass(model_class, FSDPModule) and model_class is not FSDPModule:
         model_class = next(base for base in model_class.__bases__ if base is not FSDPModule)
     return model_class

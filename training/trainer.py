@@ -81,7 +81,17 @@ class CompactBertTrainer(Trainer):
     # -- FSDP ------------------------------------------------------------------------------------------
     def create_accelerator_and_postprocess(self):
         """``--fsdp`` on CPU too: Accelerate 1.15 ignores the FSDP plugin there (training/fsdp.py)."""
-        super().create_accelerator_and_postprocess()
+        try:
+            super().create_accelerator_and_postprocess()
+        except RuntimeError as error:
+            if self.args.fsdp and "no available devices" in str(error):
+                raise ValueError(
+                    "--fsdp on CPU processes: `sync_module_states` (on by default in transformers 4.57) broadcasts "
+                    "rank 0's weights from an accelerator device, and there is none. Add "
+                    '"sync_module_states": false to --fsdp_config (every process builds the same weights from the '
+                    "seed); see docs/distributed.md."
+                ) from error
+            raise
         if enable_fsdp_on_cpu(self.accelerator, fsdp_plugin_arguments(self.args)):
             self.is_fsdp_enabled = True
 
@@ -110,7 +120,8 @@ class CompactBertTrainer(Trainer):
 
     def save_model(self, output_dir=None, _internal_call=False):
         with explain_write_errors(output_dir or self.args.output_dir, "Saving the model to"):
-            if not _internal_call and self.is_fsdp_enabled and saves_sharded_state_dict(self.accelerator):
+            fsdp2 = self.is_fsdp_enabled and self.accelerator.is_fsdp2  # FSDP1 gathers only under FULL_STATE_DICT
+            if not _internal_call and fsdp2 and saves_sharded_state_dict(self.accelerator):
                 # Checkpoints keep the shards, but the Trainer would write no model at all: the finished model is
                 # gathered (a collective: every process calls this) and saved whole, loadable by from_pretrained.
                 state_dict = self.accelerator.get_state_dict(self.model)

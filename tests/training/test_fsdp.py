@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from compact_bert.modeling import MiniMoEModel
@@ -133,3 +135,34 @@ def test_the_distill_command_shards_on_two_cpu_processes(tmp_path):
     assert summary["world_size"] == 2 and summary["optimizer_steps"] == 4
     assert (output / "checkpoint-4" / "pytorch_model_fsdp_0").is_dir()  # FSDP's sharded checkpoint, not DDP's
     assert isinstance(AutoModel.from_pretrained(output), MiniMoEModel)
+
+
+FSDP_WITHOUT_A_DEVICE = """
+import transformers
+from transformers import TrainingArguments
+from compact_bert.finetuning.finetune_trainer import FinetuneTrainer
+from fsdp_runs import minimoe_model, FSDP
+from compact_bert.modeling import MiniMoEForSequenceClassification
+arguments = TrainingArguments(output_dir=OUTPUT, use_cpu=True, fsdp=FSDP, fsdp_config={"version": 2}, report_to="none")
+FinetuneTrainer(model=minimoe_model(0, MiniMoEForSequenceClassification), args=arguments)
+"""
+
+
+def test_fsdp_on_cpu_without_a_device_to_sync_from_names_the_setting(tmp_path):
+    """On 4.57 Accelerate refuses the plugin deep inside ``Trainer`` ("no available devices found"); the message
+    must name the setting to change. 5.x refuses FSDP in one process with its own clear message. Run in a process of
+    its own: transformers 4.57 writes ``--fsdp`` into the environment."""
+    script = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); OUTPUT = {str(tmp_path)!r}\n"
+    result = subprocess.run(
+        [sys.executable, "-c", script + FSDP_WITHOUT_A_DEVICE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment(),
+        cwd=REPO_ROOT,
+    )
+    assert result.returncode != 0
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        assert "Using fsdp only works in distributed training" in result.stderr, result.stderr[-2000:]
+    else:
+        assert '"sync_module_states": false to --fsdp_config' in result.stderr, result.stderr[-2000:]
