@@ -1,10 +1,10 @@
-"""Where fused dense layers pay (``modeling/fused_linear.py``), measured side by side in one run.
+"""Where fused dense layers pay (``modeling/dense_implementations.py``), measured side by side in one run.
 
 For the dense products of MobileBERT (128-wide bottlenecks, 512-wide FFNs) and MiniLM 384 at 128 and 1,024 rows
-(batch 1 and 8 × 128 tokens), each case is timed through the product's own call with fusion forced on
-(``MIN_FUSED_MULTIPLY_ADDS = 0``: packed weights, epilogue fused, projections joined, with every per-call check)
-and through the plain modules (``weight_packing(False)``), interleaved. A ratio below 1 means fusing pays; the
-multiply-adds per call decide it, which is what ``MIN_FUSED_MULTIPLY_ADDS`` encodes.
+(batch 1 and 8 × 128 tokens), each case is timed through the ``"onednn"`` implementation (packed weights, epilogue fused, projections
+joined, with every per-call check) and through the ``"eager"`` one (the plain modules), interleaved. A ratio below
+1 means fusing pays here; the last column says whether ``"auto"`` fuses that call on this machine (its probe,
+``modeling/implementation_probe.py``).
 
 Run: ``python benchmarks/bench_fused_linear.py`` (``--quick``: few rounds, a smoke run).
 """
@@ -20,10 +20,9 @@ from torch import nn
 from transformers.activations import GELUActivation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import compare_latencies, on_plain_path
+from timing import compare_latencies
 
-from compact_bert.modeling import fused_linear as fused_linear_module
-from compact_bert.modeling.fused_linear import fused_linear, joined_linear
+from compact_bert.modeling.dense_implementations import ALL_DENSE_IMPLEMENTATIONS, DenseShape, probed_fusion
 
 # (label, input width, output widths joined, activation, residual)
 CASES = [
@@ -38,10 +37,15 @@ CASES = [
 ACTIVATIONS = {"relu": nn.ReLU(), "gelu": GELUActivation()}  # the activations the models use
 
 
-def _call(linears, activation, residual, inputs):
+def _call(implementation: str, linears, activation, residual, inputs):
+    dense = ALL_DENSE_IMPLEMENTATIONS[implementation]
     if len(linears) > 1:
-        return lambda: joined_linear(linears, inputs)
-    return lambda: fused_linear(linears[0], inputs, activation=activation, residual=residual)
+        return lambda: dense.joined(linears, inputs)
+    return lambda: dense.linear(linears[0], inputs, activation=activation, residual=residual)
+
+
+def _epilogue(activation_name: str | None, has_residual: bool) -> str:
+    return activation_name or ("residual" if has_residual else "none")
 
 
 def main() -> None:
@@ -49,7 +53,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="Few rounds: a smoke run whose numbers mean little.")
     rounds = 5 if parser.parse_args().quick else 200
     torch.manual_seed(0)
-    fused_linear_module.MIN_FUSED_MULTIPLY_ADDS = 0  # time the fused path at every size
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; fused vs plain modules, median us per call")
     for label, width, outputs, activation_name, has_residual in CASES:
         linears = tuple(nn.Linear(width, out).eval() for out in outputs)
@@ -57,12 +60,14 @@ def main() -> None:
         for rows in (128, 1024):
             inputs = torch.randn(rows, width)
             residual = torch.randn(rows, outputs[0]) if has_residual else None
-            call = _call(linears, activation, residual, inputs)
-            times = compare_latencies({"fused": call, "plain": on_plain_path(call)}, rounds=rounds, warmup=3)
+            calls = {name: _call(name, linears, activation, residual, inputs) for name in ("onednn", "eager")}
+            times = compare_latencies({"fused": calls["onednn"], "plain": calls["eager"]}, rounds=rounds, warmup=3)
             multiply_adds = rows * width * sum(outputs)
+            shape = DenseShape(_epilogue(activation_name, has_residual), width, sum(outputs), len(outputs), rows)
+            auto = "fuses" if probed_fusion(shape) else "plain"
             print(
                 f"{label}, {rows} rows ({multiply_adds / 1e6:.1f}M multiply-adds): fused {times['fused'] * 1e6:.0f} "
-                f"us, plain {times['plain'] * 1e6:.0f} us -> {times['fused'] / times['plain']:.2f}x"
+                f"us, plain {times['plain'] * 1e6:.0f} us -> {times['fused'] / times['plain']:.2f}x; auto: {auto}"
             )
 
 

@@ -1,8 +1,8 @@
 """MoE layer against its lower bounds (DESIGN.md §2.4, issue 10 targets), measured side by side in one run.
 
 Inference (eval mode, ``torch.inference_mode``; the layer packs its expert weights for oneDNN once, see
-``modeling/packed_weights.py``; "plain" is the same layer under ``weight_packing(False)``, today's per-call
-``F.linear``):
+``modeling/packed_weights.py``, ``moe_implementation="onednn"``; "plain" is the same layer with
+``moe_implementation="eager"``, the per-call ``F.linear`` loop):
 
 1. 4 experts, d=384, FFN 1536, 128 tokens: MoE layer vs one expert FFN over all tokens on the same kernel
    path (packed vs packed, plain vs plain); target <= 1.5x. Floor printed: the per-expert GEMMs over equal
@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import compare_latencies, format_ratio, on_plain_path
 
 from compact_bert.configuration import MiniMoEConfig
-from compact_bert.modeling.grouped_gemm import grouped_expert_gemm, grouped_gemm_applies
+from compact_bert.modeling.grouped_gemm import grouped_gemm_supported
+from compact_bert.modeling.implementation_selection import selected_implementations
 from compact_bert.modeling.moe_layer import MoEFeedForward
 from compact_bert.modeling.packed_weights import (
     packed_expert_weights,
@@ -81,8 +82,8 @@ def _experts_only(layer: MoEFeedForward):
     (on the layer's own kernel path: its packed copies where it packs)."""
     experts = layer.experts
     with torch.inference_mode():
-        fc1 = packed_expert_weights(experts.fc1_weight, experts, experts.pack_inference_weights)
-        fc2 = packed_expert_weights(experts.fc2_weight, experts, experts.pack_inference_weights)
+        fc1 = packed_expert_weights(experts.fc1_weight, experts)
+        fc2 = packed_expert_weights(experts.fc2_weight, experts)
 
     def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
         if fc1 is not None and fc2 is not None:
@@ -143,7 +144,7 @@ def small_layer_case(rounds: int, sizes: dict) -> None:
             "moe": lambda: layer(tokens, mask, None),
             "one_expert": lambda: packed_ffn(tokens),
             "experts_only": lambda: experts_only(tokens),
-            "moe_plain": on_plain_path(lambda: layer(tokens, mask, None)),
+            "moe_plain": on_plain_path(layer.experts, lambda: layer(tokens, mask, None)),
             "one_expert_plain": lambda: _one_expert(layer, tokens),
         },
         rounds=rounds,
@@ -153,7 +154,7 @@ def small_layer_case(rounds: int, sizes: dict) -> None:
     print(format_ratio(label, times["moe"], one_expert, "<= 1.5x"))
     print(format_ratio("  floor: per-expert packed GEMMs, no routing", times["experts_only"], one_expert, "report"))
     print(format_ratio("  plain F.linear path, MoE vs one FFN", times["moe_plain"], plain_one_expert, "report"))
-    print(format_ratio("  MoE packed vs MoE plain", times["moe"], times["moe_plain"], "report"))
+    print(format_ratio("  MoE default (auto) vs MoE plain", times["moe"], times["moe_plain"], "report"))
 
 
 def large_layer_cases(rounds: int, sizes: dict) -> None:
@@ -167,7 +168,7 @@ def large_layer_cases(rounds: int, sizes: dict) -> None:
         {
             "moe": lambda: layer(tokens, mask, None),
             "floor": _read_weights(layer, used),
-            "moe_plain": on_plain_path(lambda: layer(tokens, mask, None)),
+            "moe_plain": on_plain_path(layer.experts, lambda: layer(tokens, mask, None)),
             "mixtral_loop": lambda: _mixtral_style(layer, tokens),
         },
         rounds=rounds,
@@ -179,7 +180,7 @@ def large_layer_cases(rounds: int, sizes: dict) -> None:
         f"of weights): MoE {times['moe'] * 1e3:.2f} ms, weight-read floor {floor * 1e3:.2f} ms "
         f"({bytes_read / floor / 1e9:.1f} GB/s) -> {floor / times['moe']:.0%} of the floor's speed (target >= 80%)"
     )
-    print(format_ratio("  MoE packed vs plain", times["moe"], times["moe_plain"], "report"))
+    print(format_ratio("  MoE default (auto) vs plain", times["moe"], times["moe_plain"], "report"))
     print(format_ratio("  MoE vs Mixtral-style loop", times["moe"], times["mixtral_loop"], "< 1x"))
     expert_bytes = sum(p.numel() * p.element_size() for p in layer.experts.parameters())
     print(
@@ -220,17 +221,17 @@ def training_cases(rounds: int, sizes: dict) -> None:
             def step(layer=layer, tokens=tokens, mask=mask, upstream=upstream):
                 layer(tokens, mask, None)[0].backward(upstream)
 
-            def loop_step():
-                with grouped_expert_gemm(False):
+            def loop_step(layer=layer, step=step):
+                with selected_implementations(layer.experts, moe="eager"):
                     step()
 
-            def grouped_step():
-                with grouped_expert_gemm(True):
+            def grouped_step(layer=layer, step=step):
+                with selected_implementations(layer.experts, moe="grouped_mm"):
                     step()
 
             candidates = {"moe_loop": loop_step, "dense": lambda: _one_expert(layer, tokens).backward(upstream)}  # noqa: B023
-            with torch.enable_grad():
-                grouped_by_default = grouped_gemm_applies(layer.experts.fc1_weight)
+            # "auto" in training: the grouped GEMM wherever it runs.
+            grouped_by_default = grouped_gemm_supported(layer.experts.fc1_weight)
             if hasattr(torch, "_grouped_mm"):
                 candidates["moe_grouped"] = grouped_step
             times = compare_latencies(

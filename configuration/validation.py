@@ -13,6 +13,9 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "DENSE_IMPLEMENTATIONS",
+    "MOE_IMPLEMENTATIONS",
+    "implementation_fields",
     "reject_misspelt_fields",
     "require_bool",
     "require_choice",
@@ -23,6 +26,25 @@ __all__ = [
     "require_positive_int",
     "require_token_id",
 ]
+
+# ``dense_implementation`` / ``moe_implementation``: what computes the dense projections and the experts
+# (``modeling/dense_implementations.py``, ``modeling/moe_implementations.py``).
+DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
+MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn")
+
+
+def implementation_fields(
+    owner: str, dense_implementation: str, moe_implementation: str, pack_inference_weights: bool | None
+) -> tuple[str, str]:
+    """The two implementation fields, checked, with a config saved before they existed read as it meant:
+    ``pack_inference_weights=False`` asked for the plain modules and the per-expert loop (``"eager"``)."""
+    if pack_inference_weights is not None:
+        require_bool(owner, "pack_inference_weights", pack_inference_weights)
+        if not pack_inference_weights:
+            dense_implementation = moe_implementation = "eager"
+    require_choice(owner, "dense_implementation", dense_implementation, DENSE_IMPLEMENTATIONS)
+    require_choice(owner, "moe_implementation", moe_implementation, MOE_IMPLEMENTATIONS)
+    return dense_implementation, moe_implementation
 
 
 def _fail(owner: str, field: str, value: Any, allowed: str) -> None:

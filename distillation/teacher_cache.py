@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from ..modeling.implementation_probe import compact_bert_cache_root
 from ..training.checkpoints import file_sha256
 from ..training.run_errors import RunSettingsError
 
@@ -48,15 +49,6 @@ _MANIFEST_FILE = "manifest.json"
 
 class TeacherCacheError(RunSettingsError):
     """A cache entry exists but cannot be trusted; the message names its folder and how to rebuild it."""
-
-
-def compact_bert_cache_root() -> Path:
-    """``$COMPACT_BERT_CACHE``, else ``$XDG_CACHE_HOME/compact_bert``, else ``~/.cache/compact_bert``."""
-    root = (
-        os.environ.get("COMPACT_BERT_CACHE")
-        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "compact_bert"
-    )
-    return Path(root)
 
 
 def default_cache_dir() -> Path:

@@ -7,54 +7,31 @@ multiplies the rows of every expert, sorted by expert into one ``[tokens, in]`` 
 forward + backward): 0.64-0.74x the per-expert loop's time for 64 experts of d=768, 0.93-0.98x for 4 experts of
 d=384; at inference on CPU the experts multiply with weights packed once for oneDNN instead (``packed_weights``).
 
-When it runs: ``grouped_expert_gemm(None)`` (the default) uses it on CUDA, and on CPU while autograd records
-(training), wherever the op exists and passed a one-time probe against the per-expert loop for that device and
-dtype; ``grouped_expert_gemm(True)`` uses it wherever the op exists; ``False`` never. Never while tracing,
-compiling or exporting (the traced programs keep their per-expert form), nor for expert widths whose rows are not
-a multiple of 16 bytes (the op's alignment rule). torch 2.13's CPU backward of the op
-rejects an expanded (stride-0) output gradient, such as ``.sum().backward()`` hands it: the output passes through
-``_contiguous_gradient`` first.
+When it can run: wherever the op exists and passed a one-time check against the per-expert loop for that device
+and dtype (``grouped_gemm_supported``); never while tracing, compiling or exporting (the traced programs keep their
+per-expert form), nor for expert widths whose rows are not a multiple of 16 bytes (the op's alignment rule). When it
+does run is the MoE implementation's choice (``moe_implementations``: ``"grouped_mm"``, or ``"auto"`` in training
+and on CUDA). torch 2.13's CPU backward of the op rejects an expanded (stride-0) output gradient, such as
+``.sum().backward()`` hands it: the output passes through ``_contiguous_gradient`` first.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import torch
 
-__all__ = ["grouped_expert_gemm", "grouped_gemm_applies", "grouped_linear_rows"]
-
-_MODE = {"enabled": None}
+__all__ = ["grouped_gemm_supported", "grouped_linear_rows"]
 
 
-@contextlib.contextmanager
-def grouped_expert_gemm(enabled: bool | None):
-    """Use the grouped GEMM for the MoE calls made inside the block: ``None`` automatic (CUDA; CPU in training),
-    ``True`` wherever ``torch._grouped_mm`` exists, ``False`` never."""
-    if enabled not in (None, True, False):
-        raise ValueError(f"grouped_expert_gemm: `enabled` must be None, True or False, got {enabled!r}.")
-    previous = _MODE["enabled"]
-    _MODE["enabled"] = enabled
-    try:
-        yield
-    finally:
-        _MODE["enabled"] = previous
-
-
-def grouped_gemm_applies(weight: torch.Tensor) -> bool:
-    """Whether the experts of ``weight`` (``[E, out, in]``) run as one grouped GEMM now (module docstring)."""
-    mode = _MODE["enabled"]
-    if mode is False or not hasattr(torch, "_grouped_mm"):
+def grouped_gemm_supported(weight: torch.Tensor) -> bool:
+    """Whether the experts of ``weight`` (``[E, out, in]``) can run as one grouped GEMM now (module docstring)."""
+    if not hasattr(torch, "_grouped_mm"):
         return False
     if torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing():
         return False
     if any(size * weight.element_size() % 16 for size in weight.shape[-2:]):
         return False  # the op needs 16-byte-aligned rows (e.g. widths divisible by 4 in float32)
-    if mode is True:
-        return True
-    if weight.device.type == "cpu" and not torch.is_grad_enabled():
-        return False
     return weight.device.type in ("cuda", "cpu") and _probe(weight.device, weight.dtype)
 
 

@@ -31,7 +31,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
-from .fused_linear import fused_linear, joined_linear, joined_linear_at_inference
+from .dense_implementations import dense_joined, dense_linear
 from .normalization import NoNorm, build_normalization
 from .outputs import CompactBertModelOutput, CompactBertPreTrainingOutput
 from .pretrained_base import CompactBertPreTrainedModel, fill_unless_loaded
@@ -111,7 +111,6 @@ class BottleneckBertSelfAttention(nn.Module):
         self.query = nn.Linear(query_key_input, all_head_size)
         self.key = nn.Linear(query_key_input, all_head_size)
         self.value = nn.Linear(value_input, all_head_size)
-        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, query_input, key_input, value_input, additive_mask, output_attentions):
         query, key, value = self._project(query_input, key_input, value_input)
@@ -123,17 +122,16 @@ class BottleneckBertSelfAttention(nn.Module):
 
     def _project(self, query_input, key_input, value_input):
         """Q, K, V; the projections of one input tensor (query and key in MobileBERT, all three in IB-BERT and
-        MobileBERT-TINY) as one GEMM at inference (``fused_linear``)."""
-        enabled = self.pack_inference_weights
+        MobileBERT-TINY) joined, as one GEMM where ``dense_implementation`` joins them."""
         if query_input is not key_input:
             return tuple(
-                fused_linear(linear, states, enabled=enabled)
+                dense_linear(self.config, linear, states)
                 for linear, states in ((self.query, query_input), (self.key, key_input), (self.value, value_input))
             )
         if key_input is value_input:
-            return joined_linear((self.query, self.key, self.value), query_input, enabled=enabled)
-        query, key = joined_linear((self.query, self.key), query_input, enabled=enabled)
-        return query, key, fused_linear(self.value, value_input, enabled=enabled)
+            return dense_joined(self.config, (self.query, self.key, self.value), query_input)
+        query, key = dense_joined(self.config, (self.query, self.key), query_input)
+        return query, key, dense_linear(self.config, self.value, value_input)
 
 
 class BottleneckBertSelfOutput(nn.Module):
@@ -144,14 +142,11 @@ class BottleneckBertSelfOutput(nn.Module):
         self.LayerNorm = _norm(config, config.true_hidden_size)
         if not self.use_bottleneck:
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states, residual):
         dropout = getattr(self, "dropout", None)
-        output = fused_linear(
-            self.dense, hidden_states, dropout=dropout, residual=residual, enabled=self.pack_inference_weights
-        )
-        return self.LayerNorm(output)
+        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states, dropout=dropout, residual=residual))
 
 
 class BottleneckBertAttention(nn.Module):
@@ -170,12 +165,10 @@ class BottleneckBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.true_hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states):
-        return fused_linear(
-            self.dense, hidden_states, activation=self.intermediate_act_fn, enabled=self.pack_inference_weights
-        )
+        return dense_linear(self.config, self.dense, hidden_states, activation=self.intermediate_act_fn)
 
 
 class BottleneckBertOutputBottleneck(nn.Module):
@@ -186,12 +179,10 @@ class BottleneckBertOutputBottleneck(nn.Module):
         self.dense = nn.Linear(config.true_hidden_size, config.hidden_size)
         self.LayerNorm = _norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states, residual):
-        output = fused_linear(
-            self.dense, hidden_states, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
-        )
+        output = dense_linear(self.config, self.dense, hidden_states, dropout=self.dropout, residual=residual)
         return self.LayerNorm(output)
 
 
@@ -205,17 +196,11 @@ class BottleneckBertOutput(nn.Module):
             self.bottleneck = BottleneckBertOutputBottleneck(config)
         else:
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, intermediate_states, ffn_residual, layer_residual):
         dropout = getattr(self, "dropout", None)
-        output = fused_linear(
-            self.dense,
-            intermediate_states,
-            dropout=dropout,
-            residual=ffn_residual,
-            enabled=self.pack_inference_weights,
-        )
+        output = dense_linear(self.config, self.dense, intermediate_states, dropout=dropout, residual=ffn_residual)
         output = self.LayerNorm(output)
         return self.bottleneck(output, layer_residual) if self.use_bottleneck else output
 
@@ -225,10 +210,10 @@ class BottleneckBertBottleneckLayer(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intra_bottleneck_size)
         self.LayerNorm = _norm(config, config.intra_bottleneck_size)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states):
-        return self.LayerNorm(fused_linear(self.dense, hidden_states, enabled=self.pack_inference_weights))
+        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states))
 
 
 class AttentionInputs(NamedTuple):
@@ -250,18 +235,10 @@ class BottleneckBertBottleneck(nn.Module):
 
     def forward(self, hidden_states) -> AttentionInputs:
         if self.attention_input == "shared_bottleneck":
-            # Both bottlenecks read the same features: one GEMM at inference (``joined_linear_at_inference``).
+            # Both bottlenecks read the same features: one GEMM where ``dense_implementation`` joins them.
             bottlenecks = (self.input, self.attention)
-            projected = joined_linear_at_inference(
-                [layer.dense for layer in bottlenecks],
-                hidden_states,
-                enabled=self.input.pack_inference_weights,
-                bypassed=bottlenecks,
-            )
-            if projected is None:
-                layer_input, shared = self.input(hidden_states), self.attention(hidden_states)
-            else:
-                layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
+            projected = dense_joined(self.input.config, [layer.dense for layer in bottlenecks], hidden_states)
+            layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
             return AttentionInputs(shared, shared, hidden_states, layer_input)
         layer_input = self.input(hidden_states)
         if self.attention_input == "intra_bottleneck":
@@ -274,12 +251,10 @@ class BottleneckBertFFNOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
         self.LayerNorm = _norm(config, config.true_hidden_size)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states, residual):
-        return self.LayerNorm(
-            fused_linear(self.dense, hidden_states, residual=residual, enabled=self.pack_inference_weights)
-        )
+        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states, residual=residual))
 
 
 class BottleneckBertFFNLayer(nn.Module):

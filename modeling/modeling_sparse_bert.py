@@ -29,7 +29,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
-from .fused_linear import fused_linear, joined_linear
+from .dense_implementations import dense_joined, dense_linear
 from .moe_layer import (
     ExpertDispatch,
     ExpertLinear,
@@ -115,15 +115,13 @@ class SparseBertSelfAttention(nn.Module):
             setattr(
                 self,
                 name,
-                nn.Linear(width, width)
-                if experts == 1
-                else ExpertLinear(experts, width, width, config.pack_inference_weights),
+                nn.Linear(width, width) if experts == 1 else ExpertLinear(config, experts, width, width),
             )
 
     def forward(self, hidden_states, additive_mask, dispatch, output_attentions):
         projections = (self.query, self.key, self.value)
-        if dispatch is None:  # dense projections of one input: one GEMM at inference (``joined_linear``)
-            states = joined_linear(projections, hidden_states, enabled=self.config.pack_inference_weights)
+        if dispatch is None:  # dense projections of one input (one GEMM where ``dense_implementation`` joins them)
+            states = dense_joined(self.config, projections, hidden_states)
         else:
             states = (_project(layer, hidden_states, dispatch) for layer in projections)
         query, key, value = (split_heads(projected, self.num_attention_heads) for projected in states)
@@ -139,20 +137,14 @@ class SparseBertSelfOutput(nn.Module):
     def __init__(self, config):
         super().__init__()
         width, experts = config.hidden_size, config.num_attention_experts
-        self.dense = (
-            nn.Linear(width, width)
-            if experts == 1
-            else ExpertLinear(experts, width, width, config.pack_inference_weights)
-        )
+        self.dense = nn.Linear(width, width) if experts == 1 else ExpertLinear(config, experts, width, width)
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, context, residual, dispatch):
         if dispatch is None:
-            output = fused_linear(
-                self.dense, context, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
-            )
+            output = dense_linear(self.config, self.dense, context, dropout=self.dropout, residual=residual)
             return self.LayerNorm(output)
         output = _project(self.dense, context, dispatch)
         output = output * dispatch.gate.view(*output.shape[:2], 1).to(output.dtype)
@@ -187,12 +179,10 @@ class SparseBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states):
-        return fused_linear(
-            self.dense, hidden_states, activation=self.intermediate_act_fn, enabled=self.pack_inference_weights
-        )
+        return dense_linear(self.config, self.dense, hidden_states, activation=self.intermediate_act_fn)
 
 
 class SparseBertOutput(nn.Module):
@@ -204,14 +194,12 @@ class SparseBertOutput(nn.Module):
             self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states, residual):
         if not hasattr(self, "dense"):  # the MoE block computed the FFN output
             return self.LayerNorm(self.dropout(hidden_states) + residual)
-        output = fused_linear(
-            self.dense, hidden_states, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
-        )
+        output = dense_linear(self.config, self.dense, hidden_states, dropout=self.dropout, residual=residual)
         return self.LayerNorm(output)
 
 

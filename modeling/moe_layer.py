@@ -9,15 +9,14 @@ Dispatch runs each expert once over its own tokens, a loop over *experts* (never
 one stable argsort of the expert ids plus a bincount sort the kept tokens by expert, one gather brings them
 into that order, each expert multiplies its contiguous slice and one scatter writes the results back; under
 ``torch.export`` / ``torch.compile`` a fixed ``for e in range(num_experts)`` loop selects each expert's tokens
-with ``nonzero`` instead, so the traced program stays correct for any routing. On CUDA, and on CPU in training,
-every expert's product runs in one ``torch._grouped_mm`` call instead (``grouped_gemm``); at inference on CPU the
-experts multiply with weights packed once for oneDNN (``packed_weights``).
+with ``nonzero`` instead, so the traced program stays correct for any routing. What multiplies each expert's tokens
+(the loop, one grouped GEMM, oneDNN-packed weights) is the expert implementation ``config.moe_implementation``
+selects (``moe_implementations``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -25,8 +24,8 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.activations import ACT2FN
 
-from .grouped_gemm import grouped_gemm_applies, grouped_linear_rows
-from .packed_weights import FUSED_ACTIVATIONS, packed_expert_weights, packed_linear
+from .moe_implementations import ALL_MOE_IMPLEMENTATIONS, ExpertDispatch, exporting
+from .packed_weights import FUSED_ACTIVATIONS
 
 __all__ = [
     "ExpertDispatch",
@@ -109,7 +108,7 @@ def _one_hot(expert_index: torch.Tensor, num_experts: int) -> torch.Tensor:
 
 def _token_fractions(expert_index: torch.Tensor, weights: torch.Tensor, num_experts: int, num_tokens) -> torch.Tensor:
     """Fraction of the (weighted) tokens whose top-1 choice is each expert."""
-    if _exporting():
+    if exporting():
         # bincount's output size is data-dependent, which export cannot express.
         counts = (_one_hot(expert_index, num_experts).to(weights.dtype) * weights.unsqueeze(-1)).sum(0)
     else:
@@ -228,89 +227,16 @@ def build_router(config, hidden_size: int, num_experts: int) -> nn.Module:
     return TopOneRouter(hidden_size, num_experts)
 
 
-def _exporting() -> bool:
-    return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
-
-
-class ExpertDispatch:
-    """The kept tokens grouped by expert for a ``RoutingDecision``, found once for every expert matrix that
-    follows (MoE attention applies four)."""
-
-    def __init__(self, decision: RoutingDecision, num_experts: int):
-        self.num_experts = num_experts
-        self.num_tokens = decision.expert_index.shape[0]
-        self.gate = decision.gate
-        target = torch.where(decision.keep, decision.expert_index, num_experts)
-        # Each token's expert, ``num_experts`` for a token no expert runs: the export hook. The batched form
-        # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of the grouping.
-        self.target = target
-        self.exporting = _exporting()
-        self._grouping: tuple[torch.Tensor, list[int]] | None = None
-
-    @property
-    def grouping(self) -> tuple[torch.Tensor, list[int]]:
-        """The kept tokens' positions sorted by expert (stable: in token order within an expert) and each expert's
-        token count. Found on first use: the batched export form never asks, and traced eagerly it would only slow
-        the export down. (Not ``functools.cached_property``: on Python 3.11 it takes an ``RLock``, which
-        ``torch.compile`` cannot trace.)"""
-        if self._grouping is None:
-            order = torch.argsort(self.target, stable=True)
-            counts = torch.bincount(self.target, minlength=self.num_experts + 1).tolist()
-            self._grouping = order[: sum(counts[: self.num_experts])], counts[: self.num_experts]
-        return self._grouping
-
-    def run(
-        self, inputs: torch.Tensor, expert_fn: Callable[[torch.Tensor, int], torch.Tensor], out_features: int
-    ) -> torch.Tensor:
-        """``expert_fn(rows, expert)`` applied to each expert's rows of ``inputs`` ``[T, in]``; dropped and
-        padding tokens get zeros.
-
-        Eager: one gather puts the kept rows in expert order, each expert multiplies its contiguous slice, and one
-        scatter puts the results back (two index operations for any number of experts). Traced (compile, export):
-        a fixed loop over every expert selects its rows with ``nonzero``, which stays right for any routing."""
-        outputs = inputs.new_zeros(self.num_tokens, out_features)
-        if self.exporting:
-            for expert in range(self.num_experts):
-                positions = (self.target == expert).nonzero().squeeze(-1)
-                expert_outputs = expert_fn(inputs.index_select(0, positions), expert)
-                outputs.index_add_(0, positions, expert_outputs.to(outputs.dtype))
-            return outputs
-        order, counts = self.grouping
-        slices = inputs.index_select(0, order).split(counts)
-        results = [expert_fn(rows, expert) for expert, rows in enumerate(slices) if rows.shape[0] > 0]
-        if results:
-            outputs.index_copy_(0, order, torch.cat(results).to(outputs.dtype))
-        return outputs
-
-    def run_grouped(
-        self,
-        inputs: torch.Tensor,
-        grouped_fn: Callable[[torch.Tensor, list[int], torch.Tensor], torch.Tensor],
-        out_features: int,
-    ) -> torch.Tensor:
-        """``grouped_fn(rows, counts, row_experts)`` applied once to the kept rows of ``inputs`` sorted by expert
-        (``counts`` rows per expert, ``row_experts`` each row's expert): the grouped-GEMM form of ``run``."""
-        outputs = inputs.new_zeros(self.num_tokens, out_features)
-        order, counts = self.grouping
-        if order.numel() > 0:
-            results = grouped_fn(inputs.index_select(0, order), counts, self.target.index_select(0, order))
-            outputs.index_copy_(0, order, results.to(outputs.dtype))
-        return outputs
-
-
 class ExpertLinear(nn.Module):
-    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight (for MoE attention).
+    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight (for MoE attention), computed by
+    the expert implementation ``config.moe_implementation`` selects (``moe_implementations``)."""
 
-    ``pack_inference_weights``: in eval mode without gradients, multiply with copies of the expert matrices
-    packed once for the CPU's GEMM library (``packed_weights``); the outputs are the same.
-    """
-
-    def __init__(self, num_experts: int, in_features: int, out_features: int, pack_inference_weights: bool = True):
+    def __init__(self, config, num_experts: int, in_features: int, out_features: int):
         super().__init__()
+        self.config = config
         self.num_experts = num_experts
         self.in_features = in_features
         self.out_features = out_features
-        self.pack_inference_weights = pack_inference_weights
         self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
 
@@ -322,51 +248,30 @@ class ExpertLinear(nn.Module):
         )
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
-        packed = packed_expert_weights(self.weight, self, self.pack_inference_weights)
-        if packed is not None:
-            biases = self.bias.unbind(0)
-            return dispatch.run(
-                inputs, lambda rows, expert: packed_linear(rows, packed[expert], biases[expert]), self.out_features
-            )
-        if grouped_gemm_applies(self.weight):
-            return dispatch.run_grouped(inputs, self._grouped_linear, self.out_features)
-        # One unbind per call, not weight[expert] per expert: the backward of each indexing writes a zero gradient
-        # the size of all experts (64 experts: 64 full-size writes per step); unbind's backward stacks once.
-        weights, biases = self.weight.unbind(0), self.bias.unbind(0)
-        return dispatch.run(
-            inputs, lambda rows, expert: F.linear(rows, weights[expert], biases[expert]), self.out_features
-        )
-
-    def _grouped_linear(self, rows: torch.Tensor, counts: list[int], row_experts: torch.Tensor) -> torch.Tensor:
-        return grouped_linear_rows(rows, self.weight, self.bias, counts, row_experts)
+        implementation = ALL_MOE_IMPLEMENTATIONS.get_interface(self.config.moe_implementation)
+        return implementation.linear(self, inputs, dispatch)
 
 
 class MoEExperts(nn.Module):
-    """``num_experts`` standard FFNs (``in → intermediate → in``) stored as batched weights.
+    """``config.num_experts`` standard FFNs (``hidden → expert_intermediate_size → hidden``) stored as batched
+    weights, computed by the expert implementation ``config.moe_implementation`` selects (``moe_implementations``).
 
     ``fc1_weight`` is ``[E, intermediate, hidden]`` and ``fc2_weight`` ``[E, hidden, intermediate]``
-    (PyTorch's ``[out, in]`` per expert), targetable by PEFT's parameter targeting.
-    ``pack_inference_weights``: as in ``ExpertLinear``; the first GEMM also applies ``hidden_act`` in its
-    epilogue where oneDNN has the same function (``FUSED_ACTIVATIONS``).
+    (PyTorch's ``[out, in]`` per expert), targetable by PEFT's parameter targeting. ``fused_activation``: the name
+    under which oneDNN's GEMM epilogue computes ``hidden_act`` exactly (``FUSED_ACTIVATIONS``), else ``None``.
     """
 
-    def __init__(
-        self,
-        num_experts: int,
-        hidden_size: int,
-        intermediate_size: int,
-        hidden_act: str,
-        pack_inference_weights: bool = True,
-    ):
+    def __init__(self, config):
         super().__init__()
-        self.num_experts = num_experts
-        self.hidden_size = hidden_size
-        self.pack_inference_weights = pack_inference_weights
+        self.config = config
+        self.num_experts = config.num_experts
+        self.hidden_size = config.hidden_size
+        hidden_act, intermediate_size = config.hidden_act, config.expert_intermediate_size
         self.fused_activation = hidden_act if isinstance(hidden_act, str) and hidden_act in FUSED_ACTIVATIONS else None
-        self.fc1_weight = nn.Parameter(torch.empty(num_experts, intermediate_size, hidden_size))
-        self.fc1_bias = nn.Parameter(torch.zeros(num_experts, intermediate_size))
-        self.fc2_weight = nn.Parameter(torch.empty(num_experts, hidden_size, intermediate_size))
-        self.fc2_bias = nn.Parameter(torch.zeros(num_experts, hidden_size))
+        self.fc1_weight = nn.Parameter(torch.empty(self.num_experts, intermediate_size, self.hidden_size))
+        self.fc1_bias = nn.Parameter(torch.zeros(self.num_experts, intermediate_size))
+        self.fc2_weight = nn.Parameter(torch.empty(self.num_experts, self.hidden_size, intermediate_size))
+        self.fc2_bias = nn.Parameter(torch.zeros(self.num_experts, self.hidden_size))
         self.act = ACT2FN[hidden_act]
 
     def extra_repr(self) -> str:
@@ -378,37 +283,7 @@ class MoEExperts(nn.Module):
         )
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
-        packed_fc1 = packed_expert_weights(self.fc1_weight, self, self.pack_inference_weights)
-        packed_fc2 = None
-        if packed_fc1 is not None:  # a LoRA-computed fc1 runs the plain path: no fc2 copy for nothing
-            packed_fc2 = packed_expert_weights(self.fc2_weight, self, self.pack_inference_weights)
-        if packed_fc1 is not None and packed_fc2 is not None:
-            packed = list(zip(packed_fc1, self.fc1_bias.unbind(0), packed_fc2, self.fc2_bias.unbind(0)))
-            return dispatch.run(inputs, lambda rows, expert: self._packed_ffn(rows, *packed[expert]), self.hidden_size)
-        if grouped_gemm_applies(self.fc1_weight):
-            return dispatch.run_grouped(inputs, self._grouped_ffn, self.hidden_size)
-
-        # One unbind per call, not fc1_weight[expert] per expert: see ExpertLinear.forward.
-        fc1_weights, fc1_biases = self.fc1_weight.unbind(0), self.fc1_bias.unbind(0)
-        fc2_weights, fc2_biases = self.fc2_weight.unbind(0), self.fc2_bias.unbind(0)
-
-        def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
-            hidden = self.act(F.linear(rows, fc1_weights[expert], fc1_biases[expert]))
-            return F.linear(hidden, fc2_weights[expert], fc2_biases[expert])
-
-        return dispatch.run(inputs, expert_ffn, self.hidden_size)
-
-    def _grouped_ffn(self, rows: torch.Tensor, counts: list[int], row_experts: torch.Tensor) -> torch.Tensor:
-        hidden = self.act(grouped_linear_rows(rows, self.fc1_weight, self.fc1_bias, counts, row_experts))
-        return grouped_linear_rows(hidden, self.fc2_weight, self.fc2_bias, counts, row_experts)
-
-    def _packed_ffn(self, rows: torch.Tensor, fc1, fc1_bias, fc2, fc2_bias) -> torch.Tensor:
-        """One expert's FFN on its packed matrices (and its bias vectors)."""
-        if self.fused_activation is not None:
-            hidden = packed_linear(rows, fc1, fc1_bias, self.fused_activation)
-        else:
-            hidden = self.act(packed_linear(rows, fc1, fc1_bias))
-        return packed_linear(hidden, fc2, fc2_bias)
+        return ALL_MOE_IMPLEMENTATIONS.get_interface(self.config.moe_implementation).ffn(self, inputs, dispatch)
 
 
 def route(
@@ -447,13 +322,7 @@ class MoEFeedForward(nn.Module):
         self.eval_capacity_factor = config.eval_capacity_factor
         self.aux_loss_type = config.router_aux_loss_type
         self.router = build_router(config, config.hidden_size, config.num_experts)
-        self.experts = MoEExperts(
-            config.num_experts,
-            config.hidden_size,
-            config.expert_intermediate_size,
-            config.hidden_act,
-            config.pack_inference_weights,
-        )
+        self.experts = MoEExperts(config)
 
     def forward(
         self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids: torch.Tensor | None

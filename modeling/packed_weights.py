@@ -6,15 +6,15 @@ where each expert multiplies only its own few tokens, it dominates (issue 2 meas
 2.2× one expert FFN for that reason). oneDNN can pack a weight once (``mkldnn._reorder_linear_weight``)
 and multiply with the packed copy (``mkldnn._linear_pointwise``, which also fuses the exact GELU and ReLU
 into the GEMM); this module keeps such packed copies and hands them to the MoE layer and to the dense layers of
-every family (``fused_linear``, which also multiplies several projections of one input as one packed GEMM).
+every family (``dense_implementations``, which also multiplies several projections of one input as one packed
+GEMM). Whether a model uses them at all is its config's ``dense_implementation`` / ``moe_implementation``.
 
 When a packed copy is used, all at once:
 - the module is in eval mode and autograd records nothing (``torch.no_grad`` / ``torch.inference_mode``):
   training and ``model.train()`` numerics never go through it;
 - nothing is being traced, compiled or exported (inductor's freezing packs weights its own way);
 - the weight is a float32 CPU ``nn.Parameter`` (not a tensor computed on the fly, as PEFT's unmerged LoRA
-  on ``target_parameters`` gives), and packing was not switched off (config field
-  ``pack_inference_weights=False``, or ``with weight_packing(False):`` around the calls);
+  on ``target_parameters`` gives);
 - the private ops exist and give the right answer on this machine (``packing_available``) and oneDNN is
   not switched off (``torch.backends.mkldnn.flags(enabled=False)``): builds without oneDNN, other CPUs'
   builds and CUDA tensors take today's ``F.linear`` path.
@@ -32,7 +32,6 @@ reported by ``packed_weight_bytes(model)``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import weakref
 from dataclasses import dataclass
@@ -51,9 +50,9 @@ __all__ = [
     "packed_linear",
     "packed_linear_add",
     "packed_weight_bytes",
+    "packing_applies_now",
     "packing_available",
     "release_packed_weights",
-    "weight_packing",
 ]
 
 # Activations the packed GEMM applies in its epilogue with the same numerics as ``ACT2FN[name]``:
@@ -109,8 +108,6 @@ _PACKED_COPIES = WeakIdKeyDictionary()
 # Groups keyed by their first module (a C-level weak reference: the lookup is fast), then by the identities of
 # all their modules.
 _PACKED_GROUPS = weakref.WeakKeyDictionary()
-# Cleared by ``weight_packing(False)`` for the calls inside it; one flag per process (not per thread).
-_SWITCH = {"enabled": True}
 
 
 @functools.cache
@@ -135,19 +132,6 @@ def _probe_packing() -> bool:
     return bool(torch.allclose(result, F.linear(inputs, weight, bias), rtol=0, atol=1e-6))
 
 
-@contextlib.contextmanager
-def weight_packing(enabled: bool):
-    """Switch packed inference weights off (``False``) or back on for the calls made inside the block."""
-    if not isinstance(enabled, bool):
-        raise ValueError(f"weight_packing: `enabled` must be True or False, got {enabled!r}.")
-    previous = _SWITCH["enabled"]
-    _SWITCH["enabled"] = enabled
-    try:
-        yield
-    finally:
-        _SWITCH["enabled"] = previous
-
-
 def _sample(weight: torch.Tensor) -> torch.Tensor:
     """A view of a fixed spread of elements of every matrix of ``weight`` (``[..., out, in]``, or a bias)."""
     width = weight.shape[-2] * weight.shape[-1] if weight.dim() > 1 else weight.shape[-1]
@@ -155,16 +139,15 @@ def _sample(weight: torch.Tensor) -> torch.Tensor:
     return matrices[:, :: max(1, width // SAMPLED_ELEMENTS_PER_MATRIX)]
 
 
-def _packing_applies(weight: torch.Tensor, module: nn.Module, enabled: bool) -> bool:
+def _packing_applies(weight: torch.Tensor, module: nn.Module) -> bool:
     """Whether ``module`` may multiply with a packed copy of ``weight`` now (see the module docstring)."""
-    return enabled and _packing_applies_now() and _packable(weight, module)
+    return packing_applies_now() and _packable(weight, module)
 
 
-def _packing_applies_now() -> bool:
+def packing_applies_now() -> bool:
     """The conditions that do not depend on the module (module docstring)."""
     return not (
-        not _SWITCH["enabled"]
-        or torch.is_grad_enabled()
+        torch.is_grad_enabled()
         or torch.compiler.is_compiling()
         or torch.compiler.is_exporting()
         or torch.jit.is_tracing()
@@ -185,10 +168,10 @@ def _packable(weight: torch.Tensor, module: nn.Module) -> bool:
     )
 
 
-def packed_expert_weights(weight: torch.Tensor, module: nn.Module, enabled: bool) -> list[torch.Tensor] | None:
+def packed_expert_weights(weight: torch.Tensor, module: nn.Module) -> list[torch.Tensor] | None:
     """The packed copies of ``weight``'s matrices (one per expert for ``[E, out, in]``), or ``None`` when the
     caller must run the plain ``F.linear`` path (see the module docstring for when)."""
-    if not _packing_applies(weight, module, enabled):
+    if not _packing_applies(weight, module):
         return None
     entry = _PACKED_COPIES.get(weight)
     if entry is None or not entry.stamp.matches(weight):
@@ -207,13 +190,11 @@ def _pack(weight: torch.Tensor) -> PackedWeights:
     )
 
 
-def packed_linear_group(linears: tuple[nn.Linear, ...], enabled: bool) -> PackedLinearGroup | None:
+def packed_linear_group(linears: tuple[nn.Linear, ...]) -> PackedLinearGroup | None:
     """One packed matrix for ``linears`` (``nn.Linear`` maps of the same input width), their outputs side by side
-    in the given order; ``None`` when the caller must call the modules (see the module docstring for when).
-    Called for every dense layer large enough to fuse, on every forward pass: a current group is found and checked
-    in a few microseconds."""
-    if not (enabled and _packing_applies_now()):
-        return None
+    in the given order; ``None`` when the caller must call the modules (a module in training mode or a weight that
+    cannot be packed; the caller checks ``packing_applies_now`` first). Called for every dense layer large enough
+    to fuse, on every forward pass: a current group is found and checked in a few microseconds."""
     groups = _PACKED_GROUPS.get(linears[0])
     key = tuple(map(id, linears))
     group = None if groups is None else groups.get(key)

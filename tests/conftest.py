@@ -8,6 +8,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# "auto" implementations read the development machine's measured choices instead of timing this one: the same
+# choices in every test process (and no timing noise in the suite); tests/modeling/test_implementation_probe.py
+# runs the probe itself.
+os.environ.setdefault("COMPACT_BERT_PROBE", "off")
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     # pyproject runs one xdist worker per core: a second thread per worker (and per subprocess a test starts)
     # would only oversubscribe the cores, and OpenMP's spinning threads make that much slower than one thread.

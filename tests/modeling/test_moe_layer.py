@@ -17,9 +17,8 @@ from transformers.models.switch_transformers.modeling_switch_transformers import
 
 from compact_bert.configuration import MiniMoEConfig
 from compact_bert.modeling import grouped_gemm
-from compact_bert.modeling.grouped_gemm import grouped_expert_gemm
+from compact_bert.modeling.implementation_selection import selected_implementations
 from compact_bert.modeling.moe_layer import HashRouter, MoEFeedForward, load_balancing_loss
-from compact_bert.modeling.packed_weights import weight_packing
 from tests.conftest import random_batch, tiny_configs
 
 
@@ -205,7 +204,7 @@ def test_the_grouped_gemm_path_equals_the_per_expert_loop_forward_and_backward(c
     for mode in (True, False):
         model.zero_grad()
         torch.manual_seed(5)
-        with grouped_expert_gemm(mode), weight_packing(False):
+        with selected_implementations(model, moe="grouped_mm" if mode else "eager"):
             outputs = model(**batch, labels=labels)
         outputs.loss.backward()
         gradients = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
@@ -220,25 +219,29 @@ def test_the_grouped_gemm_path_equals_the_per_expert_loop_forward_and_backward(c
         torch.testing.assert_close(grouped_grads[name], loop_grads[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_the_grouped_gemm_is_chosen_for_training_and_cuda_and_can_be_switched(monkeypatch):
+def test_the_grouped_gemm_is_chosen_for_training_and_can_be_selected_or_not(monkeypatch):
     calls = []
     original = grouped_gemm._grouped
     monkeypatch.setattr(grouped_gemm, "_grouped", lambda *args: calls.append(args) or original(*args))
     model = AutoModelForSequenceClassification.from_config(tiny_configs()["minimoe"]).train()
     weight = model.base_model.encoder.layer[0].moe.experts.fc1_weight
     available = hasattr(torch, "_grouped_mm") and grouped_gemm._probe(weight.device, weight.dtype)
-    model(**random_batch(), labels=torch.tensor([0, 1, 0]))  # CPU training, automatic mode
+    assert grouped_gemm.grouped_gemm_supported(weight) == available
+    assert not grouped_gemm.grouped_gemm_supported(torch.zeros(2, 6, 8))  # 24-byte rows: the op would refuse
+    labels = torch.tensor([0, 1, 0])
+    model(**random_batch(), labels=labels)  # CPU training, "auto"
     assert bool(calls) == available
-    assert grouped_gemm.grouped_gemm_applies(weight) == available
-    with torch.no_grad():  # CPU inference: packed weights, or the per-expert loop
-        assert not grouped_gemm.grouped_gemm_applies(weight)
-    with grouped_expert_gemm(False):
-        assert not grouped_gemm.grouped_gemm_applies(weight)
-    with grouped_expert_gemm(True), torch.no_grad():
-        assert grouped_gemm.grouped_gemm_applies(weight) == hasattr(torch, "_grouped_mm")
-        assert not grouped_gemm.grouped_gemm_applies(torch.zeros(2, 6, 8))  # 24-byte rows: the op would refuse
-    with pytest.raises(ValueError, match="None, True or False"), grouped_expert_gemm("cuda"):
-        pass
+    calls.clear()
+    with selected_implementations(model, moe="eager"):
+        model(**random_batch(), labels=labels)
+    assert not calls
+    model.eval()
+    with torch.no_grad(), selected_implementations(model, moe="onednn"):  # CPU inference: packed, else the loop
+        model(**random_batch())
+    assert not calls
+    with torch.no_grad(), selected_implementations(model, moe="grouped_mm"):
+        model(**random_batch())
+    assert bool(calls) == available
 
 
 @pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no torch._grouped_mm")

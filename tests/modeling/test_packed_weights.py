@@ -15,11 +15,11 @@ from transformers import AutoModelForSequenceClassification
 from compact_bert.configuration import MiniMoEConfig
 from compact_bert.finetuning.peft_support import build_peft_config
 from compact_bert.modeling import packed_weights
+from compact_bert.modeling.implementation_selection import selected_implementations
 from compact_bert.modeling.packed_weights import (
     packed_weight_bytes,
     packing_available,
     release_packed_weights,
-    weight_packing,
 )
 from tests.conftest import random_batch, sgd_step, tiny_classifier
 
@@ -40,9 +40,15 @@ def _classifier(config_id: str, **fields):
     return model
 
 
+def _implementations(model, packing: bool = True):
+    """The oneDNN implementations (packed weights) or the plain ones (``nn.Linear`` modules, per-expert loop)."""
+    name = "onednn" if packing else "eager"
+    return selected_implementations(model, dense=name, moe=name)
+
+
 def _logits(model, packing: bool = True) -> torch.Tensor:
     model.eval()
-    with torch.no_grad(), weight_packing(packing):
+    with torch.no_grad(), _implementations(model, packing):
         return model(**random_batch()).logits
 
 
@@ -86,9 +92,18 @@ def test_training_mode_and_gradients_never_use_packed_copies(grad_enabled):
     with torch.set_grad_enabled(grad_enabled):
         default = model(**random_batch(), labels=LABELS).loss
     torch.manual_seed(3)
-    with torch.set_grad_enabled(grad_enabled), weight_packing(False):
+    # What "auto" runs in training: the plain dense modules, the grouped GEMM for the experts (where it runs).
+    with torch.set_grad_enabled(grad_enabled), selected_implementations(model, dense="eager", moe="grouped_mm"):
         plain = model(**random_batch(), labels=LABELS).loss
     assert torch.equal(default, plain)  # bit for bit: training numerics are unchanged
+    with _implementations(model):  # oneDNN selected: in training it runs the plain path all the same
+        torch.manual_seed(3)
+        with torch.set_grad_enabled(grad_enabled):
+            forced = model(**random_batch(), labels=LABELS).loss
+    torch.manual_seed(3)
+    with torch.set_grad_enabled(grad_enabled), _implementations(model, packing=False):
+        loop = model(**random_batch(), labels=LABELS).loss
+    assert torch.equal(forced, loop)
     model.eval()
     with torch.enable_grad():
         model(**random_batch())
@@ -152,23 +167,38 @@ def test_without_working_private_ops_the_plain_path_runs(monkeypatch, how):
     monkeypatch.setattr(packed_weights, "_onednn_ops", lambda: SimpleNamespace(unary=refuse, binary=refuse))
     monkeypatch.setattr(packed_weights, "packing_available", packed_weights.packing_available.__wrapped__)
     model = _classifier("minimoe_moe_attention")
-    with torch.no_grad(), weight_packing(False):
+    with torch.no_grad(), _implementations(model, packing=False):
         plain = model(**random_batch()).logits
     torch.testing.assert_close(_logits(model), plain, rtol=0, atol=0)
     assert packed_weight_bytes(model) == 0
 
 
-def test_the_config_switch_and_turning_onednn_off_disable_packing_and_the_switch_is_validated():
-    model = _classifier("moe_bert", pack_inference_weights=False)
-    _logits(model)
+def test_the_eager_implementations_and_turning_onednn_off_disable_packing_and_the_fields_are_validated():
+    model = _classifier("moe_bert", dense_implementation="eager", moe_implementation="eager")
+    model.eval()
+    with torch.no_grad():
+        model(**random_batch())
     assert packed_weight_bytes(model) == 0
     model = _classifier("moe_bert")
     with torch.backends.mkldnn.flags(enabled=False):
         _logits(model)
     assert packed_weight_bytes(model) == 0
+    with pytest.raises(ValueError, match="moe_implementation.*one of.*'grouped_mm'.*'packed'"):
+        MiniMoEConfig(moe_implementation="packed")
+    # Configs saved before the implementation fields: ``pack_inference_weights`` is read, and checked.
+    legacy = MiniMoEConfig(pack_inference_weights=False)
+    assert (legacy.dense_implementation, legacy.moe_implementation) == ("eager", "eager")
+    assert "pack_inference_weights" not in legacy.to_dict()
+    assert MiniMoEConfig(pack_inference_weights=True).moe_implementation == "auto"
     with pytest.raises(ValueError, match="pack_inference_weights.*True or False.*'no'"):
         MiniMoEConfig(pack_inference_weights="no")
-    with pytest.raises(ValueError, match="enabled"), weight_packing("off"):
+    with pytest.raises(ValueError, match="moe_implementation='loop'.*valid: auto, eager, grouped_mm, onednn"):
+        model.config.moe_implementation = "loop"  # set after construction: the forward names it
+        model(**random_batch())
+    with (
+        pytest.raises(ValueError, match="moe_implementation='loop'.*valid"),
+        selected_implementations(model, moe="loop"),
+    ):
         pass
 
 
@@ -199,7 +229,7 @@ def test_cpu_autocast_keeps_its_semantics_and_the_probe_is_not_fooled_by_it():
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         available_inside_autocast = packed_weights.packing_available()
         autocast_logits = model(**batch).logits
-        with weight_packing(False):
+        with _implementations(model, packing=False):
             plain_logits = model(**batch).logits
     assert autocast_logits.dtype == plain_logits.dtype
     torch.testing.assert_close(autocast_logits, plain_logits, rtol=0, atol=0)

@@ -22,6 +22,28 @@ __all__ = [
 ]
 
 
+# ``dense_implementation`` / ``moe_implementation``: what computes the dense projections and the experts
+# (``modeling/dense_implementations.py``, ``modeling/moe_implementations.py``).
+DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
+
+
+MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn")
+
+
+def implementation_fields(
+    owner: str, dense_implementation: str, moe_implementation: str, pack_inference_weights: bool | None
+) -> tuple[str, str]:
+    """The two implementation fields, checked, with a config saved before they existed read as it meant:
+    ``pack_inference_weights=False`` asked for the plain modules and the per-expert loop (``"eager"``)."""
+    if pack_inference_weights is not None:
+        require_bool(owner, "pack_inference_weights", pack_inference_weights)
+        if not pack_inference_weights:
+            dense_implementation = moe_implementation = "eager"
+    require_choice(owner, "dense_implementation", dense_implementation, DENSE_IMPLEMENTATIONS)
+    require_choice(owner, "moe_implementation", moe_implementation, MOE_IMPLEMENTATIONS)
+    return dense_implementation, moe_implementation
+
+
 def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
     raise ValueError(f"{owner}: `{field}` must be {allowed}, got {value!r}.")
 
@@ -126,11 +148,12 @@ class BottleneckBertConfig(PretrainedConfig):
         use_bottleneck: without it the layer is a plain post-LN BERT layer of width ``hidden_size``.
         trigram_input: the kernel-3 convolution embedding factorization of §3.4.
         classifier_activation: tanh pooler (as BERT) or the raw first-token features.
-        pack_inference_weights: in eval mode without gradients on CPU, run the linear maps on weights packed
-            once for oneDNN, with bias, ReLU / GELU and residual add fused into the GEMM and projections of one
-            input joined (``modeling.fused_linear``; same outputs; the copies take about as much memory as the
-            weights: ``packed_weight_bytes(model)``). ``False`` keeps the plain ``nn.Linear`` path;
-            ``modeling.packed_weights.weight_packing(False)`` does the same for the calls inside a ``with`` block.
+        dense_implementation: what computes the dense projections (``modeling.dense_implementations``):
+            ``"eager"`` the ``nn.Linear`` modules as written; ``"onednn"`` at inference on CPU, GEMMs on weights
+            packed once for oneDNN with bias, activation and residual add fused and projections of one input
+            joined (same outputs to float32 rounding; the copies take about as much memory as the weights:
+            ``packed_weight_bytes(model)``); ``"auto"`` (default) ``"onednn"`` from the size at which it pays on
+            this machine (measured once and cached). Also a ``from_pretrained`` argument.
     """
 
     def __init__(
@@ -158,7 +181,8 @@ class BottleneckBertConfig(PretrainedConfig):
         classifier_activation: bool = True,
         classifier_dropout: float | None = None,
         tie_word_embeddings: bool = True,
-        pack_inference_weights: bool = True,
+        dense_implementation: str = "auto",
+        pack_inference_weights: bool | None = None,
         **kwargs,
     ):
         reject_misspelt_fields(type(self), kwargs)
@@ -186,7 +210,10 @@ class BottleneckBertConfig(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.classifier_activation = classifier_activation
         self.classifier_dropout = classifier_dropout
-        self.pack_inference_weights = pack_inference_weights
+        # ``pack_inference_weights``: the field of configs saved before ``dense_implementation`` existed.
+        self.dense_implementation, _ = implementation_fields(
+            type(self).__name__, dense_implementation, "auto", pack_inference_weights
+        )
         self._validate()
 
     @property
@@ -222,7 +249,6 @@ class BottleneckBertConfig(PretrainedConfig):
             "trigram_input",
             "classifier_activation",
             "tie_word_embeddings",
-            "pack_inference_weights",
         ):
             require_bool(owner, field, getattr(self, field))
         require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)

@@ -4,11 +4,11 @@ The modeling code of the ``ib_bert`` model type as Hub remote code, importing on
 transformers and the standard library. Generated from these modules, where any change belongs (then
 run `python -m utils.hub_code` in the repository):
     compact_bert.modeling.normalization, compact_bert.modeling.attention,
-    compact_bert.modeling.packed_weights, compact_bert.modeling.fused_linear,
-    compact_bert.modeling.outputs, compact_bert.modeling.checkpoint_checks,
-    compact_bert.modeling.pretrained_base, compact_bert.modeling.task_losses,
-    compact_bert.modeling.task_heads, compact_bert.modeling.modeling_bottleneck_bert,
-    compact_bert.modeling.modeling_ib_bert
+    compact_bert.modeling.implementation_probe, compact_bert.modeling.packed_weights,
+    compact_bert.modeling.dense_implementations, compact_bert.modeling.outputs,
+    compact_bert.modeling.checkpoint_checks, compact_bert.modeling.pretrained_base,
+    compact_bert.modeling.task_losses, compact_bert.modeling.task_heads,
+    compact_bert.modeling.modeling_bottleneck_bert, compact_bert.modeling.modeling_ib_bert
 """
 
 from __future__ import annotations
@@ -16,9 +16,14 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
+import platform
 import re
+import statistics
 import struct
+import time
 import weakref
+from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +33,13 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.nn.modules import module as torch_module
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.activations import GELUActivation
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 from transformers.utils import can_return_tuple
+from transformers.utils.generic import GeneralInterface
 
 from .configuration_ib_bert import BottleneckBertConfig
 from .configuration_ib_bert import IBBertConfig
@@ -131,6 +136,100 @@ def scaled_dot_product_attention(
     return context, probs
 
 
+def compact_bert_cache_root() -> Path:
+    """``$COMPACT_BERT_CACHE``, else ``$XDG_CACHE_HOME/compact_bert``, else ``~/.cache/compact_bert``."""
+    root = os.environ.get("COMPACT_BERT_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "compact_bert"
+    )
+    return Path(root)
+
+
+def probe_file() -> Path:
+    return compact_bert_cache_root() / "implementation_probe.json"
+
+
+def machine_key() -> str:
+    """What a measurement holds for: the CPU model, the torch version and the number of threads."""
+    return f"{_cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+
+
+@functools.cache
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def probed_choice(name: str, measure: Callable[[], object], fallback: object) -> object:
+    """The measured answer ``name`` for this machine: from the probe file, else ``measure()`` (then saved);
+    ``fallback`` with ``COMPACT_BERT_PROBE=off``. Looked up once per process and name (``functools.cache``)."""
+    return _probed_choice(name, measure, fallback, machine_key())
+
+
+@functools.cache
+def _probed_choice(name: str, measure: Callable[[], object], fallback: object, key: str) -> object:
+    if os.environ.get("COMPACT_BERT_PROBE", "").lower() == "off":
+        return fallback
+    saved = _read_probe_file().get(key, {})
+    if name in saved:
+        return saved[name]
+    # The probe must not run in whatever autocast, inference or grad mode first asks for the answer (its packed
+    # copies keep version counters, which inference tensors lack).
+    with torch.autocast("cpu", enabled=False), torch.inference_mode(False), torch.no_grad():
+        value = measure()
+    record_probe(name, value, key)
+    return value
+
+
+# What ``forget_probed_choices`` clears besides this module's cache: the derived caches of the implementations.
+_FORGET_CALLBACKS: list[Callable[[], None]] = []
+
+
+def on_forget(callback: Callable[[], None]) -> None:
+    _FORGET_CALLBACKS.append(callback)
+
+
+def _read_probe_file() -> dict:
+    try:
+        entries = json.loads(probe_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def record_probe(name: str, value: object, key: str | None = None) -> None:
+    """Save one measured answer for ``key`` (this machine by default); the file is replaced atomically, so
+    processes probing at the same time never leave it half written."""
+    key = key or machine_key()
+    entries = _read_probe_file()
+    entries.setdefault(key, {})[name] = value
+    path = probe_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(entries, indent=1, sort_keys=True))
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only cache: the answer still holds for this process
+
+
+def median_seconds(calls: dict[str, Callable[[], object]], rounds: int = 7) -> dict[str, float]:
+    """The median time of each call over ``rounds`` interleaved rounds (one warm-up call each first)."""
+    samples: dict[str, list[float]] = {label: [] for label in calls}
+    for call in calls.values():
+        call()
+    for _ in range(rounds):
+        for label, call in calls.items():
+            start = time.perf_counter()
+            call()
+            samples[label].append(time.perf_counter() - start)
+    return {label: statistics.median(times) for label, times in samples.items()}
+
+
 # Activations the packed GEMM applies in its epilogue with the same numerics as ``ACT2FN[name]``:
 # name -> (oneDNN post-op, its algorithm argument).
 FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "relu": ("relu", "")}
@@ -178,10 +277,6 @@ class PackedLinearGroup:
 _PACKED_GROUPS = weakref.WeakKeyDictionary()
 
 
-# Cleared by ``weight_packing(False)`` for the calls inside it; one flag per process (not per thread).
-_SWITCH = {"enabled": True}
-
-
 @functools.cache
 def packing_available() -> bool:
     """Whether oneDNN's private linear ops exist here and reproduce ``F.linear`` on a small probe."""
@@ -211,11 +306,10 @@ def _sample(weight: torch.Tensor) -> torch.Tensor:
     return matrices[:, :: max(1, width // SAMPLED_ELEMENTS_PER_MATRIX)]
 
 
-def _packing_applies_now() -> bool:
+def packing_applies_now() -> bool:
     """The conditions that do not depend on the module (module docstring)."""
     return not (
-        not _SWITCH["enabled"]
-        or torch.is_grad_enabled()
+        torch.is_grad_enabled()
         or torch.compiler.is_compiling()
         or torch.compiler.is_exporting()
         or torch.jit.is_tracing()
@@ -236,13 +330,11 @@ def _packable(weight: torch.Tensor, module: nn.Module) -> bool:
     )
 
 
-def packed_linear_group(linears: tuple[nn.Linear, ...], enabled: bool) -> PackedLinearGroup | None:
+def packed_linear_group(linears: tuple[nn.Linear, ...]) -> PackedLinearGroup | None:
     """One packed matrix for ``linears`` (``nn.Linear`` maps of the same input width), their outputs side by side
-    in the given order; ``None`` when the caller must call the modules (see the module docstring for when).
-    Called for every dense layer large enough to fuse, on every forward pass: a current group is found and checked
-    in a few microseconds."""
-    if not (enabled and _packing_applies_now()):
-        return None
+    in the given order; ``None`` when the caller must call the modules (a module in training mode or a weight that
+    cannot be packed; the caller checks ``packing_applies_now`` first). Called for every dense layer large enough
+    to fuse, on every forward pass: a current group is found and checked in a few microseconds."""
     groups = _PACKED_GROUPS.get(linears[0])
     key = tuple(map(id, linears))
     group = None if groups is None else groups.get(key)
@@ -317,18 +409,26 @@ def _onednn_ops() -> SimpleNamespace:
     )
 
 
-# Below this many multiply-adds per call the fused path's few microseconds of checks cost as much as it saves or
-# more (``benchmarks/bench_fused_linear.py`` on the 2-core AMD EPYC: 1.01-1.31x the plain modules' time at 4.2-8.4M,
-# MobileBERT's batch-1 products; 1.00x at 16.8M; 0.65-0.97x from 33.6M up).
-MIN_FUSED_MULTIPLY_ADDS = 1 << 25
+class DenseImplementation:
+    """The plain modules (``"eager"``); other implementations override both methods and may fall back to these."""
 
+    def linear(
+        self,
+        linear: nn.Module,
+        inputs: torch.Tensor,
+        activation: nn.Module | None = None,
+        dropout: nn.Module | None = None,
+        residual: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        outputs = linear(inputs)
+        if activation is not None:
+            outputs = activation(outputs)
+        if dropout is not None:
+            outputs = dropout(outputs)
+        return outputs if residual is None else outputs + residual
 
-# torch's tables of global module hooks (dicts it mutates in place; a torch without one has nothing to check there).
-_GLOBAL_HOOK_TABLES = tuple(
-    getattr(torch_module, name)
-    for name in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
-    if hasattr(torch_module, name)
-)
+    def joined(self, linears: Sequence[nn.Module], inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(linear(inputs) for linear in linears)
 
 
 def _fused_activation(activation: nn.Module | None) -> str | None:
@@ -340,82 +440,187 @@ def _fused_activation(activation: nn.Module | None) -> str | None:
     return None
 
 
-def _called_as_usual(module: nn.Module) -> bool:
-    """Whether skipping ``module``'s ``__call__`` would skip something a user or library attached to it."""
-    return bool(module._forward_hooks or module._forward_pre_hooks or "forward" in module.__dict__)
+# From this many multiply-adds per call the fused and the plain GEMM take about the same time on every machine
+# measured (0.9-1.1x at 512 rows): not worth seconds of probing; fused.
+_ALWAYS_FUSED_FROM = 1 << 28
 
 
-def _packed_group(
-    linears: tuple[nn.Module, ...], inputs: torch.Tensor, bypassed: Sequence[nn.Module], enabled: bool
-) -> PackedLinearGroup | None:
-    """The packed group for ``linears`` if the fused path may replace their calls (and ``bypassed``'s) now and the
-    product is large enough to pay for it. Runs for every dense layer of a forward pass: cheapest checks first."""
-    if not enabled or any(_GLOBAL_HOOK_TABLES):
-        return None
-    if any(type(linear) is not nn.Linear for linear in linears):
-        return None
-    if inputs.numel() * sum(linear.out_features for linear in linears) < MIN_FUSED_MULTIPLY_ADDS:
-        return None
-    if any(_called_as_usual(module) for module in (*linears, *bypassed)):
-        return None
-    return packed_linear_group(linears, enabled)
+# The prior of ``probed_fusion`` (the rule measured on the development machine), and the measured time ratios
+# (fused / plain) that clearly overturn it.
+_FUSED_FROM = 1 << 25
 
 
-def fused_linear(
+_CLEAR_WIN, _CLEAR_LOSS = 0.90, 1.10
+
+
+class DenseShape(NamedTuple):
+    """A dense call as the fusion decision sees it: what follows the GEMM, the widths, how many projections are
+    joined, and the rows rounded up to a power of two (so that sequence lengths share verdicts)."""
+
+    epilogue: str
+    in_features: int
+    out_features: int
+    projections: int
+    rows: int
+
+    @property
+    def multiply_adds(self) -> int:
+        return self.rows * self.in_features * self.out_features
+
+
+class OneDNNDense(DenseImplementation):
+    """Packed, epilogue-fused, joined GEMMs where ``fuses(shape)`` says they pay (module docstring); elsewhere, or
+    where the packed path cannot run, the plain modules."""
+
+    def __init__(self, fuses: Callable[[DenseShape], bool]):
+        self.fuses = fuses
+        # (epilogue, widths, projections, rows, threads) → verdict: one dictionary lookup per call once seen.
+        self._verdicts: dict[tuple[str, int, int, int, int, int], bool] = {}
+        on_forget(self._verdicts.clear)
+
+    def _group(self, linears: tuple[nn.Module, ...], inputs: torch.Tensor, epilogue: str) -> PackedLinearGroup | None:
+        """The packed group for ``linears`` where the packed path applies now and pays, else ``None``.
+        Runs for every dense layer of a forward pass: cheapest checks first, the plain path in about a microsecond
+        (training, compiling, tracing: before anything else, so that a traced graph never reaches the probe)."""
+        if torch.is_grad_enabled() or torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return None
+        if len(linears) == 1:
+            if type(linears[0]) is not nn.Linear:
+                return None
+            out_features = linears[0].out_features
+        elif any(type(linear) is not nn.Linear for linear in linears):
+            return None
+        else:
+            out_features = sum(linear.out_features for linear in linears)
+        width = linears[0].in_features
+        rows = inputs.numel() // width
+        key = (epilogue, width, out_features, len(linears), rows, torch.get_num_threads())
+        fuses = self._verdicts.get(key)
+        if fuses is None:
+            bucket = 1 << max(rows - 1, 0).bit_length()
+            fuses = self._verdicts[key] = bool(
+                self.fuses(DenseShape(epilogue, width, out_features, len(linears), bucket))
+            )
+        if not fuses or not packing_applies_now():
+            return None
+        return packed_linear_group(linears)
+
+    def linear(self, linear, inputs, activation=None, dropout=None, residual=None):
+        fused_name = None if activation is None else _fused_activation(activation)
+        group = None
+        if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
+            epilogue = fused_name or ("residual" if residual is not None else "none")
+            group = self._group((linear,), inputs, epilogue)
+        if group is None:
+            return super().linear(linear, inputs, activation, dropout, residual)
+        rows = inputs.reshape(-1, inputs.shape[-1])
+        if residual is not None and fused_name is None:
+            others = residual.reshape(rows.shape[0], -1).contiguous()
+            outputs = packed_linear_add(rows, others, group.matrix, group.bias)
+        else:
+            outputs = packed_linear(rows, group.matrix, group.bias, fused_name)
+            if residual is not None:  # the activation comes before the addition: not one epilogue
+                outputs = outputs + residual.reshape(rows.shape[0], -1)
+        return outputs.view(*inputs.shape[:-1], outputs.shape[-1])
+
+    def joined(self, linears, inputs):
+        group = self._group(tuple(linears), inputs, "none")
+        if group is None:
+            return super().joined(linears, inputs)
+        joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)
+        return tuple(part.view(*inputs.shape[:-1], part.shape[-1]) for part in joined.split(group.widths, dim=-1))
+
+
+def _measure_fusion(shape: DenseShape) -> float:
+    """The probe of ``implementation_probe`` for one shape: eight different projections of that shape (the weights
+    of a model are not all in cache: eight sets of weights keep the GEMM's weight reads about as cold as a model's;
+    one set, always in cache, hides the per-call re-packing that fusing saves), fused against the plain modules, 11
+    interleaved rounds; the fused path's time over the plain one's (medians)."""
+    generator = torch.Generator().manual_seed(0)
+    width = shape.out_features // shape.projections
+    activation = {"gelu": GELUActivation(), "relu": nn.ReLU()}.get(shape.epilogue)
+    groups = []
+    for _ in range(8):
+        linears = tuple(nn.Linear(shape.in_features, width).eval() for _ in range(shape.projections))
+        with torch.no_grad():
+            for linear in linears:
+                linear.weight.copy_(torch.randn(linear.weight.shape, generator=generator) * 0.05)
+        groups.append(linears)
+    inputs = torch.randn(shape.rows, shape.in_features, generator=generator)
+    residual = torch.randn(shape.rows, width, generator=generator) if shape.epilogue == "residual" else None
+
+    def run(implementation: DenseImplementation) -> None:
+        for linears in groups:
+            if len(linears) > 1:
+                implementation.joined(linears, inputs)
+            else:
+                implementation.linear(linears[0], inputs, activation, None, residual)
+
+    eager, fused = DenseImplementation(), OneDNNDense(lambda shape: True)
+    times = median_seconds({"eager": lambda: run(eager), "fused": lambda: run(fused)}, rounds=11)
+    return round(times["fused"] / times["eager"], 3)
+
+
+def probed_fusion(shape: DenseShape) -> bool:
+    """Whether ``"auto"`` fuses a call of ``shape`` on this machine.
+
+    The prior is the rule measured on the development machine: fuse from 2^25 multiply-adds per call. The
+    shape's measured time ratio (fused / plain, measured the first time the shape is seen, then read from the
+    probe file) overrides it only where it is clear: a shape below 2^25 fuses if fusing measured at most 0.90x,
+    one above stays plain if fusing measured more than 1.10x. Why not the bare measurement: a single shape's ratio
+    moves by ±10% between runs on a shared 2-core machine (0.91-1.12x for MiniLM's GELU projection), while a whole
+    MiniLM runs 5-10% faster with those borderline shapes fused; a clear difference (MobileBERT's 128-wide
+    projections: 1.1-2.9x; a machine where fusing pays from batch 1: 0.76x) is not noise. With probing off: the
+    prior."""
+    prior = shape.multiply_adds >= _FUSED_FROM
+    if shape.multiply_adds >= _ALWAYS_FUSED_FROM:
+        return True
+    name = "dense {} {}x{}/{} rows {}".format(*shape)
+    ratio = probed_choice(name, functools.partial(_measure_fusion, shape), None)
+    if ratio is None:
+        return prior
+    return ratio <= _CLEAR_LOSS if prior else ratio <= _CLEAR_WIN
+
+
+class DenseInterface(GeneralInterface):
+    """Name → dense implementation; ``DenseInterface.register(name, implementation)`` adds one."""
+
+    _global_mapping = {
+        "eager": DenseImplementation(),
+        "onednn": OneDNNDense(lambda shape: True),
+        "auto": OneDNNDense(probed_fusion),
+    }
+
+    def get_interface(self, name: str) -> DenseImplementation:
+        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
+        if implementation is None:
+            raise ValueError(
+                f"`dense_implementation={name!r}` is not a registered dense implementation; valid: "
+                f"{', '.join(sorted(self))}."
+            )
+        return implementation
+
+
+ALL_DENSE_IMPLEMENTATIONS = DenseInterface()
+
+
+def dense_linear(
+    config,
     linear: nn.Module,
     inputs: torch.Tensor,
     *,
     activation: nn.Module | None = None,
     dropout: nn.Module | None = None,
     residual: torch.Tensor | None = None,
-    enabled: bool = True,
-    bypassed: Sequence[nn.Module] = (),
 ) -> torch.Tensor:
-    """``dropout(activation(linear(inputs))) + residual`` (each part optional), as one packed GEMM at inference.
-
-    ``bypassed``: modules whose own ``forward`` the caller skips by calling this (their hooks are checked too).
-    """
-    fused_name = None if activation is None else _fused_activation(activation)
-    group = None
-    if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
-        group = _packed_group((linear,), inputs, bypassed, enabled)
-    if group is None:
-        outputs = linear(inputs)
-        if activation is not None:
-            outputs = activation(outputs)
-        if dropout is not None:
-            outputs = dropout(outputs)
-        return outputs if residual is None else outputs + residual
-    rows = inputs.reshape(-1, inputs.shape[-1])
-    if residual is not None and fused_name is None:
-        others = residual.reshape(rows.shape[0], -1).contiguous()
-        outputs = packed_linear_add(rows, others, group.matrix, group.bias)
-    else:
-        outputs = packed_linear(rows, group.matrix, group.bias, fused_name)
-        if residual is not None:  # the activation comes before the addition: not one epilogue
-            outputs = outputs + residual.reshape(rows.shape[0], -1)
-    return outputs.view(*inputs.shape[:-1], outputs.shape[-1])
+    """``dropout(activation(linear(inputs))) + residual`` (each part optional), by ``config.dense_implementation``."""
+    implementation = ALL_DENSE_IMPLEMENTATIONS.get_interface(config.dense_implementation)
+    return implementation.linear(linear, inputs, activation, dropout, residual)
 
 
-def joined_linear(
-    linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True
-) -> tuple[torch.Tensor, ...]:
-    """``tuple(linear(inputs) for linear in linears)``, as one packed GEMM over the joined weights at inference
-    (each output a view of the joined result)."""
-    joined = joined_linear_at_inference(linears, inputs, enabled=enabled)
-    return tuple(linear(inputs) for linear in linears) if joined is None else joined
-
-
-def joined_linear_at_inference(
-    linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True, bypassed: Sequence[nn.Module] = ()
-) -> tuple[torch.Tensor, ...] | None:
-    """``joined_linear``'s one packed GEMM, or ``None`` where the caller must call its modules as usual (for a
-    caller that skips more than the linear maps: ``bypassed``, whose hooks are checked too)."""
-    group = _packed_group(tuple(linears), inputs, bypassed, enabled)
-    if group is None:
-        return None
-    joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)
-    return tuple(part.view(*inputs.shape[:-1], part.shape[-1]) for part in joined.split(group.widths, dim=-1))
+def dense_joined(config, linears: Sequence[nn.Module], inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``tuple(linear(inputs) for linear in linears)``, by ``config.dense_implementation``."""
+    return ALL_DENSE_IMPLEMENTATIONS.get_interface(config.dense_implementation).joined(linears, inputs)
 
 
 @dataclass
@@ -1170,7 +1375,6 @@ class BottleneckBertSelfAttention(nn.Module):
         self.query = nn.Linear(query_key_input, all_head_size)
         self.key = nn.Linear(query_key_input, all_head_size)
         self.value = nn.Linear(value_input, all_head_size)
-        self.pack_inference_weights = config.pack_inference_weights
 
     def forward(self, query_input, key_input, value_input, additive_mask, output_attentions):
         query, key, value = self._project(query_input, key_input, value_input)
@@ -1182,17 +1386,16 @@ class BottleneckBertSelfAttention(nn.Module):
 
     def _project(self, query_input, key_input, value_input):
         """Q, K, V; the projections of one input tensor (query and key in MobileBERT, all three in IB-BERT and
-        MobileBERT-TINY) as one GEMM at inference (``fused_linear``)."""
-        enabled = self.pack_inference_weights
+        MobileBERT-TINY) joined, as one GEMM where ``dense_implementation`` joins them."""
         if query_input is not key_input:
             return tuple(
-                fused_linear(linear, states, enabled=enabled)
+                dense_linear(self.config, linear, states)
                 for linear, states in ((self.query, query_input), (self.key, key_input), (self.value, value_input))
             )
         if key_input is value_input:
-            return joined_linear((self.query, self.key, self.value), query_input, enabled=enabled)
-        query, key = joined_linear((self.query, self.key), query_input, enabled=enabled)
-        return query, key, fused_linear(self.value, value_input, enabled=enabled)
+            return dense_joined(self.config, (self.query, self.key, self.value), query_input)
+        query, key = dense_joined(self.config, (self.query, self.key), query_input)
+        return query, key, dense_linear(self.config, self.value, value_input)
 
 
 class BottleneckBertSelfOutput(nn.Module):
@@ -1203,14 +1406,11 @@ class BottleneckBertSelfOutput(nn.Module):
         self.LayerNorm = _norm(config, config.true_hidden_size)
         if not self.use_bottleneck:
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states, residual):
         dropout = getattr(self, "dropout", None)
-        output = fused_linear(
-            self.dense, hidden_states, dropout=dropout, residual=residual, enabled=self.pack_inference_weights
-        )
-        return self.LayerNorm(output)
+        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states, dropout=dropout, residual=residual))
 
 
 class BottleneckBertAttention(nn.Module):
@@ -1229,12 +1429,10 @@ class BottleneckBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.true_hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states):
-        return fused_linear(
-            self.dense, hidden_states, activation=self.intermediate_act_fn, enabled=self.pack_inference_weights
-        )
+        return dense_linear(self.config, self.dense, hidden_states, activation=self.intermediate_act_fn)
 
 
 class BottleneckBertOutputBottleneck(nn.Module):
@@ -1245,12 +1443,10 @@ class BottleneckBertOutputBottleneck(nn.Module):
         self.dense = nn.Linear(config.true_hidden_size, config.hidden_size)
         self.LayerNorm = _norm(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states, residual):
-        output = fused_linear(
-            self.dense, hidden_states, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
-        )
+        output = dense_linear(self.config, self.dense, hidden_states, dropout=self.dropout, residual=residual)
         return self.LayerNorm(output)
 
 
@@ -1264,17 +1460,11 @@ class BottleneckBertOutput(nn.Module):
             self.bottleneck = BottleneckBertOutputBottleneck(config)
         else:
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, intermediate_states, ffn_residual, layer_residual):
         dropout = getattr(self, "dropout", None)
-        output = fused_linear(
-            self.dense,
-            intermediate_states,
-            dropout=dropout,
-            residual=ffn_residual,
-            enabled=self.pack_inference_weights,
-        )
+        output = dense_linear(self.config, self.dense, intermediate_states, dropout=dropout, residual=ffn_residual)
         output = self.LayerNorm(output)
         return self.bottleneck(output, layer_residual) if self.use_bottleneck else output
 
@@ -1284,10 +1474,10 @@ class BottleneckBertBottleneckLayer(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intra_bottleneck_size)
         self.LayerNorm = _norm(config, config.intra_bottleneck_size)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states):
-        return self.LayerNorm(fused_linear(self.dense, hidden_states, enabled=self.pack_inference_weights))
+        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states))
 
 
 class AttentionInputs(NamedTuple):
@@ -1309,18 +1499,10 @@ class BottleneckBertBottleneck(nn.Module):
 
     def forward(self, hidden_states) -> AttentionInputs:
         if self.attention_input == "shared_bottleneck":
-            # Both bottlenecks read the same features: one GEMM at inference (``joined_linear_at_inference``).
+            # Both bottlenecks read the same features: one GEMM where ``dense_implementation`` joins them.
             bottlenecks = (self.input, self.attention)
-            projected = joined_linear_at_inference(
-                [layer.dense for layer in bottlenecks],
-                hidden_states,
-                enabled=self.input.pack_inference_weights,
-                bypassed=bottlenecks,
-            )
-            if projected is None:
-                layer_input, shared = self.input(hidden_states), self.attention(hidden_states)
-            else:
-                layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
+            projected = dense_joined(self.input.config, [layer.dense for layer in bottlenecks], hidden_states)
+            layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
             return AttentionInputs(shared, shared, hidden_states, layer_input)
         layer_input = self.input(hidden_states)
         if self.attention_input == "intra_bottleneck":
@@ -1333,12 +1515,10 @@ class BottleneckBertFFNOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
         self.LayerNorm = _norm(config, config.true_hidden_size)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states, residual):
-        return self.LayerNorm(
-            fused_linear(self.dense, hidden_states, residual=residual, enabled=self.pack_inference_weights)
-        )
+        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states, residual=residual))
 
 
 class BottleneckBertFFNLayer(nn.Module):

@@ -3,8 +3,9 @@
 The modeling code of the ``minimoe`` model type as Hub remote code, importing only torch,
 transformers and the standard library. Generated from these modules, where any change belongs (then
 run `python -m utils.hub_code` in the repository):
-    compact_bert.modeling.packed_weights, compact_bert.modeling.grouped_gemm,
-    compact_bert.modeling.moe_layer, compact_bert.modeling.fused_linear,
+    compact_bert.modeling.grouped_gemm, compact_bert.modeling.packed_weights,
+    compact_bert.modeling.implementation_probe, compact_bert.modeling.moe_implementations,
+    compact_bert.modeling.moe_layer, compact_bert.modeling.dense_implementations,
     compact_bert.modeling.attention, compact_bert.modeling.outputs,
     compact_bert.modeling.checkpoint_checks, compact_bert.modeling.pretrained_base,
     compact_bert.modeling.task_losses, compact_bert.modeling.task_heads,
@@ -16,8 +17,12 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
+import platform
 import re
+import statistics
 import struct
+import time
 import weakref
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -29,7 +34,6 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.nn.modules import module as torch_module
 from torch.utils.weak import WeakIdKeyDictionary
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
@@ -37,6 +41,7 @@ from transformers.activations import GELUActivation
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 from transformers.utils import can_return_tuple
+from transformers.utils.generic import GeneralInterface
 
 from .configuration_minimoe import MiniMoEConfig
 from .configuration_minimoe import SparseBertConfigBase
@@ -48,6 +53,64 @@ __all__ = [
     "MiniMoEForTokenClassification",
     "MiniMoEModel",
 ]
+
+
+def grouped_gemm_supported(weight: torch.Tensor) -> bool:
+    """Whether the experts of ``weight`` (``[E, out, in]``) can run as one grouped GEMM now (module docstring)."""
+    if not hasattr(torch, "_grouped_mm"):
+        return False
+    if torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing():
+        return False
+    if any(size * weight.element_size() % 16 for size in weight.shape[-2:]):
+        return False  # the op needs 16-byte-aligned rows (e.g. widths divisible by 4 in float32)
+    return weight.device.type in ("cuda", "cpu") and _probe(weight.device, weight.dtype)
+
+
+@functools.cache
+def _probe(device: torch.device, dtype: torch.dtype) -> bool:
+    """One small grouped product against the per-expert loop (an unsupported dtype or GPU raises or differs)."""
+    try:
+        generator = torch.Generator().manual_seed(0)
+        rows = torch.randn(48, 32, generator=generator).to(device, dtype)
+        weight = torch.randn(3, 16, 32, generator=generator).to(device, dtype)
+        counts = [16, 0, 32]
+        grouped = _grouped(rows, weight, _offsets(counts, device))
+        expected = torch.cat([part @ matrix.T for part, matrix in zip(rows.split(counts), weight)])
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+    tolerance = 1e-4 if dtype == torch.float32 else 5e-2
+    return bool(torch.allclose(grouped.float(), expected.float(), rtol=tolerance, atol=tolerance))
+
+
+def _offsets(counts: list[int], device: torch.device) -> torch.Tensor:
+    """``torch._grouped_mm``'s ``offs``: where each expert's rows end, as int32."""
+    return torch.tensor(counts, dtype=torch.int32).cumsum(0, dtype=torch.int32).to(device)
+
+
+class _ContiguousGradient(torch.autograd.Function):
+    """Identity whose backward makes the incoming gradient contiguous (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, gradient: torch.Tensor) -> torch.Tensor:
+        return gradient.contiguous()
+
+
+def _grouped(rows: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    products = torch._grouped_mm(rows, weight.transpose(-2, -1), offs=offsets)
+    return _ContiguousGradient.apply(products) if products.requires_grad else products
+
+
+def grouped_linear_rows(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, counts: list[int], row_experts: torch.Tensor
+) -> torch.Tensor:
+    """``rows`` sorted by expert (``counts`` rows each) times each expert's ``[out, in]`` matrix, plus its bias:
+    ``F.linear(rows_e, weight[e], bias[e])`` for every expert ``e``, in one call."""
+    products = _grouped(rows, weight, _offsets(counts, rows.device))
+    return products + bias.index_select(0, row_experts)
 
 
 # Activations the packed GEMM applies in its epilogue with the same numerics as ``ACT2FN[name]``:
@@ -109,10 +172,6 @@ _PACKED_COPIES = WeakIdKeyDictionary()
 _PACKED_GROUPS = weakref.WeakKeyDictionary()
 
 
-# Cleared by ``weight_packing(False)`` for the calls inside it; one flag per process (not per thread).
-_SWITCH = {"enabled": True}
-
-
 @functools.cache
 def packing_available() -> bool:
     """Whether oneDNN's private linear ops exist here and reproduce ``F.linear`` on a small probe."""
@@ -142,16 +201,15 @@ def _sample(weight: torch.Tensor) -> torch.Tensor:
     return matrices[:, :: max(1, width // SAMPLED_ELEMENTS_PER_MATRIX)]
 
 
-def _packing_applies(weight: torch.Tensor, module: nn.Module, enabled: bool) -> bool:
+def _packing_applies(weight: torch.Tensor, module: nn.Module) -> bool:
     """Whether ``module`` may multiply with a packed copy of ``weight`` now (see the module docstring)."""
-    return enabled and _packing_applies_now() and _packable(weight, module)
+    return packing_applies_now() and _packable(weight, module)
 
 
-def _packing_applies_now() -> bool:
+def packing_applies_now() -> bool:
     """The conditions that do not depend on the module (module docstring)."""
     return not (
-        not _SWITCH["enabled"]
-        or torch.is_grad_enabled()
+        torch.is_grad_enabled()
         or torch.compiler.is_compiling()
         or torch.compiler.is_exporting()
         or torch.jit.is_tracing()
@@ -172,10 +230,10 @@ def _packable(weight: torch.Tensor, module: nn.Module) -> bool:
     )
 
 
-def packed_expert_weights(weight: torch.Tensor, module: nn.Module, enabled: bool) -> list[torch.Tensor] | None:
+def packed_expert_weights(weight: torch.Tensor, module: nn.Module) -> list[torch.Tensor] | None:
     """The packed copies of ``weight``'s matrices (one per expert for ``[E, out, in]``), or ``None`` when the
     caller must run the plain ``F.linear`` path (see the module docstring for when)."""
-    if not _packing_applies(weight, module, enabled):
+    if not _packing_applies(weight, module):
         return None
     entry = _PACKED_COPIES.get(weight)
     if entry is None or not entry.stamp.matches(weight):
@@ -194,13 +252,11 @@ def _pack(weight: torch.Tensor) -> PackedWeights:
     )
 
 
-def packed_linear_group(linears: tuple[nn.Linear, ...], enabled: bool) -> PackedLinearGroup | None:
+def packed_linear_group(linears: tuple[nn.Linear, ...]) -> PackedLinearGroup | None:
     """One packed matrix for ``linears`` (``nn.Linear`` maps of the same input width), their outputs side by side
-    in the given order; ``None`` when the caller must call the modules (see the module docstring for when).
-    Called for every dense layer large enough to fuse, on every forward pass: a current group is found and checked
-    in a few microseconds."""
-    if not (enabled and _packing_applies_now()):
-        return None
+    in the given order; ``None`` when the caller must call the modules (a module in training mode or a weight that
+    cannot be packed; the caller checks ``packing_applies_now`` first). Called for every dense layer large enough
+    to fuse, on every forward pass: a current group is found and checked in a few microseconds."""
     groups = _PACKED_GROUPS.get(linears[0])
     key = tuple(map(id, linears))
     group = None if groups is None else groups.get(key)
@@ -275,70 +331,368 @@ def _onednn_ops() -> SimpleNamespace:
     )
 
 
-_MODE = {"enabled": None}
+# A faster implementation must be this much faster (time ratio) to be chosen: timing noise must not flip a default.
+CHOICE_MARGIN = 0.97
 
 
-def grouped_gemm_applies(weight: torch.Tensor) -> bool:
-    """Whether the experts of ``weight`` (``[E, out, in]``) run as one grouped GEMM now (module docstring)."""
-    mode = _MODE["enabled"]
-    if mode is False or not hasattr(torch, "_grouped_mm"):
-        return False
-    if torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing():
-        return False
-    if any(size * weight.element_size() % 16 for size in weight.shape[-2:]):
-        return False  # the op needs 16-byte-aligned rows (e.g. widths divisible by 4 in float32)
-    if mode is True:
-        return True
-    if weight.device.type == "cpu" and not torch.is_grad_enabled():
-        return False
-    return weight.device.type in ("cuda", "cpu") and _probe(weight.device, weight.dtype)
+def compact_bert_cache_root() -> Path:
+    """``$COMPACT_BERT_CACHE``, else ``$XDG_CACHE_HOME/compact_bert``, else ``~/.cache/compact_bert``."""
+    root = os.environ.get("COMPACT_BERT_CACHE") or Path(
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "compact_bert"
+    )
+    return Path(root)
+
+
+def probe_file() -> Path:
+    return compact_bert_cache_root() / "implementation_probe.json"
+
+
+def machine_key() -> str:
+    """What a measurement holds for: the CPU model, the torch version and the number of threads."""
+    return f"{_cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
 
 
 @functools.cache
-def _probe(device: torch.device, dtype: torch.dtype) -> bool:
-    """One small grouped product against the per-expert loop (an unsupported dtype or GPU raises or differs)."""
+def _cpu_model() -> str:
     try:
-        generator = torch.Generator().manual_seed(0)
-        rows = torch.randn(48, 32, generator=generator).to(device, dtype)
-        weight = torch.randn(3, 16, 32, generator=generator).to(device, dtype)
-        counts = [16, 0, 32]
-        grouped = _grouped(rows, weight, _offsets(counts, device))
-        expected = torch.cat([part @ matrix.T for part, matrix in zip(rows.split(counts), weight)])
-    except (RuntimeError, NotImplementedError, TypeError):
-        return False
-    tolerance = 1e-4 if dtype == torch.float32 else 5e-2
-    return bool(torch.allclose(grouped.float(), expected.float(), rtol=tolerance, atol=tolerance))
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
-def _offsets(counts: list[int], device: torch.device) -> torch.Tensor:
-    """``torch._grouped_mm``'s ``offs``: where each expert's rows end, as int32."""
-    return torch.tensor(counts, dtype=torch.int32).cumsum(0, dtype=torch.int32).to(device)
+def probed_choice(name: str, measure: Callable[[], object], fallback: object) -> object:
+    """The measured answer ``name`` for this machine: from the probe file, else ``measure()`` (then saved);
+    ``fallback`` with ``COMPACT_BERT_PROBE=off``. Looked up once per process and name (``functools.cache``)."""
+    return _probed_choice(name, measure, fallback, machine_key())
 
 
-class _ContiguousGradient(torch.autograd.Function):
-    """Identity whose backward makes the incoming gradient contiguous (see the module docstring)."""
-
-    @staticmethod
-    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.view_as(tensor)
-
-    @staticmethod
-    def backward(ctx, gradient: torch.Tensor) -> torch.Tensor:
-        return gradient.contiguous()
-
-
-def _grouped(rows: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    products = torch._grouped_mm(rows, weight.transpose(-2, -1), offs=offsets)
-    return _ContiguousGradient.apply(products) if products.requires_grad else products
+@functools.cache
+def _probed_choice(name: str, measure: Callable[[], object], fallback: object, key: str) -> object:
+    if os.environ.get("COMPACT_BERT_PROBE", "").lower() == "off":
+        return fallback
+    saved = _read_probe_file().get(key, {})
+    if name in saved:
+        return saved[name]
+    # The probe must not run in whatever autocast, inference or grad mode first asks for the answer (its packed
+    # copies keep version counters, which inference tensors lack).
+    with torch.autocast("cpu", enabled=False), torch.inference_mode(False), torch.no_grad():
+        value = measure()
+    record_probe(name, value, key)
+    return value
 
 
-def grouped_linear_rows(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, counts: list[int], row_experts: torch.Tensor
-) -> torch.Tensor:
-    """``rows`` sorted by expert (``counts`` rows each) times each expert's ``[out, in]`` matrix, plus its bias:
-    ``F.linear(rows_e, weight[e], bias[e])`` for every expert ``e``, in one call."""
-    products = _grouped(rows, weight, _offsets(counts, rows.device))
-    return products + bias.index_select(0, row_experts)
+# What ``forget_probed_choices`` clears besides this module's cache: the derived caches of the implementations.
+_FORGET_CALLBACKS: list[Callable[[], None]] = []
+
+
+def on_forget(callback: Callable[[], None]) -> None:
+    _FORGET_CALLBACKS.append(callback)
+
+
+def _read_probe_file() -> dict:
+    try:
+        entries = json.loads(probe_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def record_probe(name: str, value: object, key: str | None = None) -> None:
+    """Save one measured answer for ``key`` (this machine by default); the file is replaced atomically, so
+    processes probing at the same time never leave it half written."""
+    key = key or machine_key()
+    entries = _read_probe_file()
+    entries.setdefault(key, {})[name] = value
+    path = probe_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(entries, indent=1, sort_keys=True))
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only cache: the answer still holds for this process
+
+
+def median_seconds(calls: dict[str, Callable[[], object]], rounds: int = 7) -> dict[str, float]:
+    """The median time of each call over ``rounds`` interleaved rounds (one warm-up call each first)."""
+    samples: dict[str, list[float]] = {label: [] for label in calls}
+    for call in calls.values():
+        call()
+    for _ in range(rounds):
+        for label, call in calls.items():
+            start = time.perf_counter()
+            call()
+            samples[label].append(time.perf_counter() - start)
+    return {label: statistics.median(times) for label, times in samples.items()}
+
+
+def exporting() -> bool:
+    """Whether the call is traced (export, compile, TorchScript): the dispatch takes its static form."""
+    return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
+
+
+class ExpertDispatch:
+    """The kept tokens grouped by expert for a ``RoutingDecision``, found once for every expert matrix that
+    follows (MoE attention applies four)."""
+
+    def __init__(self, decision, num_experts: int):
+        # ``decision``: a ``moe_layer.RoutingDecision`` (its ``expert_index``, ``gate`` and ``keep`` are read).
+        self.num_experts = num_experts
+        self.num_tokens = decision.expert_index.shape[0]
+        self.gate = decision.gate
+        target = torch.where(decision.keep, decision.expert_index, num_experts)
+        # Each token's expert, ``num_experts`` for a token no expert runs: the export hook. The batched form
+        # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of the grouping.
+        self.target = target
+        self.exporting = exporting()
+        self._grouping: tuple[torch.Tensor, list[int]] | None = None
+
+    @property
+    def grouping(self) -> tuple[torch.Tensor, list[int]]:
+        """The kept tokens' positions sorted by expert (stable: in token order within an expert) and each expert's
+        token count. Found on first use: the batched export form never asks, and traced eagerly it would only slow
+        the export down. (Not ``functools.cached_property``: on Python 3.11 it takes an ``RLock``, which
+        ``torch.compile`` cannot trace.)"""
+        if self._grouping is None:
+            order = torch.argsort(self.target, stable=True)
+            counts = torch.bincount(self.target, minlength=self.num_experts + 1).tolist()
+            self._grouping = order[: sum(counts[: self.num_experts])], counts[: self.num_experts]
+        return self._grouping
+
+    def run(
+        self, inputs: torch.Tensor, expert_fn: Callable[[torch.Tensor, int], torch.Tensor], out_features: int
+    ) -> torch.Tensor:
+        """``expert_fn(rows, expert)`` applied to each expert's rows of ``inputs`` ``[T, in]``; dropped and
+        padding tokens get zeros.
+
+        Eager: one gather puts the kept rows in expert order, each expert multiplies its contiguous slice, and one
+        scatter puts the results back (two index operations for any number of experts). Traced (compile, export):
+        a fixed loop over every expert selects its rows with ``nonzero``, which stays right for any routing."""
+        outputs = inputs.new_zeros(self.num_tokens, out_features)
+        if self.exporting:
+            for expert in range(self.num_experts):
+                positions = (self.target == expert).nonzero().squeeze(-1)
+                expert_outputs = expert_fn(inputs.index_select(0, positions), expert)
+                outputs.index_add_(0, positions, expert_outputs.to(outputs.dtype))
+            return outputs
+        order, counts = self.grouping
+        slices = inputs.index_select(0, order).split(counts)
+        results = [expert_fn(rows, expert) for expert, rows in enumerate(slices) if rows.shape[0] > 0]
+        if results:
+            outputs.index_copy_(0, order, torch.cat(results).to(outputs.dtype))
+        return outputs
+
+    def run_grouped(
+        self,
+        inputs: torch.Tensor,
+        grouped_fn: Callable[[torch.Tensor, list[int], torch.Tensor], torch.Tensor],
+        out_features: int,
+    ) -> torch.Tensor:
+        """``grouped_fn(rows, counts, row_experts)`` applied once to the kept rows of ``inputs`` sorted by expert
+        (``counts`` rows per expert, ``row_experts`` each row's expert): the grouped-GEMM form of ``run``."""
+        outputs = inputs.new_zeros(self.num_tokens, out_features)
+        order, counts = self.grouping
+        if order.numel() > 0:
+            results = grouped_fn(inputs.index_select(0, order), counts, self.target.index_select(0, order))
+            outputs.index_copy_(0, order, results.to(outputs.dtype))
+        return outputs
+
+
+class EagerExperts:
+    """The per-expert loop; the other implementations fall back to it where they cannot run."""
+
+    def linear(self, module: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
+        # One unbind per call, not weight[expert] per expert: the backward of each indexing writes a zero gradient
+        # the size of all experts (64 experts: 64 full-size writes per step); unbind's backward stacks once.
+        weights, biases = module.weight.unbind(0), module.bias.unbind(0)
+        return dispatch.run(
+            inputs, lambda rows, expert: F.linear(rows, weights[expert], biases[expert]), module.out_features
+        )
+
+    def ffn(self, module: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
+        fc1_weights, fc1_biases = module.fc1_weight.unbind(0), module.fc1_bias.unbind(0)
+        fc2_weights, fc2_biases = module.fc2_weight.unbind(0), module.fc2_bias.unbind(0)
+
+        def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
+            hidden = module.act(F.linear(rows, fc1_weights[expert], fc1_biases[expert]))
+            return F.linear(hidden, fc2_weights[expert], fc2_biases[expert])
+
+        return dispatch.run(inputs, expert_ffn, module.hidden_size)
+
+
+class GroupedExperts(EagerExperts):
+    """Every expert's product in one ``torch._grouped_mm`` call, where the op runs."""
+
+    def linear(self, module, inputs, dispatch):
+        if not grouped_gemm_supported(module.weight):
+            return super().linear(module, inputs, dispatch)
+
+        def grouped(rows, counts, row_experts):
+            return grouped_linear_rows(rows, module.weight, module.bias, counts, row_experts)
+
+        return dispatch.run_grouped(inputs, grouped, module.out_features)
+
+    def ffn(self, module, inputs, dispatch):
+        if not grouped_gemm_supported(module.fc1_weight):
+            return super().ffn(module, inputs, dispatch)
+
+        def grouped(rows, counts, row_experts):
+            hidden = module.act(grouped_linear_rows(rows, module.fc1_weight, module.fc1_bias, counts, row_experts))
+            return grouped_linear_rows(hidden, module.fc2_weight, module.fc2_bias, counts, row_experts)
+
+        return dispatch.run_grouped(inputs, grouped, module.hidden_size)
+
+
+class OneDNNExperts(EagerExperts):
+    """The loop on expert matrices packed once for oneDNN, at inference on CPU."""
+
+    def linear(self, module, inputs, dispatch):
+        packed = packed_expert_weights(module.weight, module) if packing_applies_now() else None
+        if packed is None:
+            return super().linear(module, inputs, dispatch)
+        biases = module.bias.unbind(0)
+        return dispatch.run(
+            inputs, lambda rows, expert: packed_linear(rows, packed[expert], biases[expert]), module.out_features
+        )
+
+    def ffn(self, module, inputs, dispatch):
+        packed_fc1 = packed_expert_weights(module.fc1_weight, module) if packing_applies_now() else None
+        # A LoRA-computed fc1 (no parameter to pack) runs the loop: no fc2 copy for nothing.
+        packed_fc2 = None if packed_fc1 is None else packed_expert_weights(module.fc2_weight, module)
+        if packed_fc2 is None:
+            return super().ffn(module, inputs, dispatch)
+        packed = list(zip(packed_fc1, module.fc1_bias.unbind(0), packed_fc2, module.fc2_bias.unbind(0)))
+
+        def expert_ffn(rows, expert):
+            fc1, fc1_bias, fc2, fc2_bias = packed[expert]
+            if module.fused_activation is not None:
+                hidden = packed_linear(rows, fc1, fc1_bias, module.fused_activation)
+            else:
+                hidden = module.act(packed_linear(rows, fc1, fc1_bias))
+            return packed_linear(hidden, fc2, fc2_bias)
+
+        return dispatch.run(inputs, expert_ffn, module.hidden_size)
+
+
+class ExpertShape(NamedTuple):
+    """An expert call as the implementation choice sees it: an FFN (``inner_features`` wide inside) or one linear
+    map per expert (``inner_features`` 0), the experts, the widths, and the tokens rounded up to a power of two."""
+
+    num_experts: int
+    in_features: int
+    inner_features: int
+    out_features: int
+    tokens: int
+
+
+def _measure_expert_kernel(shape: ExpertShape) -> str:
+    """The probe of ``implementation_probe`` for one shape: each implementation, with its dispatch, at inference on
+    ``shape.tokens`` tokens routed at random over the experts; the fastest, unless it is not 3% faster than the
+    loop."""
+    generator = torch.Generator().manual_seed(0)
+    module = nn.Module().eval()
+    module.num_experts, module.hidden_size, module.out_features = (
+        shape.num_experts,
+        shape.out_features,
+        shape.out_features,
+    )
+    module.act, module.fused_activation = nn.GELU(), "gelu"
+    experts, width_in, inner, width_out = (
+        shape.num_experts,
+        shape.in_features,
+        shape.inner_features,
+        shape.out_features,
+    )
+    if inner:
+        module.fc1_weight = nn.Parameter(torch.randn(experts, inner, width_in, generator=generator) * 0.05)
+        module.fc1_bias = nn.Parameter(torch.zeros(experts, inner))
+        module.fc2_weight = nn.Parameter(torch.randn(experts, width_out, inner, generator=generator) * 0.05)
+        module.fc2_bias = nn.Parameter(torch.zeros(experts, width_out))
+    else:
+        module.weight = nn.Parameter(torch.randn(experts, width_out, width_in, generator=generator) * 0.05)
+        module.bias = nn.Parameter(torch.zeros(experts, width_out))
+    routed = SimpleNamespace(
+        expert_index=torch.randint(0, experts, (shape.tokens,), generator=generator),
+        gate=torch.ones(shape.tokens),
+        keep=torch.ones(shape.tokens, dtype=torch.bool),
+    )
+    inputs = torch.randn(shape.tokens, width_in, generator=generator)
+
+    def run(implementation: EagerExperts) -> None:
+        compute = implementation.ffn if inner else implementation.linear
+        compute(module, inputs, ExpertDispatch(routed, experts))
+
+    candidates = {"eager": _EAGER, "grouped_mm": _GROUPED, "onednn": _ONEDNN}
+    times = median_seconds({name: lambda impl=impl: run(impl) for name, impl in candidates.items()}, rounds=9)
+    fastest = min(times, key=times.get)
+    return fastest if times[fastest] < CHOICE_MARGIN * times["eager"] else "eager"
+
+
+def probed_expert_kernel(shape: ExpertShape) -> str:
+    """The expert implementation ``"auto"`` uses at inference on CPU for ``shape`` here: measured the first time
+    the shape is seen (milliseconds to a second), then read from the probe file; ``"onednn"`` with probing off."""
+    name = "experts {}x{}>{}>{} tokens {}".format(*shape)
+    return probed_choice(name, functools.partial(_measure_expert_kernel, shape), "onednn")
+
+
+class AutoExperts(EagerExperts):
+    """At CPU inference the probed fastest for the call's shape; in training and on CUDA the grouped GEMM where
+    it runs; else the loop (module docstring)."""
+
+    def __init__(self):
+        # (shape fields..., threads) → implementation: one dictionary lookup per call once a shape has been seen.
+        self._choices: dict[tuple[int, ...], EagerExperts] = {}
+        on_forget(self._choices.clear)
+
+    def _choice(self, weight: torch.Tensor, inputs: torch.Tensor, inner: int) -> EagerExperts:
+        if weight.device.type == "cpu" and packing_applies_now():
+            key = (
+                weight.shape[0],
+                inputs.shape[-1],
+                inner,
+                weight.shape[-2] if not inner else inputs.shape[-1],
+                inputs.shape[0],
+                torch.get_num_threads(),
+            )
+            choice = self._choices.get(key)
+            if choice is None:
+                tokens = 1 << max(inputs.shape[0] - 1, 0).bit_length()
+                name = probed_expert_kernel(ExpertShape(*key[:4], tokens))
+                choice = self._choices[key] = ALL_MOE_IMPLEMENTATIONS.get_interface(name)
+            return choice
+        if weight.device.type == "cuda" or torch.is_grad_enabled():
+            return _GROUPED
+        return _EAGER
+
+    def linear(self, module, inputs, dispatch):
+        return self._choice(module.weight, inputs, 0).linear(module, inputs, dispatch)
+
+    def ffn(self, module, inputs, dispatch):
+        return self._choice(module.fc1_weight, inputs, module.fc1_weight.shape[1]).ffn(module, inputs, dispatch)
+
+
+_EAGER, _GROUPED, _ONEDNN = EagerExperts(), GroupedExperts(), OneDNNExperts()
+
+
+class MoEInterface(GeneralInterface):
+    """Name → expert implementation; ``MoEInterface.register(name, implementation)`` adds one."""
+
+    _global_mapping = {"eager": _EAGER, "grouped_mm": _GROUPED, "onednn": _ONEDNN, "auto": AutoExperts()}
+
+    def get_interface(self, name: str) -> EagerExperts:
+        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
+        if implementation is None:
+            raise ValueError(
+                f"`moe_implementation={name!r}` is not a registered expert implementation; valid: "
+                f"{', '.join(sorted(self))}."
+            )
+        return implementation
+
+
+ALL_MOE_IMPLEMENTATIONS = MoEInterface()
 
 
 @dataclass
@@ -405,7 +759,7 @@ def _one_hot(expert_index: torch.Tensor, num_experts: int) -> torch.Tensor:
 
 def _token_fractions(expert_index: torch.Tensor, weights: torch.Tensor, num_experts: int, num_tokens) -> torch.Tensor:
     """Fraction of the (weighted) tokens whose top-1 choice is each expert."""
-    if _exporting():
+    if exporting():
         # bincount's output size is data-dependent, which export cannot express.
         counts = (_one_hot(expert_index, num_experts).to(weights.dtype) * weights.unsqueeze(-1)).sum(0)
     else:
@@ -524,89 +878,16 @@ def build_router(config, hidden_size: int, num_experts: int) -> nn.Module:
     return TopOneRouter(hidden_size, num_experts)
 
 
-def _exporting() -> bool:
-    return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
-
-
-class ExpertDispatch:
-    """The kept tokens grouped by expert for a ``RoutingDecision``, found once for every expert matrix that
-    follows (MoE attention applies four)."""
-
-    def __init__(self, decision: RoutingDecision, num_experts: int):
-        self.num_experts = num_experts
-        self.num_tokens = decision.expert_index.shape[0]
-        self.gate = decision.gate
-        target = torch.where(decision.keep, decision.expert_index, num_experts)
-        # Each token's expert, ``num_experts`` for a token no expert runs: the export hook. The batched form
-        # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of the grouping.
-        self.target = target
-        self.exporting = _exporting()
-        self._grouping: tuple[torch.Tensor, list[int]] | None = None
-
-    @property
-    def grouping(self) -> tuple[torch.Tensor, list[int]]:
-        """The kept tokens' positions sorted by expert (stable: in token order within an expert) and each expert's
-        token count. Found on first use: the batched export form never asks, and traced eagerly it would only slow
-        the export down. (Not ``functools.cached_property``: on Python 3.11 it takes an ``RLock``, which
-        ``torch.compile`` cannot trace.)"""
-        if self._grouping is None:
-            order = torch.argsort(self.target, stable=True)
-            counts = torch.bincount(self.target, minlength=self.num_experts + 1).tolist()
-            self._grouping = order[: sum(counts[: self.num_experts])], counts[: self.num_experts]
-        return self._grouping
-
-    def run(
-        self, inputs: torch.Tensor, expert_fn: Callable[[torch.Tensor, int], torch.Tensor], out_features: int
-    ) -> torch.Tensor:
-        """``expert_fn(rows, expert)`` applied to each expert's rows of ``inputs`` ``[T, in]``; dropped and
-        padding tokens get zeros.
-
-        Eager: one gather puts the kept rows in expert order, each expert multiplies its contiguous slice, and one
-        scatter puts the results back (two index operations for any number of experts). Traced (compile, export):
-        a fixed loop over every expert selects its rows with ``nonzero``, which stays right for any routing."""
-        outputs = inputs.new_zeros(self.num_tokens, out_features)
-        if self.exporting:
-            for expert in range(self.num_experts):
-                positions = (self.target == expert).nonzero().squeeze(-1)
-                expert_outputs = expert_fn(inputs.index_select(0, positions), expert)
-                outputs.index_add_(0, positions, expert_outputs.to(outputs.dtype))
-            return outputs
-        order, counts = self.grouping
-        slices = inputs.index_select(0, order).split(counts)
-        results = [expert_fn(rows, expert) for expert, rows in enumerate(slices) if rows.shape[0] > 0]
-        if results:
-            outputs.index_copy_(0, order, torch.cat(results).to(outputs.dtype))
-        return outputs
-
-    def run_grouped(
-        self,
-        inputs: torch.Tensor,
-        grouped_fn: Callable[[torch.Tensor, list[int], torch.Tensor], torch.Tensor],
-        out_features: int,
-    ) -> torch.Tensor:
-        """``grouped_fn(rows, counts, row_experts)`` applied once to the kept rows of ``inputs`` sorted by expert
-        (``counts`` rows per expert, ``row_experts`` each row's expert): the grouped-GEMM form of ``run``."""
-        outputs = inputs.new_zeros(self.num_tokens, out_features)
-        order, counts = self.grouping
-        if order.numel() > 0:
-            results = grouped_fn(inputs.index_select(0, order), counts, self.target.index_select(0, order))
-            outputs.index_copy_(0, order, results.to(outputs.dtype))
-        return outputs
-
-
 class ExpertLinear(nn.Module):
-    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight (for MoE attention).
+    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight (for MoE attention), computed by
+    the expert implementation ``config.moe_implementation`` selects (``moe_implementations``)."""
 
-    ``pack_inference_weights``: in eval mode without gradients, multiply with copies of the expert matrices
-    packed once for the CPU's GEMM library (``packed_weights``); the outputs are the same.
-    """
-
-    def __init__(self, num_experts: int, in_features: int, out_features: int, pack_inference_weights: bool = True):
+    def __init__(self, config, num_experts: int, in_features: int, out_features: int):
         super().__init__()
+        self.config = config
         self.num_experts = num_experts
         self.in_features = in_features
         self.out_features = out_features
-        self.pack_inference_weights = pack_inference_weights
         self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
 
@@ -618,51 +899,30 @@ class ExpertLinear(nn.Module):
         )
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
-        packed = packed_expert_weights(self.weight, self, self.pack_inference_weights)
-        if packed is not None:
-            biases = self.bias.unbind(0)
-            return dispatch.run(
-                inputs, lambda rows, expert: packed_linear(rows, packed[expert], biases[expert]), self.out_features
-            )
-        if grouped_gemm_applies(self.weight):
-            return dispatch.run_grouped(inputs, self._grouped_linear, self.out_features)
-        # One unbind per call, not weight[expert] per expert: the backward of each indexing writes a zero gradient
-        # the size of all experts (64 experts: 64 full-size writes per step); unbind's backward stacks once.
-        weights, biases = self.weight.unbind(0), self.bias.unbind(0)
-        return dispatch.run(
-            inputs, lambda rows, expert: F.linear(rows, weights[expert], biases[expert]), self.out_features
-        )
-
-    def _grouped_linear(self, rows: torch.Tensor, counts: list[int], row_experts: torch.Tensor) -> torch.Tensor:
-        return grouped_linear_rows(rows, self.weight, self.bias, counts, row_experts)
+        implementation = ALL_MOE_IMPLEMENTATIONS.get_interface(self.config.moe_implementation)
+        return implementation.linear(self, inputs, dispatch)
 
 
 class MoEExperts(nn.Module):
-    """``num_experts`` standard FFNs (``in → intermediate → in``) stored as batched weights.
+    """``config.num_experts`` standard FFNs (``hidden → expert_intermediate_size → hidden``) stored as batched
+    weights, computed by the expert implementation ``config.moe_implementation`` selects (``moe_implementations``).
 
     ``fc1_weight`` is ``[E, intermediate, hidden]`` and ``fc2_weight`` ``[E, hidden, intermediate]``
-    (PyTorch's ``[out, in]`` per expert), targetable by PEFT's parameter targeting.
-    ``pack_inference_weights``: as in ``ExpertLinear``; the first GEMM also applies ``hidden_act`` in its
-    epilogue where oneDNN has the same function (``FUSED_ACTIVATIONS``).
+    (PyTorch's ``[out, in]`` per expert), targetable by PEFT's parameter targeting. ``fused_activation``: the name
+    under which oneDNN's GEMM epilogue computes ``hidden_act`` exactly (``FUSED_ACTIVATIONS``), else ``None``.
     """
 
-    def __init__(
-        self,
-        num_experts: int,
-        hidden_size: int,
-        intermediate_size: int,
-        hidden_act: str,
-        pack_inference_weights: bool = True,
-    ):
+    def __init__(self, config):
         super().__init__()
-        self.num_experts = num_experts
-        self.hidden_size = hidden_size
-        self.pack_inference_weights = pack_inference_weights
+        self.config = config
+        self.num_experts = config.num_experts
+        self.hidden_size = config.hidden_size
+        hidden_act, intermediate_size = config.hidden_act, config.expert_intermediate_size
         self.fused_activation = hidden_act if isinstance(hidden_act, str) and hidden_act in FUSED_ACTIVATIONS else None
-        self.fc1_weight = nn.Parameter(torch.empty(num_experts, intermediate_size, hidden_size))
-        self.fc1_bias = nn.Parameter(torch.zeros(num_experts, intermediate_size))
-        self.fc2_weight = nn.Parameter(torch.empty(num_experts, hidden_size, intermediate_size))
-        self.fc2_bias = nn.Parameter(torch.zeros(num_experts, hidden_size))
+        self.fc1_weight = nn.Parameter(torch.empty(self.num_experts, intermediate_size, self.hidden_size))
+        self.fc1_bias = nn.Parameter(torch.zeros(self.num_experts, intermediate_size))
+        self.fc2_weight = nn.Parameter(torch.empty(self.num_experts, self.hidden_size, intermediate_size))
+        self.fc2_bias = nn.Parameter(torch.zeros(self.num_experts, self.hidden_size))
         self.act = ACT2FN[hidden_act]
 
     def extra_repr(self) -> str:
@@ -674,37 +934,7 @@ class MoEExperts(nn.Module):
         )
 
     def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
-        packed_fc1 = packed_expert_weights(self.fc1_weight, self, self.pack_inference_weights)
-        packed_fc2 = None
-        if packed_fc1 is not None:  # a LoRA-computed fc1 runs the plain path: no fc2 copy for nothing
-            packed_fc2 = packed_expert_weights(self.fc2_weight, self, self.pack_inference_weights)
-        if packed_fc1 is not None and packed_fc2 is not None:
-            packed = list(zip(packed_fc1, self.fc1_bias.unbind(0), packed_fc2, self.fc2_bias.unbind(0)))
-            return dispatch.run(inputs, lambda rows, expert: self._packed_ffn(rows, *packed[expert]), self.hidden_size)
-        if grouped_gemm_applies(self.fc1_weight):
-            return dispatch.run_grouped(inputs, self._grouped_ffn, self.hidden_size)
-
-        # One unbind per call, not fc1_weight[expert] per expert: see ExpertLinear.forward.
-        fc1_weights, fc1_biases = self.fc1_weight.unbind(0), self.fc1_bias.unbind(0)
-        fc2_weights, fc2_biases = self.fc2_weight.unbind(0), self.fc2_bias.unbind(0)
-
-        def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
-            hidden = self.act(F.linear(rows, fc1_weights[expert], fc1_biases[expert]))
-            return F.linear(hidden, fc2_weights[expert], fc2_biases[expert])
-
-        return dispatch.run(inputs, expert_ffn, self.hidden_size)
-
-    def _grouped_ffn(self, rows: torch.Tensor, counts: list[int], row_experts: torch.Tensor) -> torch.Tensor:
-        hidden = self.act(grouped_linear_rows(rows, self.fc1_weight, self.fc1_bias, counts, row_experts))
-        return grouped_linear_rows(hidden, self.fc2_weight, self.fc2_bias, counts, row_experts)
-
-    def _packed_ffn(self, rows: torch.Tensor, fc1, fc1_bias, fc2, fc2_bias) -> torch.Tensor:
-        """One expert's FFN on its packed matrices (and its bias vectors)."""
-        if self.fused_activation is not None:
-            hidden = packed_linear(rows, fc1, fc1_bias, self.fused_activation)
-        else:
-            hidden = self.act(packed_linear(rows, fc1, fc1_bias))
-        return packed_linear(hidden, fc2, fc2_bias)
+        return ALL_MOE_IMPLEMENTATIONS.get_interface(self.config.moe_implementation).ffn(self, inputs, dispatch)
 
 
 def route(
@@ -743,13 +973,7 @@ class MoEFeedForward(nn.Module):
         self.eval_capacity_factor = config.eval_capacity_factor
         self.aux_loss_type = config.router_aux_loss_type
         self.router = build_router(config, config.hidden_size, config.num_experts)
-        self.experts = MoEExperts(
-            config.num_experts,
-            config.hidden_size,
-            config.expert_intermediate_size,
-            config.hidden_act,
-            config.pack_inference_weights,
-        )
+        self.experts = MoEExperts(config)
 
     def forward(
         self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids: torch.Tensor | None
@@ -784,18 +1008,26 @@ def summarize_routing(
     }
 
 
-# Below this many multiply-adds per call the fused path's few microseconds of checks cost as much as it saves or
-# more (``benchmarks/bench_fused_linear.py`` on the 2-core AMD EPYC: 1.01-1.31x the plain modules' time at 4.2-8.4M,
-# MobileBERT's batch-1 products; 1.00x at 16.8M; 0.65-0.97x from 33.6M up).
-MIN_FUSED_MULTIPLY_ADDS = 1 << 25
+class DenseImplementation:
+    """The plain modules (``"eager"``); other implementations override both methods and may fall back to these."""
 
+    def linear(
+        self,
+        linear: nn.Module,
+        inputs: torch.Tensor,
+        activation: nn.Module | None = None,
+        dropout: nn.Module | None = None,
+        residual: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        outputs = linear(inputs)
+        if activation is not None:
+            outputs = activation(outputs)
+        if dropout is not None:
+            outputs = dropout(outputs)
+        return outputs if residual is None else outputs + residual
 
-# torch's tables of global module hooks (dicts it mutates in place; a torch without one has nothing to check there).
-_GLOBAL_HOOK_TABLES = tuple(
-    getattr(torch_module, name)
-    for name in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
-    if hasattr(torch_module, name)
-)
+    def joined(self, linears: Sequence[nn.Module], inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(linear(inputs) for linear in linears)
 
 
 def _fused_activation(activation: nn.Module | None) -> str | None:
@@ -807,82 +1039,187 @@ def _fused_activation(activation: nn.Module | None) -> str | None:
     return None
 
 
-def _called_as_usual(module: nn.Module) -> bool:
-    """Whether skipping ``module``'s ``__call__`` would skip something a user or library attached to it."""
-    return bool(module._forward_hooks or module._forward_pre_hooks or "forward" in module.__dict__)
+# From this many multiply-adds per call the fused and the plain GEMM take about the same time on every machine
+# measured (0.9-1.1x at 512 rows): not worth seconds of probing; fused.
+_ALWAYS_FUSED_FROM = 1 << 28
 
 
-def _packed_group(
-    linears: tuple[nn.Module, ...], inputs: torch.Tensor, bypassed: Sequence[nn.Module], enabled: bool
-) -> PackedLinearGroup | None:
-    """The packed group for ``linears`` if the fused path may replace their calls (and ``bypassed``'s) now and the
-    product is large enough to pay for it. Runs for every dense layer of a forward pass: cheapest checks first."""
-    if not enabled or any(_GLOBAL_HOOK_TABLES):
-        return None
-    if any(type(linear) is not nn.Linear for linear in linears):
-        return None
-    if inputs.numel() * sum(linear.out_features for linear in linears) < MIN_FUSED_MULTIPLY_ADDS:
-        return None
-    if any(_called_as_usual(module) for module in (*linears, *bypassed)):
-        return None
-    return packed_linear_group(linears, enabled)
+# The prior of ``probed_fusion`` (the rule measured on the development machine), and the measured time ratios
+# (fused / plain) that clearly overturn it.
+_FUSED_FROM = 1 << 25
 
 
-def fused_linear(
+_CLEAR_WIN, _CLEAR_LOSS = 0.90, 1.10
+
+
+class DenseShape(NamedTuple):
+    """A dense call as the fusion decision sees it: what follows the GEMM, the widths, how many projections are
+    joined, and the rows rounded up to a power of two (so that sequence lengths share verdicts)."""
+
+    epilogue: str
+    in_features: int
+    out_features: int
+    projections: int
+    rows: int
+
+    @property
+    def multiply_adds(self) -> int:
+        return self.rows * self.in_features * self.out_features
+
+
+class OneDNNDense(DenseImplementation):
+    """Packed, epilogue-fused, joined GEMMs where ``fuses(shape)`` says they pay (module docstring); elsewhere, or
+    where the packed path cannot run, the plain modules."""
+
+    def __init__(self, fuses: Callable[[DenseShape], bool]):
+        self.fuses = fuses
+        # (epilogue, widths, projections, rows, threads) → verdict: one dictionary lookup per call once seen.
+        self._verdicts: dict[tuple[str, int, int, int, int, int], bool] = {}
+        on_forget(self._verdicts.clear)
+
+    def _group(self, linears: tuple[nn.Module, ...], inputs: torch.Tensor, epilogue: str) -> PackedLinearGroup | None:
+        """The packed group for ``linears`` where the packed path applies now and pays, else ``None``.
+        Runs for every dense layer of a forward pass: cheapest checks first, the plain path in about a microsecond
+        (training, compiling, tracing: before anything else, so that a traced graph never reaches the probe)."""
+        if torch.is_grad_enabled() or torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return None
+        if len(linears) == 1:
+            if type(linears[0]) is not nn.Linear:
+                return None
+            out_features = linears[0].out_features
+        elif any(type(linear) is not nn.Linear for linear in linears):
+            return None
+        else:
+            out_features = sum(linear.out_features for linear in linears)
+        width = linears[0].in_features
+        rows = inputs.numel() // width
+        key = (epilogue, width, out_features, len(linears), rows, torch.get_num_threads())
+        fuses = self._verdicts.get(key)
+        if fuses is None:
+            bucket = 1 << max(rows - 1, 0).bit_length()
+            fuses = self._verdicts[key] = bool(
+                self.fuses(DenseShape(epilogue, width, out_features, len(linears), bucket))
+            )
+        if not fuses or not packing_applies_now():
+            return None
+        return packed_linear_group(linears)
+
+    def linear(self, linear, inputs, activation=None, dropout=None, residual=None):
+        fused_name = None if activation is None else _fused_activation(activation)
+        group = None
+        if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
+            epilogue = fused_name or ("residual" if residual is not None else "none")
+            group = self._group((linear,), inputs, epilogue)
+        if group is None:
+            return super().linear(linear, inputs, activation, dropout, residual)
+        rows = inputs.reshape(-1, inputs.shape[-1])
+        if residual is not None and fused_name is None:
+            others = residual.reshape(rows.shape[0], -1).contiguous()
+            outputs = packed_linear_add(rows, others, group.matrix, group.bias)
+        else:
+            outputs = packed_linear(rows, group.matrix, group.bias, fused_name)
+            if residual is not None:  # the activation comes before the addition: not one epilogue
+                outputs = outputs + residual.reshape(rows.shape[0], -1)
+        return outputs.view(*inputs.shape[:-1], outputs.shape[-1])
+
+    def joined(self, linears, inputs):
+        group = self._group(tuple(linears), inputs, "none")
+        if group is None:
+            return super().joined(linears, inputs)
+        joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)
+        return tuple(part.view(*inputs.shape[:-1], part.shape[-1]) for part in joined.split(group.widths, dim=-1))
+
+
+def _measure_fusion(shape: DenseShape) -> float:
+    """The probe of ``implementation_probe`` for one shape: eight different projections of that shape (the weights
+    of a model are not all in cache: eight sets of weights keep the GEMM's weight reads about as cold as a model's;
+    one set, always in cache, hides the per-call re-packing that fusing saves), fused against the plain modules, 11
+    interleaved rounds; the fused path's time over the plain one's (medians)."""
+    generator = torch.Generator().manual_seed(0)
+    width = shape.out_features // shape.projections
+    activation = {"gelu": GELUActivation(), "relu": nn.ReLU()}.get(shape.epilogue)
+    groups = []
+    for _ in range(8):
+        linears = tuple(nn.Linear(shape.in_features, width).eval() for _ in range(shape.projections))
+        with torch.no_grad():
+            for linear in linears:
+                linear.weight.copy_(torch.randn(linear.weight.shape, generator=generator) * 0.05)
+        groups.append(linears)
+    inputs = torch.randn(shape.rows, shape.in_features, generator=generator)
+    residual = torch.randn(shape.rows, width, generator=generator) if shape.epilogue == "residual" else None
+
+    def run(implementation: DenseImplementation) -> None:
+        for linears in groups:
+            if len(linears) > 1:
+                implementation.joined(linears, inputs)
+            else:
+                implementation.linear(linears[0], inputs, activation, None, residual)
+
+    eager, fused = DenseImplementation(), OneDNNDense(lambda shape: True)
+    times = median_seconds({"eager": lambda: run(eager), "fused": lambda: run(fused)}, rounds=11)
+    return round(times["fused"] / times["eager"], 3)
+
+
+def probed_fusion(shape: DenseShape) -> bool:
+    """Whether ``"auto"`` fuses a call of ``shape`` on this machine.
+
+    The prior is the rule measured on the development machine: fuse from 2^25 multiply-adds per call. The
+    shape's measured time ratio (fused / plain, measured the first time the shape is seen, then read from the
+    probe file) overrides it only where it is clear: a shape below 2^25 fuses if fusing measured at most 0.90x,
+    one above stays plain if fusing measured more than 1.10x. Why not the bare measurement: a single shape's ratio
+    moves by ±10% between runs on a shared 2-core machine (0.91-1.12x for MiniLM's GELU projection), while a whole
+    MiniLM runs 5-10% faster with those borderline shapes fused; a clear difference (MobileBERT's 128-wide
+    projections: 1.1-2.9x; a machine where fusing pays from batch 1: 0.76x) is not noise. With probing off: the
+    prior."""
+    prior = shape.multiply_adds >= _FUSED_FROM
+    if shape.multiply_adds >= _ALWAYS_FUSED_FROM:
+        return True
+    name = "dense {} {}x{}/{} rows {}".format(*shape)
+    ratio = probed_choice(name, functools.partial(_measure_fusion, shape), None)
+    if ratio is None:
+        return prior
+    return ratio <= _CLEAR_LOSS if prior else ratio <= _CLEAR_WIN
+
+
+class DenseInterface(GeneralInterface):
+    """Name → dense implementation; ``DenseInterface.register(name, implementation)`` adds one."""
+
+    _global_mapping = {
+        "eager": DenseImplementation(),
+        "onednn": OneDNNDense(lambda shape: True),
+        "auto": OneDNNDense(probed_fusion),
+    }
+
+    def get_interface(self, name: str) -> DenseImplementation:
+        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
+        if implementation is None:
+            raise ValueError(
+                f"`dense_implementation={name!r}` is not a registered dense implementation; valid: "
+                f"{', '.join(sorted(self))}."
+            )
+        return implementation
+
+
+ALL_DENSE_IMPLEMENTATIONS = DenseInterface()
+
+
+def dense_linear(
+    config,
     linear: nn.Module,
     inputs: torch.Tensor,
     *,
     activation: nn.Module | None = None,
     dropout: nn.Module | None = None,
     residual: torch.Tensor | None = None,
-    enabled: bool = True,
-    bypassed: Sequence[nn.Module] = (),
 ) -> torch.Tensor:
-    """``dropout(activation(linear(inputs))) + residual`` (each part optional), as one packed GEMM at inference.
-
-    ``bypassed``: modules whose own ``forward`` the caller skips by calling this (their hooks are checked too).
-    """
-    fused_name = None if activation is None else _fused_activation(activation)
-    group = None
-    if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
-        group = _packed_group((linear,), inputs, bypassed, enabled)
-    if group is None:
-        outputs = linear(inputs)
-        if activation is not None:
-            outputs = activation(outputs)
-        if dropout is not None:
-            outputs = dropout(outputs)
-        return outputs if residual is None else outputs + residual
-    rows = inputs.reshape(-1, inputs.shape[-1])
-    if residual is not None and fused_name is None:
-        others = residual.reshape(rows.shape[0], -1).contiguous()
-        outputs = packed_linear_add(rows, others, group.matrix, group.bias)
-    else:
-        outputs = packed_linear(rows, group.matrix, group.bias, fused_name)
-        if residual is not None:  # the activation comes before the addition: not one epilogue
-            outputs = outputs + residual.reshape(rows.shape[0], -1)
-    return outputs.view(*inputs.shape[:-1], outputs.shape[-1])
+    """``dropout(activation(linear(inputs))) + residual`` (each part optional), by ``config.dense_implementation``."""
+    implementation = ALL_DENSE_IMPLEMENTATIONS.get_interface(config.dense_implementation)
+    return implementation.linear(linear, inputs, activation, dropout, residual)
 
 
-def joined_linear(
-    linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True
-) -> tuple[torch.Tensor, ...]:
-    """``tuple(linear(inputs) for linear in linears)``, as one packed GEMM over the joined weights at inference
-    (each output a view of the joined result)."""
-    joined = joined_linear_at_inference(linears, inputs, enabled=enabled)
-    return tuple(linear(inputs) for linear in linears) if joined is None else joined
-
-
-def joined_linear_at_inference(
-    linears: Sequence[nn.Module], inputs: torch.Tensor, *, enabled: bool = True, bypassed: Sequence[nn.Module] = ()
-) -> tuple[torch.Tensor, ...] | None:
-    """``joined_linear``'s one packed GEMM, or ``None`` where the caller must call its modules as usual (for a
-    caller that skips more than the linear maps: ``bypassed``, whose hooks are checked too)."""
-    group = _packed_group(tuple(linears), inputs, bypassed, enabled)
-    if group is None:
-        return None
-    joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)
-    return tuple(part.view(*inputs.shape[:-1], part.shape[-1]) for part in joined.split(group.widths, dim=-1))
+def dense_joined(config, linears: Sequence[nn.Module], inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``tuple(linear(inputs) for linear in linears)``, by ``config.dense_implementation``."""
+    return ALL_DENSE_IMPLEMENTATIONS.get_interface(config.dense_implementation).joined(linears, inputs)
 
 
 def additive_attention_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -1665,15 +2002,13 @@ class SparseBertSelfAttention(nn.Module):
             setattr(
                 self,
                 name,
-                nn.Linear(width, width)
-                if experts == 1
-                else ExpertLinear(experts, width, width, config.pack_inference_weights),
+                nn.Linear(width, width) if experts == 1 else ExpertLinear(config, experts, width, width),
             )
 
     def forward(self, hidden_states, additive_mask, dispatch, output_attentions):
         projections = (self.query, self.key, self.value)
-        if dispatch is None:  # dense projections of one input: one GEMM at inference (``joined_linear``)
-            states = joined_linear(projections, hidden_states, enabled=self.config.pack_inference_weights)
+        if dispatch is None:  # dense projections of one input (one GEMM where ``dense_implementation`` joins them)
+            states = dense_joined(self.config, projections, hidden_states)
         else:
             states = (_project(layer, hidden_states, dispatch) for layer in projections)
         query, key, value = (split_heads(projected, self.num_attention_heads) for projected in states)
@@ -1689,20 +2024,14 @@ class SparseBertSelfOutput(nn.Module):
     def __init__(self, config):
         super().__init__()
         width, experts = config.hidden_size, config.num_attention_experts
-        self.dense = (
-            nn.Linear(width, width)
-            if experts == 1
-            else ExpertLinear(experts, width, width, config.pack_inference_weights)
-        )
+        self.dense = nn.Linear(width, width) if experts == 1 else ExpertLinear(config, experts, width, width)
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, context, residual, dispatch):
         if dispatch is None:
-            output = fused_linear(
-                self.dense, context, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
-            )
+            output = dense_linear(self.config, self.dense, context, dropout=self.dropout, residual=residual)
             return self.LayerNorm(output)
         output = _project(self.dense, context, dispatch)
         output = output * dispatch.gate.view(*output.shape[:2], 1).to(output.dtype)
@@ -1737,12 +2066,10 @@ class SparseBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states):
-        return fused_linear(
-            self.dense, hidden_states, activation=self.intermediate_act_fn, enabled=self.pack_inference_weights
-        )
+        return dense_linear(self.config, self.dense, hidden_states, activation=self.intermediate_act_fn)
 
 
 class SparseBertOutput(nn.Module):
@@ -1754,14 +2081,12 @@ class SparseBertOutput(nn.Module):
             self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.pack_inference_weights = config.pack_inference_weights
+        self.config = config
 
     def forward(self, hidden_states, residual):
         if not hasattr(self, "dense"):  # the MoE block computed the FFN output
             return self.LayerNorm(self.dropout(hidden_states) + residual)
-        output = fused_linear(
-            self.dense, hidden_states, dropout=self.dropout, residual=residual, enabled=self.pack_inference_weights
-        )
+        output = dense_linear(self.config, self.dense, hidden_states, dropout=self.dropout, residual=residual)
         return self.LayerNorm(output)
 
 

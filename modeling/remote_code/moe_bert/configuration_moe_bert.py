@@ -23,6 +23,28 @@ __all__ = [
 ]
 
 
+# ``dense_implementation`` / ``moe_implementation``: what computes the dense projections and the experts
+# (``modeling/dense_implementations.py``, ``modeling/moe_implementations.py``).
+DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
+
+
+MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn")
+
+
+def implementation_fields(
+    owner: str, dense_implementation: str, moe_implementation: str, pack_inference_weights: bool | None
+) -> tuple[str, str]:
+    """The two implementation fields, checked, with a config saved before they existed read as it meant:
+    ``pack_inference_weights=False`` asked for the plain modules and the per-expert loop (``"eager"``)."""
+    if pack_inference_weights is not None:
+        require_bool(owner, "pack_inference_weights", pack_inference_weights)
+        if not pack_inference_weights:
+            dense_implementation = moe_implementation = "eager"
+    require_choice(owner, "dense_implementation", dense_implementation, DENSE_IMPLEMENTATIONS)
+    require_choice(owner, "moe_implementation", moe_implementation, MOE_IMPLEMENTATIONS)
+    return dense_implementation, moe_implementation
+
+
 def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
     raise ValueError(f"{owner}: `{field}` must be {allowed}, got {value!r}.")
 
@@ -135,12 +157,17 @@ class SparseBertConfigBase(PretrainedConfig):
         hash_seed: seed of the random token-id → expert table of hash routing.
         use_auxiliary_attention: append an auxiliary MHA block after the last layer, used only to align
             self-attention relations during distillation (paper 002 §3.2, after MiniLMv2).
-        pack_inference_weights: in eval mode without gradients on CPU, multiply each expert and each dense
-            linear map with a copy of its weights packed once for oneDNN instead of re-packing them on every
-            call, with GELU / ReLU and residual add fused into the dense GEMMs and query, key and value joined
-            (``modeling.fused_linear``; same outputs; the copies take about as much memory as the weights:
-            ``packed_weight_bytes(model)``). ``False`` keeps the plain ``F.linear`` path;
-            ``modeling.packed_weights.weight_packing(False)`` does the same for the calls inside a ``with`` block.
+        dense_implementation: what computes the dense projections (``modeling.dense_implementations``):
+            ``"eager"`` the ``nn.Linear`` modules as written; ``"onednn"`` at inference on CPU, GEMMs on weights
+            packed once for oneDNN with bias, activation and residual add fused and projections of one input
+            joined (same outputs to float32 rounding; the copies take about as much memory as the weights:
+            ``packed_weight_bytes(model)``); ``"auto"`` (default) ``"onednn"`` from the size at which it pays on
+            this machine (measured once and cached). Also a ``from_pretrained`` argument.
+        moe_implementation: what computes the experts (``modeling.moe_implementations``): ``"eager"`` a loop
+            over experts; ``"grouped_mm"`` one ``torch._grouped_mm`` call; ``"onednn"`` at inference on CPU, the
+            loop on expert matrices packed once for oneDNN; ``"auto"`` (default) the fastest at inference on this
+            machine (measured once and cached), the grouped GEMM in training and on CUDA. Also a
+            ``from_pretrained`` argument.
         teacher_initialization: the record of how the weights were first copied from a pretrained teacher (layer
             map, kept channels, heads and neurons, how the experts were made), written by
             ``distillation.teacher_init``; ``None`` for a randomly initialized model. The model never reads it.
@@ -176,7 +203,9 @@ class SparseBertConfigBase(PretrainedConfig):
         router_aux_loss_coef: float = 0.01,
         hash_seed: int = 0,
         use_auxiliary_attention: bool = False,
-        pack_inference_weights: bool = True,
+        dense_implementation: str = "auto",
+        moe_implementation: str = "auto",
+        pack_inference_weights: bool | None = None,
         teacher_initialization: dict | None = None,
         tie_word_embeddings: bool = True,
         **kwargs,
@@ -208,7 +237,10 @@ class SparseBertConfigBase(PretrainedConfig):
         self.router_aux_loss_coef = router_aux_loss_coef
         self.hash_seed = hash_seed
         self.use_auxiliary_attention = use_auxiliary_attention
-        self.pack_inference_weights = pack_inference_weights
+        # ``pack_inference_weights``: the field of configs saved before the implementation fields existed.
+        self.dense_implementation, self.moe_implementation = implementation_fields(
+            type(self).__name__, dense_implementation, moe_implementation, pack_inference_weights
+        )
         self.teacher_initialization = teacher_initialization
         self._validate()
 
@@ -250,7 +282,6 @@ class SparseBertConfigBase(PretrainedConfig):
         require_positive_float(owner, "layer_norm_eps", self.layer_norm_eps)
         require_non_negative_float(owner, "router_aux_loss_coef", self.router_aux_loss_coef)
         require_bool(owner, "use_auxiliary_attention", self.use_auxiliary_attention)
-        require_bool(owner, "pack_inference_weights", self.pack_inference_weights)
         require_bool(owner, "tie_word_embeddings", self.tie_word_embeddings)
         require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
         if self.teacher_initialization is not None and not isinstance(self.teacher_initialization, dict):

@@ -1,10 +1,13 @@
-"""Dense linear layers at inference (``modeling/fused_linear.py``): packed weights with bias, activation and
-residual fused into the GEMM, and projections of one input joined, for every family. Same outputs as the plain
-modules; every hook still sees its call; PEFT's wrapped layers run as PEFT wrote them; copies follow every change
-of the weights."""
+"""The dense implementations (``modeling/dense_implementations.py``) of every family: oneDNN's packed weights with
+bias, activation and residual fused into the GEMM and projections of one input joined, against the plain modules
+(``"eager"``). Same outputs; training runs the modules bit for bit; hooks see their calls where the recorder or the
+user selects ``"eager"``; PEFT's wrapped layers and Accelerate's offloaded weights run as those libraries wrote them;
+copies follow every change of the weights; ``"auto"`` fuses from the size the machine probe measured."""
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import subprocess
 import sys
@@ -13,15 +16,16 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from accelerate import cpu_offload
 from peft import get_peft_model
 from torch import nn
 from transformers import AutoModel
 
 from compact_bert.finetuning.peft_support import build_peft_config
-from compact_bert.modeling import fused_linear as fused_linear_module
-from compact_bert.modeling import packed_weights
-from compact_bert.modeling.fused_linear import fused_linear, joined_linear
-from compact_bert.modeling.packed_weights import packed_weight_bytes, packing_available, weight_packing
+from compact_bert.modeling import dense_implementations, implementation_probe, packed_weights
+from compact_bert.modeling.dense_implementations import ALL_DENSE_IMPLEMENTATIONS, DenseShape
+from compact_bert.modeling.implementation_selection import selected_implementations
+from compact_bert.modeling.packed_weights import packed_weight_bytes, packing_available
 from compact_bert.modeling.signals import SubmoduleRecorder, signal_module_name
 from tests.conftest import random_batch, sgd_step, tiny_classifier, tiny_configs
 from tests.remote_code_helpers import BLOCK_COMPACT_BERT
@@ -34,15 +38,14 @@ BOTTLENECK_IDS = ["ib_bert", "mobilebert", "mobilebert_tiny", "mobilebert_wo_opt
 LABELS = torch.tensor([0, 1, 0])
 
 
-@pytest.fixture(autouse=True)
-def _fuse_tiny_layers(monkeypatch):
-    """The tiny test models' products are far below the size from which fusing pays: fuse them anyway, to test it
-    (``test_small_products_call_the_modules`` checks the threshold itself)."""
-    monkeypatch.setattr(fused_linear_module, "MIN_FUSED_MULTIPLY_ADDS", 0)
+FUSED = ALL_DENSE_IMPLEMENTATIONS["onednn"]
+EAGER = ALL_DENSE_IMPLEMENTATIONS["eager"]
 
 
 def _classifier(config_id: str, **fields):
-    model = tiny_classifier(config_id, **fields)
+    """The tiny test models' products are far below the size from which ``"auto"`` fuses: ``"onednn"`` fuses them
+    anyway, to test it (``test_auto_calls_the_modules_below_the_probed_size_and_fuses_above`` checks ``"auto"``)."""
+    model = tiny_classifier(config_id, dense_implementation="onednn", **fields)
     # Weights and NoNorm scales well away from the init, so that a stale copy changes the logits visibly.
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -54,7 +57,8 @@ def _logits(model, packing: bool = True, **batch) -> torch.Tensor:
     """The last hidden states and the logits, side by side: with weights this large the pooler's tanh saturates,
     and logits alone would not show a changed encoder."""
     model.eval()
-    with torch.no_grad(), weight_packing(packing):
+    name = "onednn" if packing else "eager"
+    with torch.no_grad(), selected_implementations(model, dense=name, moe=name, missing_ok=True):
         outputs = model(**(batch or random_batch()), output_hidden_states=True)
     return torch.cat([outputs.hidden_states[-1].flatten(), outputs.logits.flatten()])
 
@@ -87,52 +91,74 @@ def test_the_joined_and_fused_calls_equal_the_modules_they_replace():
     with torch.no_grad():
         for layer in (query, key, value):
             layer.eval()
-        joined = joined_linear((query, key, value), inputs)
+        joined = FUSED.joined((query, key, value), inputs)
         for part, layer in zip(joined, (query, key, value)):
             torch.testing.assert_close(part, layer(inputs), rtol=1e-6, atol=1e-6)
-        for activation in (nn.ReLU(), fused_linear_module.GELUActivation(), nn.Tanh(), None):
+        for activation in (nn.ReLU(), dense_implementations.GELUActivation(), nn.Tanh(), None):
             for add in (None, residual):
                 expected = query(inputs) if activation is None else activation(query(inputs))
                 expected = expected if add is None else expected + add
-                result = fused_linear(query, inputs, activation=activation, residual=add)
+                result = FUSED.linear(query, inputs, activation=activation, residual=add)
                 torch.testing.assert_close(result, expected, rtol=1e-6, atol=1e-6)
     assert packed_weight_bytes(nn.ModuleList([query, key, value])) > 0
 
 
 @needs_onednn
 @pytest.mark.parametrize("config_id", ["mobilebert", "ib_bert", "minilm_dense"])
-def test_distillation_hooks_on_query_key_value_still_record_at_inference(config_id):
+def test_distillation_hooks_on_query_key_value_record_at_inference_with_oneDNN_selected(config_id):
     """A frozen teacher runs in eval mode under no_grad: exactly where the fused path applies. The relation losses
-    read Q/K/V through forward hooks on those modules, so they must still be called."""
-    model = AutoModel.from_config(tiny_configs()[config_id]).eval()
+    read Q/K/V through forward hooks on those modules: the recorder selects the eager modules while it records, and
+    gives the model its own selection back after."""
+    config = copy.deepcopy(tiny_configs()[config_id])
+    config.dense_implementation = "onednn"
+    model = AutoModel.from_config(config).eval()
+    assert model.config.dense_implementation == "onednn"
     names = {signal: signal_module_name(signal, 1) for signal in ("query", "key", "value", "attention_norm")}
-    recorded = {}
-    for packing in (True, False):
-        with torch.no_grad(), weight_packing(packing), SubmoduleRecorder(model, names) as recorder:
-            model(**random_batch())
-        recorded[packing] = dict(recorder.outputs)
-    for signal in names:
-        torch.testing.assert_close(recorded[True][signal], recorded[False][signal], rtol=0, atol=0)
+    with torch.no_grad(), SubmoduleRecorder(model, names) as recorder:
+        model(**random_batch())
+        assert model.config.dense_implementation == "eager"
+    assert model.config.dense_implementation == "onednn"
+    assert set(recorder.outputs) == set(names)
+    with torch.no_grad(), selected_implementations(model, dense="eager"):
+        expected = model(**random_batch()).last_hidden_state
+    with torch.no_grad():
+        torch.testing.assert_close(model(**random_batch()).last_hidden_state, expected, rtol=1e-5, atol=1e-5)
 
 
 @needs_onednn
-def test_a_replaced_forward_or_a_global_hook_is_respected():
+def test_oneDNN_computes_without_calling_the_modules_and_eager_calls_every_one():
+    """The documented difference, as under SDPA attention: a hook on a projection fires under ``"eager"``, not
+    under ``"onednn"``, which no longer looks for hooks on every call."""
     model = _classifier("mobilebert")
-    expected = _logits(model, packing=False)
-    calls = []
-    query = model.base_model.encoder.layer[0].attention.self.query
-    original = query.forward
-    query.forward = lambda inputs: calls.append("query") or original(inputs)  # as Accelerate's hooks do
-    torch.testing.assert_close(_logits(model), expected, rtol=1e-5, atol=1e-5)
-    assert calls == ["query"]
-    del query.forward
+    encoder_linears = [m for m in model.base_model.encoder.modules() if type(m) is nn.Linear]
     seen = []
     handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: seen.append(module))
     try:
+        _logits(model, packing=False)
+        plain_calls = sum(any(module is linear for linear in encoder_linears) for module in seen)
+        seen.clear()
         _logits(model)
     finally:
         handle.remove()
-    assert sum(type(module) is nn.Linear for module in seen) == sum(type(m) is nn.Linear for m in model.modules())
+    assert plain_calls == len(encoder_linears)
+    assert not any(module is linear for linear in encoder_linears for module in seen)
+
+
+@needs_onednn
+@pytest.mark.parametrize("config_id", ["mobilebert", "minimoe"])
+def test_accelerates_offloaded_weights_run_the_modules_through_its_hooks(config_id):
+    """``cpu_offload`` keeps the weights on the meta device and loads each module's in its pre-forward hook: the
+    oneDNN implementations see no CPU weight to pack and call the modules, whose hooks load them."""
+    model = _classifier(config_id, moe_implementation="onednn") if config_id == "minimoe" else _classifier(config_id)
+    batch = random_batch()
+    expected = _logits(model, packing=False, **batch)
+    offloaded = cpu_offload(model, execution_device="cpu")
+    assert all(p.device.type == "meta" for p in offloaded.base_model.encoder.parameters())
+    with torch.no_grad():
+        outputs = offloaded(**batch, output_hidden_states=True)
+    torch.testing.assert_close(
+        torch.cat([outputs.hidden_states[-1].flatten(), outputs.logits.flatten()]), expected, rtol=1e-5, atol=1e-5
+    )
 
 
 @needs_onednn
@@ -142,7 +168,7 @@ def test_training_and_gradients_run_the_plain_modules_bit_for_bit(config_id):
     torch.manual_seed(3)
     default = model(**random_batch(), labels=LABELS).loss
     torch.manual_seed(3)
-    with weight_packing(False):
+    with selected_implementations(model, dense="eager"):
         plain = model(**random_batch(), labels=LABELS).loss
     assert torch.equal(default, plain)
     model.eval()
@@ -215,12 +241,14 @@ def test_layers_are_packed_once_across_calls_until_they_change(monkeypatch):
 
 
 @needs_onednn
-def test_bfloat16_and_the_config_switch_run_the_plain_modules():
+def test_bfloat16_and_the_eager_selection_run_the_plain_modules():
     model = _classifier("mobilebert").to(torch.bfloat16)
     _logits(model)
     assert packed_weight_bytes(model) == 0
-    model = _classifier("minilm_dense", pack_inference_weights=False)
-    _logits(model)
+    model = _classifier("minilm_dense")
+    model.config.dense_implementation = "eager"
+    with torch.no_grad():
+        model(**random_batch())
     assert packed_weight_bytes(model) == 0
 
 
@@ -238,54 +266,100 @@ def test_without_working_private_ops_the_plain_modules_run(monkeypatch):
         assert packed_weight_bytes(model) == 0
 
 
-def test_the_bottleneck_config_validates_the_switch():
+def test_the_bottleneck_config_validates_the_field_and_reads_the_legacy_switch():
     from compact_bert.configuration import CompactMobileBertConfig
 
+    with pytest.raises(ValueError, match="dense_implementation.*one of.*'onednn'.*'fused'"):
+        CompactMobileBertConfig(dense_implementation="fused")
     with pytest.raises(ValueError, match="pack_inference_weights.*True or False.*'yes'"):
         CompactMobileBertConfig(pack_inference_weights="yes")
+    assert CompactMobileBertConfig(pack_inference_weights=False).dense_implementation == "eager"
+    assert CompactMobileBertConfig().dense_implementation == "auto"
 
 
 @needs_onednn
-def test_small_products_call_the_modules_and_large_ones_fuse(monkeypatch):
-    monkeypatch.setattr(fused_linear_module, "MIN_FUSED_MULTIPLY_ADDS", 1 << 25)
+def test_auto_fuses_the_shapes_the_machines_probe_measured_to_pay(monkeypatch, tmp_path):
+    """``"auto"`` asks the probe once per call shape (rows rounded up to a power of two), then remembers; here the
+    probe's measurement is replaced: fusing a 512-wide ReLU projection clearly pays (0.5x), which overrides the
+    2^25 rule at these 8.4M multiply-adds; a residual add measured 1.5x stays plain."""
+    monkeypatch.setenv("COMPACT_BERT_CACHE", str(tmp_path))
+    monkeypatch.delenv("COMPACT_BERT_PROBE", raising=False)
+    measured = []
+
+    def measure(shape):
+        measured.append(shape)
+        return 0.5 if shape.epilogue == "relu" else 1.5
+
+    monkeypatch.setattr(dense_implementations, "_measure_fusion", measure)
+    implementation_probe.forget_probed_choices()
+    config = SimpleNamespace(dense_implementation="auto")
     linear = nn.Linear(128, 512).eval()
     calls = []
     linear.register_forward_hook(lambda module, args, output: calls.append(args[0].shape[0]))
-    small, large = torch.randn(128, 128), torch.randn(512, 128)  # 8.4M and 33.6M multiply-adds (2**25)
-    with torch.no_grad():
-        hooked = fused_linear(linear, small, activation=nn.ReLU())
-        assert calls == [128]  # the module was called (and its hook fired)
-    linear._forward_hooks.clear()
-    with torch.no_grad():
-        assert packed_weight_bytes(linear) == 0
-        torch.testing.assert_close(fused_linear(linear, large, activation=nn.ReLU()), torch.relu(linear(large)))
-        torch.testing.assert_close(hooked, torch.relu(linear(small)), rtol=0, atol=0)
-    assert packed_weight_bytes(linear) > 0
+    inputs, residual = torch.randn(100, 128), torch.randn(100, 512)
+    try:
+        with torch.no_grad():
+            plain_relu, plain_residual = torch.relu(linear(inputs)), linear(inputs) + residual
+            calls.clear()
+            for _ in range(2):
+                fused = dense_implementations.dense_linear(config, linear, inputs, activation=nn.ReLU())
+                assert calls == [] and packed_weight_bytes(linear) > 0  # fused: the module was not called
+                unfused = dense_implementations.dense_linear(config, linear, inputs, residual=residual)
+                assert calls == [100]  # called as usual (its hook fired)
+                calls.clear()
+            dense_implementations.dense_linear(config, linear, inputs[:90], activation=nn.ReLU())  # same bucket
+    finally:
+        implementation_probe.forget_probed_choices()
+    assert measured == [DenseShape("relu", 128, 512, 1, 128), DenseShape("residual", 128, 512, 1, 128)]
+    torch.testing.assert_close(fused, plain_relu, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(unfused, plain_residual, rtol=0, atol=0)
 
 
-def test_hooks_on_the_bottleneck_layers_fire_in_training_and_skip_fusion_at_inference():
-    model = _classifier("mobilebert")
-    bottleneck = model.base_model.encoder.layer[0].bottleneck
-    calls = []
-    for layer in (bottleneck.input, bottleneck.attention):
-        layer.register_forward_hook(lambda module, args, output: calls.append(module))
-    model.train()
-    model(**random_batch(), labels=LABELS)
-    assert calls == [bottleneck.input, bottleneck.attention]
-    calls.clear()
-    torch.testing.assert_close(_logits(model), _logits(model, packing=False), rtol=1e-5, atol=1e-5)
-    assert calls == [bottleneck.input, bottleneck.attention] * 2  # called, not fused, with packing on and off
+@needs_onednn
+def test_the_probe_measures_a_shape_once_and_only_a_clear_ratio_overrides_the_size_rule(monkeypatch, tmp_path):
+    monkeypatch.setenv("COMPACT_BERT_CACHE", str(tmp_path))
+    monkeypatch.delenv("COMPACT_BERT_PROBE", raising=False)
+    implementation_probe.forget_probed_choices()
+    shape = DenseShape("gelu", 384, 1536, 1, 32)
+    try:
+        verdict = dense_implementations.probed_fusion(shape)  # measured for real
+        saved = json.loads(implementation_probe.probe_file().read_text())[implementation_probe.machine_key()]
+        assert saved.keys() == {"dense gelu 384x1536/1 rows 32"}
+        ratio = saved["dense gelu 384x1536/1 rows 32"]
+        assert 0 < ratio < 100 and verdict == (ratio <= 0.90)  # 18.9M multiply-adds: below 2^25, fused if clear
+        assert dense_implementations.probed_fusion(DenseShape("none", 1024, 4096, 1, 128))  # 2^29: fused, unmeasured
+        below, above = DenseShape("relu", 128, 512, 1, 256), DenseShape("relu", 128, 512, 1, 512)  # 2^24, 2^25
+        for ratio, expected in (
+            (0.85, (True, True)),
+            (0.95, (False, True)),
+            (1.05, (False, True)),
+            (1.2, (False, False)),
+        ):
+            for probed in (below, above):
+                implementation_probe.record_probe(f"dense relu 128x512/1 rows {probed.rows}", ratio)
+            implementation_probe.forget_probed_choices()
+            assert (dense_implementations.probed_fusion(below), dense_implementations.probed_fusion(above)) == expected
+        monkeypatch.setenv("COMPACT_BERT_PROBE", "off")
+        implementation_probe.forget_probed_choices()
+        assert dense_implementations.probed_fusion(above)  # 2^25: the rule
+        assert not dense_implementations.probed_fusion(below)
+    finally:
+        implementation_probe.forget_probed_choices()
 
 
 REMOTE_CHILD = BLOCK_COMPACT_BERT + textwrap.dedent(
     """
+    import json
+
     import torch
     from transformers import AutoModelForSequenceClassification
 
     folder, reference_path = sys.argv[1], sys.argv[2]
-    model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    # The tiny model's products are below the size from which "auto" fuses: select the oneDNN implementations.
+    model = AutoModelForSequenceClassification.from_pretrained(
+        folder, trust_remote_code=True, dense_implementation="onednn", **json.loads(sys.argv[3])
+    ).eval()
     bundle = sys.modules[type(model).__module__]
-    bundle.MIN_FUSED_MULTIPLY_ADDS = 0  # the tiny model's products: fuse them anyway
     reference = torch.load(reference_path)
     with torch.inference_mode():
         logits = model(**reference["inputs"]).logits
@@ -305,13 +379,14 @@ def test_a_remote_code_folder_runs_the_fused_layers_without_compact_bert(tmp_pat
     model = _classifier(config_id)
     model.save_pretrained(tmp_path / "folder")
     batch = random_batch()
-    with torch.no_grad(), weight_packing(False):
+    with torch.no_grad(), selected_implementations(model, dense="eager", missing_ok=True):
         torch.save({"inputs": batch, "expected": model(**batch).logits}, tmp_path / "reference.pt")
+    extra = {"moe_implementation": "onednn"} if expected_experts else {}  # a dense family has no such field
     (tmp_path / "child.py").write_text(REMOTE_CHILD)
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
     environment.pop("PYTHONPATH", None)
     result = subprocess.run(
-        [sys.executable, "child.py", str(tmp_path / "folder"), str(tmp_path / "reference.pt")],
+        [sys.executable, "child.py", str(tmp_path / "folder"), str(tmp_path / "reference.pt"), json.dumps(extra)],
         cwd=tmp_path,
         env=environment,
         capture_output=True,
