@@ -36,8 +36,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from transformers.activations import GELUActivation
-from transformers.utils.generic import GeneralInterface
 
+from .implementation_interface import ImplementationInterface
 from .implementation_probe import median_seconds, on_forget, probed_choice
 from .packed_weights import (
     PackedLinearGroup,
@@ -230,23 +230,15 @@ def probed_fusion(shape: DenseShape) -> bool:
     return ratio <= _CLEAR_LOSS if prior else ratio <= _CLEAR_WIN
 
 
-class DenseInterface(GeneralInterface):
+class DenseInterface(ImplementationInterface):
     """Name → dense implementation; ``DenseInterface.register(name, implementation)`` adds one."""
 
+    config_field = "dense_implementation"
     _global_mapping = {
         "eager": DenseImplementation(),
         "onednn": OneDNNDense(lambda shape: True),
         "auto": OneDNNDense(probed_fusion),
     }
-
-    def get_interface(self, name: str) -> DenseImplementation:
-        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
-        if implementation is None:
-            raise ValueError(
-                f"`dense_implementation={name!r}` is not a registered dense implementation; valid: "
-                f"{', '.join(sorted(self))}."
-            )
-        return implementation
 
 
 ALL_DENSE_IMPLEMENTATIONS = DenseInterface()

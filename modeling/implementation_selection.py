@@ -17,7 +17,7 @@ from .moe_implementations import ALL_MOE_IMPLEMENTATIONS
 
 __all__ = ["selected_implementations"]
 
-_INTERFACES = {"dense_implementation": ALL_DENSE_IMPLEMENTATIONS, "moe_implementation": ALL_MOE_IMPLEMENTATIONS}
+_INTERFACES = {interface.config_field: interface for interface in (ALL_DENSE_IMPLEMENTATIONS, ALL_MOE_IMPLEMENTATIONS)}
 
 
 @contextlib.contextmanager

@@ -27,9 +27,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers.utils.generic import GeneralInterface
 
 from .grouped_gemm import grouped_gemm_supported, grouped_linear_rows
+from .implementation_interface import ImplementationInterface
 from .implementation_probe import CHOICE_MARGIN, median_seconds, on_forget, probed_choice
 from .packed_weights import packed_expert_weights, packed_linear, packing_applies_now
 
@@ -294,19 +294,11 @@ class AutoExperts(EagerExperts):
 _EAGER, _GROUPED, _ONEDNN = EagerExperts(), GroupedExperts(), OneDNNExperts()
 
 
-class MoEInterface(GeneralInterface):
+class MoEInterface(ImplementationInterface):
     """Name → expert implementation; ``MoEInterface.register(name, implementation)`` adds one."""
 
+    config_field = "moe_implementation"
     _global_mapping = {"eager": _EAGER, "grouped_mm": _GROUPED, "onednn": _ONEDNN, "auto": AutoExperts()}
-
-    def get_interface(self, name: str) -> EagerExperts:
-        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
-        if implementation is None:
-            raise ValueError(
-                f"`moe_implementation={name!r}` is not a registered expert implementation; valid: "
-                f"{', '.join(sorted(self))}."
-            )
-        return implementation
 
 
 ALL_MOE_IMPLEMENTATIONS = MoEInterface()

@@ -5,10 +5,11 @@ transformers and the standard library. Generated from these modules, where any c
 run `python -m utils.hub_code` in the repository):
     compact_bert.modeling.normalization, compact_bert.modeling.attention,
     compact_bert.modeling.implementation_probe, compact_bert.modeling.packed_weights,
-    compact_bert.modeling.dense_implementations, compact_bert.modeling.outputs,
-    compact_bert.modeling.checkpoint_checks, compact_bert.modeling.pretrained_base,
-    compact_bert.modeling.task_losses, compact_bert.modeling.task_heads,
-    compact_bert.modeling.modeling_bottleneck_bert, compact_bert.modeling.modeling_ib_bert
+    compact_bert.modeling.implementation_interface, compact_bert.modeling.dense_implementations,
+    compact_bert.modeling.outputs, compact_bert.modeling.checkpoint_checks,
+    compact_bert.modeling.pretrained_base, compact_bert.modeling.task_losses,
+    compact_bert.modeling.task_heads, compact_bert.modeling.modeling_bottleneck_bert,
+    compact_bert.modeling.modeling_ib_bert
 """
 
 from __future__ import annotations
@@ -409,6 +410,20 @@ def _onednn_ops() -> SimpleNamespace:
     )
 
 
+class ImplementationInterface(GeneralInterface):
+    """Name → implementation for the config field ``config_field``; ``register(name, implementation)`` adds one."""
+
+    config_field = ""
+
+    def get_interface(self, name: str):
+        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
+        if implementation is None:
+            raise ValueError(
+                f"`{self.config_field}={name!r}` is not a registered implementation; valid: {', '.join(sorted(self))}."
+            )
+        return implementation
+
+
 class DenseImplementation:
     """The plain modules (``"eager"``); other implementations override both methods and may fall back to these."""
 
@@ -582,23 +597,15 @@ def probed_fusion(shape: DenseShape) -> bool:
     return ratio <= _CLEAR_LOSS if prior else ratio <= _CLEAR_WIN
 
 
-class DenseInterface(GeneralInterface):
+class DenseInterface(ImplementationInterface):
     """Name → dense implementation; ``DenseInterface.register(name, implementation)`` adds one."""
 
+    config_field = "dense_implementation"
     _global_mapping = {
         "eager": DenseImplementation(),
         "onednn": OneDNNDense(lambda shape: True),
         "auto": OneDNNDense(probed_fusion),
     }
-
-    def get_interface(self, name: str) -> DenseImplementation:
-        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
-        if implementation is None:
-            raise ValueError(
-                f"`dense_implementation={name!r}` is not a registered dense implementation; valid: "
-                f"{', '.join(sorted(self))}."
-            )
-        return implementation
 
 
 ALL_DENSE_IMPLEMENTATIONS = DenseInterface()

@@ -4,12 +4,13 @@ The modeling code of the ``minimoe`` model type as Hub remote code, importing on
 transformers and the standard library. Generated from these modules, where any change belongs (then
 run `python -m utils.hub_code` in the repository):
     compact_bert.modeling.grouped_gemm, compact_bert.modeling.packed_weights,
-    compact_bert.modeling.implementation_probe, compact_bert.modeling.moe_implementations,
-    compact_bert.modeling.moe_layer, compact_bert.modeling.dense_implementations,
-    compact_bert.modeling.attention, compact_bert.modeling.outputs,
-    compact_bert.modeling.checkpoint_checks, compact_bert.modeling.pretrained_base,
-    compact_bert.modeling.task_losses, compact_bert.modeling.task_heads,
-    compact_bert.modeling.modeling_sparse_bert, compact_bert.modeling.modeling_minimoe
+    compact_bert.modeling.implementation_probe, compact_bert.modeling.implementation_interface,
+    compact_bert.modeling.moe_implementations, compact_bert.modeling.moe_layer,
+    compact_bert.modeling.dense_implementations, compact_bert.modeling.attention,
+    compact_bert.modeling.outputs, compact_bert.modeling.checkpoint_checks,
+    compact_bert.modeling.pretrained_base, compact_bert.modeling.task_losses,
+    compact_bert.modeling.task_heads, compact_bert.modeling.modeling_sparse_bert,
+    compact_bert.modeling.modeling_minimoe
 """
 
 from __future__ import annotations
@@ -429,6 +430,20 @@ def median_seconds(calls: dict[str, Callable[[], object]], rounds: int = 7) -> d
     return {label: statistics.median(times) for label, times in samples.items()}
 
 
+class ImplementationInterface(GeneralInterface):
+    """Name → implementation for the config field ``config_field``; ``register(name, implementation)`` adds one."""
+
+    config_field = ""
+
+    def get_interface(self, name: str):
+        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
+        if implementation is None:
+            raise ValueError(
+                f"`{self.config_field}={name!r}` is not a registered implementation; valid: {', '.join(sorted(self))}."
+            )
+        return implementation
+
+
 def exporting() -> bool:
     """Whether the call is traced (export, compile, TorchScript): the dispatch takes its static form."""
     return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
@@ -677,19 +692,11 @@ class AutoExperts(EagerExperts):
 _EAGER, _GROUPED, _ONEDNN = EagerExperts(), GroupedExperts(), OneDNNExperts()
 
 
-class MoEInterface(GeneralInterface):
+class MoEInterface(ImplementationInterface):
     """Name → expert implementation; ``MoEInterface.register(name, implementation)`` adds one."""
 
+    config_field = "moe_implementation"
     _global_mapping = {"eager": _EAGER, "grouped_mm": _GROUPED, "onednn": _ONEDNN, "auto": AutoExperts()}
-
-    def get_interface(self, name: str) -> EagerExperts:
-        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
-        if implementation is None:
-            raise ValueError(
-                f"`moe_implementation={name!r}` is not a registered expert implementation; valid: "
-                f"{', '.join(sorted(self))}."
-            )
-        return implementation
 
 
 ALL_MOE_IMPLEMENTATIONS = MoEInterface()
@@ -1181,23 +1188,15 @@ def probed_fusion(shape: DenseShape) -> bool:
     return ratio <= _CLEAR_LOSS if prior else ratio <= _CLEAR_WIN
 
 
-class DenseInterface(GeneralInterface):
+class DenseInterface(ImplementationInterface):
     """Name → dense implementation; ``DenseInterface.register(name, implementation)`` adds one."""
 
+    config_field = "dense_implementation"
     _global_mapping = {
         "eager": DenseImplementation(),
         "onednn": OneDNNDense(lambda shape: True),
         "auto": OneDNNDense(probed_fusion),
     }
-
-    def get_interface(self, name: str) -> DenseImplementation:
-        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
-        if implementation is None:
-            raise ValueError(
-                f"`dense_implementation={name!r}` is not a registered dense implementation; valid: "
-                f"{', '.join(sorted(self))}."
-            )
-        return implementation
 
 
 ALL_DENSE_IMPLEMENTATIONS = DenseInterface()
