@@ -30,7 +30,7 @@ __all__ = [
 # ``dense_implementation`` / ``moe_implementation``: what computes the dense projections and the experts
 # (``modeling/dense_implementations.py``, ``modeling/moe_implementations.py``).
 DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
-MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn")
+MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn", "batched")
 
 
 def implementation_fields(

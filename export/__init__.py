@@ -3,7 +3,7 @@
 ``onnx_exporter.export_onnx`` (the ``compact-bert export onnx`` command) works on both transformers lines;
 ``optimum_configs`` plugs every family into Optimum's exporter and ``ORTOptimizer`` where the ``onnx`` extra is
 installed; ``tflite_exporter.export_tflite`` (``compact-bert export tflite``, the ``tflite`` extra) converts through
-litert-torch at a fixed shape; ``moe_export_form`` holds the static MoE expert forms both use. Optimum,
+litert-torch at a fixed shape; ``moe_export_form`` selects the static MoE expert form both use. Optimum,
 onnxruntime and the LiteRT packages are imported only by the functions that need them.
 """
 

@@ -1,20 +1,9 @@
-"""The static, batched form of the MoE expert computation that exported graphs use.
+"""Exported graphs compute MoE experts in the static, batched form (``moe_implementation="batched"``,
+``modeling/batched_experts.py``): one small subgraph per block that stays correct for any routing.
 
-Eager dispatch (``modeling/moe_layer.py``) runs a loop over experts; under export that loop is unrolled
-into one subgraph per expert and block (768 for moe-bert-small: minutes of export time), and a
-skip-empty-expert branch would be frozen by a tracing exporter. Here every token instead gathers *its own*
-expert's weights and runs one batched matrix product per projection: one small subgraph per block, any
-routing, nothing frozen, and every expert's weights stay in the graph (they are gathered by the routed
-index at run time). The cost is memory traffic: each token reads its expert's matrices, which is what a
-per-expert loop reads too for a single token but is not amortised across tokens of the same expert.
-
-Tokens the eager layer leaves out (padding, and tokens over capacity when ``eval_capacity_factor`` is set)
-get zeros, as in eager mode: the form reads the same ``RoutingDecision.keep``.
-
-The form is installed by replacing ``forward`` on each expert module *instance* for the duration of an
-export (``batched_expert_form``), so that eager training and inference numerics are untouched, and so that it
-also applies to the classes of a folder loaded as Hub remote code (matched by class name: the remote copy
-is the same source).
+``batched_expert_form(model)`` selects it on every compact-bert config among the model's modules (a sentence-embedding
+wrapper holds its encoder's) for the duration of an export, so that eager training and inference numerics are
+untouched; a folder loaded as Hub remote code carries the same implementation in its bundled modeling file.
 """
 
 from __future__ import annotations
@@ -22,98 +11,28 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import torch
 from torch import nn
 
-__all__ = ["EXPERT_MODULE_NAMES", "batched_expert_form", "batched_expert_ffn", "batched_expert_linear"]
+__all__ = ["EXPERT_MODULE_NAMES", "batched_expert_form"]
 
 # Class names of the stacked-expert modules of ``modeling/moe_layer.py`` (and of its remote-code copies).
 EXPERT_MODULE_NAMES = ("MoEExperts", "ExpertLinear")
 
 
-def _gathered_linear(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor
-) -> torch.Tensor:
-    """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` for every token ``t`` with one batched product."""
-    return torch.matmul(rows.unsqueeze(1), weight[expert].transpose(1, 2)).squeeze(1) + bias[expert]
-
-
-# Up to this many experts, every token runs through every expert and keeps its own expert's result; above it, each
-# token gathers its own expert's matrices. Per token, the first costs E x the FFN's multiply-adds, compute-bound
-# (E x 4 d f flops); the second reads one expert's matrices, memory-bound (8 d f bytes at fp32) and not shared
-# with other tokens. At this CPU's order of 50 GFLOP/s against 10 GB/s the two break even near E = 10. On the main
-# job's MiniMoE 4L;192H (4 experts), batch 1 x 128, the all-experts form runs through onnxruntime at about eager
-# PyTorch's latency (see README, Shipping).
-ALL_EXPERTS_MAX = 8
-
-
-def _all_experts_linear(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor
-) -> torch.Tensor:
-    """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` by computing every expert on every row and keeping each
-    row's own expert. The experts' ``[E, out, in]`` matrices act as one ``[E * out, in]`` matrix, so the graph has
-    a plain 2-D ``MatMul`` with a constant weight: what int8 quantization (per output channel) handles."""
-    num_experts, out_features, in_features = weight.shape
-    every = torch.matmul(rows, weight.reshape(num_experts * out_features, in_features).t()) + bias.reshape(-1)
-    return _pick(every.view(rows.shape[0], num_experts, out_features), expert)
-
-
-def _pick(every: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
-    """``every[t, expert[t]]`` for ``every`` of shape ``[T, E, out]``."""
-    index = expert.view(-1, 1, 1).expand(every.shape[0], 1, every.shape[2])
-    return every.gather(1, index).squeeze(1)
-
-
-def _expert_and_keep(dispatch, num_experts: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each token's expert (clamped to a valid index) and whether the eager layer would run it at all."""
-    target = dispatch.target
-    keep = target < num_experts
-    return target.clamp(max=num_experts - 1), keep
-
-
-def batched_expert_ffn(experts: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
-    """``MoEExperts.forward`` in batched form: ``fc2(act(fc1(x)))`` with each token's own expert."""
-    expert, keep = _expert_and_keep(dispatch, experts.num_experts)
-    if experts.num_experts <= ALL_EXPERTS_MAX:
-        hidden = experts.act(_all_experts_linear(inputs, experts.fc1_weight, experts.fc1_bias, expert))
-        outputs = _all_experts_linear(hidden, experts.fc2_weight, experts.fc2_bias, expert)
-    else:
-        hidden = experts.act(_gathered_linear(inputs, experts.fc1_weight, experts.fc1_bias, expert))
-        outputs = _gathered_linear(hidden, experts.fc2_weight, experts.fc2_bias, expert)
-    return outputs * keep.unsqueeze(-1).to(outputs.dtype)
-
-
-def batched_expert_linear(layer: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
-    """``ExpertLinear.forward`` in batched form."""
-    expert, keep = _expert_and_keep(dispatch, layer.num_experts)
-    linear = _all_experts_linear if layer.num_experts <= ALL_EXPERTS_MAX else _gathered_linear
-    outputs = linear(inputs, layer.weight, layer.bias, expert)
-    return outputs * keep.unsqueeze(-1).to(outputs.dtype)
-
-
-_FORMS = {"MoEExperts": batched_expert_ffn, "ExpertLinear": batched_expert_linear}
-
-
 @contextlib.contextmanager
 def batched_expert_form(model: nn.Module) -> Iterator[int]:
     """Within the block, every expert module of ``model`` computes in the batched export form; yields how many
-    modules were switched. The instances' own ``forward`` is restored on exit, also after an error."""
-    switched = []
+    expert modules that is. Each config's own choice is restored on exit, also after an error."""
+    configs = {}
     for module in model.modules():
-        form = _FORMS.get(type(module).__name__)
-        if form is None:
-            continue
-        module.forward = _bind(form, module)
-        switched.append(module)
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(config, "moe_implementation"):
+            configs[id(config)] = config
+    previous = {key: config.moe_implementation for key, config in configs.items()}
     try:
-        yield len(switched)
+        for config in configs.values():
+            config.moe_implementation = "batched"
+        yield sum(type(module).__name__ in EXPERT_MODULE_NAMES for module in model.modules())
     finally:
-        for module in switched:
-            del module.forward
-
-
-def _bind(form, module: nn.Module):
-    def forward(inputs: torch.Tensor, dispatch) -> torch.Tensor:
-        return form(module, inputs, dispatch)
-
-    return forward
+        for key, config in configs.items():
+            config.moe_implementation = previous[key]

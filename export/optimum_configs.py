@@ -7,7 +7,8 @@ extra arguments. ``optimum-cli`` imports this module at start-up through the fil
 Optimum's ``optimum.commands.register`` namespace (``export/optimum_cli_register/``).
 
 The configs' model patcher switches the MoE expert modules to the batched export form while Optimum's
-exporter traces, so that MoE graphs keep every expert and export in seconds (``moe_export_form``).
+exporter traces, so that MoE graphs keep every expert and export in seconds (``moe_export_form``: the
+``"batched"`` expert implementation).
 
 Two things have no public extension point, and are wrapped here, each in one function that fails loudly if
 Optimum renames what it relies on: ``ORTOptimizer`` looks the model type up in two private tables

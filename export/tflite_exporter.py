@@ -8,7 +8,8 @@ int64 without ``enable_x64``), outputs carry the task's names (``logits``, ``sta
 export.
 
 **MoE models.** Eager dispatch gathers each expert's tokens with data-dependent shapes, which litert-torch rejects.
-The export runs the static forms of ``moe_export_form`` instead, the same ones the ONNX graphs use:
+The export runs the static forms of ``moe_implementation="batched"`` instead (``modeling/batched_experts.py``,
+selected by ``moe_export_form``), the same ones the ONNX graphs use:
 - up to ``ALL_EXPERTS_MAX`` experts, every token goes through every expert (one 2-D matmul over the experts'
   stacked ``[E * out, in]`` matrices) and keeps its own expert's row: E × the FFN's multiply-adds per token;
 - above it, each token gathers its own expert's matrices and runs one batched matmul: the FFN's multiply-adds,

@@ -10,6 +10,8 @@ implementation named by ``config.moe_implementation``:
 - ``"onednn"``: at inference on CPU, the loop on expert matrices packed once for oneDNN (``packed_weights``), the
   FFN's activation in the first GEMM's epilogue. Why: ``F.linear`` re-packs each expert's matrix on every call, and
   for an expert with a few tokens that costs more than the product. Elsewhere (training, not CPU float32): the loop.
+- ``"batched"``: each token through its own expert's weights in one batched product per projection, no loop: the
+  static form exported graphs use (``batched_experts``).
 - ``"auto"`` (default): at inference on CPU whichever of the three is fastest on this machine for the call's shape
   (experts, widths, tokens), measured the first time the shape is seen and kept on disk (``implementation_probe``);
   in training, and on CUDA, ``"grouped_mm"`` where the op runs; else the loop.
@@ -28,6 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .batched_experts import BatchedExperts
 from .grouped_gemm import grouped_gemm_supported, grouped_linear_rows
 from .implementation_interface import ImplementationInterface
 from .implementation_probe import CHOICE_MARGIN, median_seconds, on_forget, probed_choice
@@ -62,7 +65,7 @@ class ExpertDispatch:
         self.gate = decision.gate
         target = torch.where(decision.keep, decision.expert_index, num_experts)
         # Each token's expert, ``num_experts`` for a token no expert runs: the export hook. The batched form
-        # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of the grouping.
+        # that exported graphs use (``batched_experts``) reads it instead of the grouping.
         self.target = target
         self.exporting = exporting()
         self._grouping: tuple[torch.Tensor, list[int]] | None = None
@@ -298,7 +301,13 @@ class MoEInterface(ImplementationInterface):
     """Name → expert implementation; ``MoEInterface.register(name, implementation)`` adds one."""
 
     config_field = "moe_implementation"
-    _global_mapping = {"eager": _EAGER, "grouped_mm": _GROUPED, "onednn": _ONEDNN, "auto": AutoExperts()}
+    _global_mapping = {
+        "eager": _EAGER,
+        "grouped_mm": _GROUPED,
+        "onednn": _ONEDNN,
+        "batched": BatchedExperts(),
+        "auto": AutoExperts(),
+    }
 
 
 ALL_MOE_IMPLEMENTATIONS = MoEInterface()

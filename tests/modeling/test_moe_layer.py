@@ -261,3 +261,25 @@ def test_the_grouped_product_takes_an_expanded_gradient():
     loop.sum().backward()
     for result, expected in zip(grouped, (rows.grad, weight.grad, bias.grad)):
         torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("config_id", ["minimoe", "minimoe_moe_attention", "moe_bert"])
+def test_the_batched_export_form_equals_the_loop_and_is_selected_only_inside_the_block(config_id):
+    """``moe_implementation="batched"`` (the static form exported graphs use) gives the loop's outputs, padding and
+    capacity drops included; ``batched_expert_form`` selects it on the model's config and restores the choice."""
+    from compact_bert.export.moe_export_form import batched_expert_form
+
+    config = copy.deepcopy(tiny_configs()[config_id])
+    config.eval_capacity_factor = 0.5  # drops tokens at inference too: the form must drop the same ones
+    model = AutoModelForSequenceClassification.from_config(config).eval()
+    batch = random_batch()
+    with torch.no_grad():
+        with selected_implementations(model, moe="eager"):
+            loop = model(**batch)
+        with batched_expert_form(model) as switched:
+            assert model.config.moe_implementation == "batched"
+            batched = model(**batch)
+    assert model.config.moe_implementation == "auto"
+    assert switched == sum(type(m).__name__ in ("MoEExperts", "ExpertLinear") for m in model.modules()) > 0
+    assert float(loop.dropped_token_fraction.max()) > 0
+    torch.testing.assert_close(batched.logits, loop.logits, rtol=1e-5, atol=1e-5)

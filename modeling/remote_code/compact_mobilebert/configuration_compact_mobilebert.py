@@ -27,7 +27,7 @@ __all__ = [
 DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
 
 
-MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn")
+MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn", "batched")
 
 
 def implementation_fields(

@@ -5,12 +5,12 @@ transformers and the standard library. Generated from these modules, where any c
 run `python -m utils.hub_code` in the repository):
     compact_bert.modeling.grouped_gemm, compact_bert.modeling.packed_weights,
     compact_bert.modeling.implementation_probe, compact_bert.modeling.implementation_interface,
-    compact_bert.modeling.moe_implementations, compact_bert.modeling.moe_layer,
-    compact_bert.modeling.dense_implementations, compact_bert.modeling.attention,
-    compact_bert.modeling.outputs, compact_bert.modeling.checkpoint_checks,
-    compact_bert.modeling.pretrained_base, compact_bert.modeling.task_losses,
-    compact_bert.modeling.task_heads, compact_bert.modeling.modeling_sparse_bert,
-    compact_bert.modeling.modeling_minimoe
+    compact_bert.modeling.batched_experts, compact_bert.modeling.moe_implementations,
+    compact_bert.modeling.moe_layer, compact_bert.modeling.dense_implementations,
+    compact_bert.modeling.attention, compact_bert.modeling.outputs,
+    compact_bert.modeling.checkpoint_checks, compact_bert.modeling.pretrained_base,
+    compact_bert.modeling.task_losses, compact_bert.modeling.task_heads,
+    compact_bert.modeling.modeling_sparse_bert, compact_bert.modeling.modeling_minimoe
 """
 
 from __future__ import annotations
@@ -444,6 +444,77 @@ class ImplementationInterface(GeneralInterface):
         return implementation
 
 
+def _gathered_linear(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor
+) -> torch.Tensor:
+    """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` for every token ``t`` with one batched product."""
+    return torch.matmul(rows.unsqueeze(1), weight[expert].transpose(1, 2)).squeeze(1) + bias[expert]
+
+
+# Up to this many experts, every token runs through every expert and keeps its own expert's result; above it, each
+# token gathers its own expert's matrices. Per token, the first costs E x the FFN's multiply-adds, compute-bound
+# (E x 4 d f flops); the second reads one expert's matrices, memory-bound (8 d f bytes at fp32) and not shared
+# with other tokens. At this CPU's order of 50 GFLOP/s against 10 GB/s the two break even near E = 10. On the main
+# job's MiniMoE 4L;192H (4 experts), batch 1 x 128, the all-experts form runs through onnxruntime at about eager
+# PyTorch's latency (see README, Shipping).
+ALL_EXPERTS_MAX = 8
+
+
+def _all_experts_linear(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor
+) -> torch.Tensor:
+    """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` by computing every expert on every row and keeping each
+    row's own expert. The experts' ``[E, out, in]`` matrices act as one ``[E * out, in]`` matrix, so the graph has
+    a plain 2-D ``MatMul`` with a constant weight: what int8 quantization (per output channel) handles."""
+    num_experts, out_features, in_features = weight.shape
+    every = torch.matmul(rows, weight.reshape(num_experts * out_features, in_features).t()) + bias.reshape(-1)
+    return _pick(every.view(rows.shape[0], num_experts, out_features), expert)
+
+
+def _pick(every: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
+    """``every[t, expert[t]]`` for ``every`` of shape ``[T, E, out]``."""
+    index = expert.view(-1, 1, 1).expand(every.shape[0], 1, every.shape[2])
+    return every.gather(1, index).squeeze(1)
+
+
+def _expert_and_keep(dispatch, num_experts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each token's expert (clamped to a valid index) and whether the eager layer would run it at all."""
+    target = dispatch.target
+    keep = target < num_experts
+    return target.clamp(max=num_experts - 1), keep
+
+
+def _batched_ffn(experts: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
+    """``MoEExperts.forward`` in batched form: ``fc2(act(fc1(x)))`` with each token's own expert."""
+    expert, keep = _expert_and_keep(dispatch, experts.num_experts)
+    if experts.num_experts <= ALL_EXPERTS_MAX:
+        hidden = experts.act(_all_experts_linear(inputs, experts.fc1_weight, experts.fc1_bias, expert))
+        outputs = _all_experts_linear(hidden, experts.fc2_weight, experts.fc2_bias, expert)
+    else:
+        hidden = experts.act(_gathered_linear(inputs, experts.fc1_weight, experts.fc1_bias, expert))
+        outputs = _gathered_linear(hidden, experts.fc2_weight, experts.fc2_bias, expert)
+    return outputs * keep.unsqueeze(-1).to(outputs.dtype)
+
+
+def _batched_linear(layer: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
+    """``ExpertLinear.forward`` in batched form."""
+    expert, keep = _expert_and_keep(dispatch, layer.num_experts)
+    linear = _all_experts_linear if layer.num_experts <= ALL_EXPERTS_MAX else _gathered_linear
+    outputs = linear(inputs, layer.weight, layer.bias, expert)
+    return outputs * keep.unsqueeze(-1).to(outputs.dtype)
+
+
+class BatchedExperts:
+    """``moe_implementation="batched"``: each token through its own expert's weights, one batched product per
+    projection (module docstring). Correct at any time; the form for export."""
+
+    def linear(self, module: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
+        return _batched_linear(module, inputs, dispatch)
+
+    def ffn(self, module: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
+        return _batched_ffn(module, inputs, dispatch)
+
+
 def exporting() -> bool:
     """Whether the call is traced (export, compile, TorchScript): the dispatch takes its static form."""
     return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
@@ -460,7 +531,7 @@ class ExpertDispatch:
         self.gate = decision.gate
         target = torch.where(decision.keep, decision.expert_index, num_experts)
         # Each token's expert, ``num_experts`` for a token no expert runs: the export hook. The batched form
-        # that exported graphs use (``compact_bert.export.moe_export_form``) reads it instead of the grouping.
+        # that exported graphs use (``batched_experts``) reads it instead of the grouping.
         self.target = target
         self.exporting = exporting()
         self._grouping: tuple[torch.Tensor, list[int]] | None = None
@@ -696,7 +767,13 @@ class MoEInterface(ImplementationInterface):
     """Name → expert implementation; ``MoEInterface.register(name, implementation)`` adds one."""
 
     config_field = "moe_implementation"
-    _global_mapping = {"eager": _EAGER, "grouped_mm": _GROUPED, "onednn": _ONEDNN, "auto": AutoExperts()}
+    _global_mapping = {
+        "eager": _EAGER,
+        "grouped_mm": _GROUPED,
+        "onednn": _ONEDNN,
+        "batched": BatchedExperts(),
+        "auto": AutoExperts(),
+    }
 
 
 ALL_MOE_IMPLEMENTATIONS = MoEInterface()

@@ -28,7 +28,7 @@ __all__ = [
 DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
 
 
-MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn")
+MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn", "batched")
 
 
 def implementation_fields(
@@ -165,9 +165,10 @@ class SparseBertConfigBase(PretrainedConfig):
             this machine (measured once and cached). Also a ``from_pretrained`` argument.
         moe_implementation: what computes the experts (``modeling.moe_implementations``): ``"eager"`` a loop
             over experts; ``"grouped_mm"`` one ``torch._grouped_mm`` call; ``"onednn"`` at inference on CPU, the
-            loop on expert matrices packed once for oneDNN; ``"auto"`` (default) the fastest at inference on this
-            machine (measured once and cached), the grouped GEMM in training and on CUDA. Also a
-            ``from_pretrained`` argument.
+            loop on expert matrices packed once for oneDNN; ``"batched"`` each token through its own expert's
+            weights, no loop (the static form exported graphs use); ``"auto"`` (default) the fastest at inference
+            on this machine for the call's shape (measured once and cached), the grouped GEMM in training and on
+            CUDA. Also a ``from_pretrained`` argument.
         teacher_initialization: the record of how the weights were first copied from a pretrained teacher (layer
             map, kept channels, heads and neurons, how the experts were made), written by
             ``distillation.teacher_init``; ``None`` for a randomly initialized model. The model never reads it.
