@@ -23,7 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from huggingface_hub import create_repo
+from huggingface_hub import HfApi, create_repo
+from huggingface_hub.errors import HfHubHTTPError
 from transformers.utils.hub import create_and_tag_model_card
 
 __all__ = [
@@ -51,7 +52,8 @@ class SavesRemoteCode:
     Accepts the push keywords of transformers' ``save_pretrained`` on both lines: ``repo_id`` (default: the
     folder's name), ``commit_message``, ``private``, ``token``, ``create_pr``, and, as ``push_to_hub`` does,
     ``revision`` and ``commit_description``. The upload reuses ``PushToHubMixin``'s own helpers, so the commit
-    holds what transformers would push (the files this save wrote or rewrote, and the model card).
+    holds what transformers would push (the files this save wrote or rewrote, and the model card), uploaded with
+    ``huggingface_hub``'s public ``upload_folder``.
     """
 
     def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs) -> None:
@@ -78,7 +80,7 @@ class SavesRemoteCode:
                 exist_ok=True,
             ).repo_id
             save_directory_exists = Path(save_directory).is_dir()
-            files_timestamps = self._get_files_timestamps(save_directory) if save_directory_exists else {}
+            files_timestamps = _modification_times(save_directory) if save_directory_exists else {}
 
         super().save_pretrained(save_directory, *args, push_to_hub=False, **kwargs)
         if not writes_here:
@@ -87,16 +89,41 @@ class SavesRemoteCode:
         if push_to_hub:
             model_card = create_and_tag_model_card(repo_id, self.model_tags, token=token)
             model_card.save(Path(save_directory) / "README.md")
-            self._upload_modified_files(
+            _upload_modified_files(
                 save_directory,
                 repo_id,
                 files_timestamps,
-                commit_message=push_arguments.get("commit_message"),
+                commit_message=push_arguments.get("commit_message") or "Upload model",
                 token=token,
                 create_pr=push_arguments.get("create_pr", False),
                 revision=push_arguments.get("revision"),
                 commit_description=push_arguments.get("commit_description"),
             )
+
+
+def _modification_times(folder) -> dict[str, float]:
+    """The top-level entries of ``folder`` and their modification times, before a save rewrites them."""
+    return {entry.name: entry.stat().st_mtime for entry in Path(folder).iterdir()}
+
+
+def _upload_modified_files(folder, repo_id: str, before: dict[str, float], *, revision, token, **commit) -> None:
+    """One commit of every top-level file or folder of ``folder`` that is new or rewritten since ``before`` (what
+    transformers' ``push_to_hub`` uploads), through ``huggingface_hub``'s public API; a ``revision`` branch is
+    created first when it does not exist, as transformers does."""
+    folder = Path(folder)
+    modified = [
+        entry for entry in folder.iterdir() if entry.name not in before or entry.stat().st_mtime > before[entry.name]
+    ]
+    patterns = [f"{entry.name}/*" if entry.is_dir() else entry.name for entry in modified]
+    api = HfApi(token=token)
+    if revision is not None and not revision.startswith("refs/pr"):
+        try:
+            api.create_branch(repo_id=repo_id, branch=revision, exist_ok=True)
+        except HfHubHTTPError as error:
+            # A pull request on a repo we cannot write to: the branch must exist already, or the commit says so.
+            if error.response is None or error.response.status_code != 403 or not commit.get("create_pr"):
+                raise
+    api.upload_folder(repo_id=repo_id, folder_path=folder, allow_patterns=patterns, revision=revision, **commit)
 
 
 def saved_model_class(model) -> type:
