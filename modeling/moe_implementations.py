@@ -213,19 +213,11 @@ def _measure_expert_kernel(shape: ExpertShape) -> str:
     ``shape.tokens`` tokens routed at random over the experts; the fastest, unless it is not 3% faster than the
     loop."""
     generator = torch.Generator().manual_seed(0)
+    experts, width_in, inner, width_out, tokens = shape
+    # A stand-in for ExpertLinear / MoEExperts: the attributes the implementations read.
     module = nn.Module().eval()
-    module.num_experts, module.hidden_size, module.out_features = (
-        shape.num_experts,
-        shape.out_features,
-        shape.out_features,
-    )
+    module.num_experts, module.hidden_size, module.out_features = experts, width_out, width_out
     module.act, module.fused_activation = nn.GELU(), "gelu"
-    experts, width_in, inner, width_out = (
-        shape.num_experts,
-        shape.in_features,
-        shape.inner_features,
-        shape.out_features,
-    )
     if inner:
         module.fc1_weight = nn.Parameter(torch.randn(experts, inner, width_in, generator=generator) * 0.05)
         module.fc1_bias = nn.Parameter(torch.zeros(experts, inner))
@@ -235,11 +227,11 @@ def _measure_expert_kernel(shape: ExpertShape) -> str:
         module.weight = nn.Parameter(torch.randn(experts, width_out, width_in, generator=generator) * 0.05)
         module.bias = nn.Parameter(torch.zeros(experts, width_out))
     routed = SimpleNamespace(
-        expert_index=torch.randint(0, experts, (shape.tokens,), generator=generator),
-        gate=torch.ones(shape.tokens),
-        keep=torch.ones(shape.tokens, dtype=torch.bool),
+        expert_index=torch.randint(0, experts, (tokens,), generator=generator),
+        gate=torch.ones(tokens),
+        keep=torch.ones(tokens, dtype=torch.bool),
     )
-    inputs = torch.randn(shape.tokens, width_in, generator=generator)
+    inputs = torch.randn(tokens, width_in, generator=generator)
 
     def run(implementation: EagerExperts) -> None:
         compute = implementation.ffn if inner else implementation.linear
