@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from huggingface_hub import HfApi, create_repo
+from huggingface_hub import CommitOperationAdd, HfApi, create_repo
 from huggingface_hub.errors import HfHubHTTPError
 from transformers.utils.hub import create_and_tag_model_card
 
@@ -51,9 +51,8 @@ class SavesRemoteCode:
 
     Accepts the push keywords of transformers' ``save_pretrained`` on both lines: ``repo_id`` (default: the
     folder's name), ``commit_message``, ``private``, ``token``, ``create_pr``, and, as ``push_to_hub`` does,
-    ``revision`` and ``commit_description``. The upload reuses ``PushToHubMixin``'s own helpers, so the commit
-    holds what transformers would push (the files this save wrote or rewrote, and the model card), uploaded with
-    ``huggingface_hub``'s public ``upload_folder``.
+    ``revision`` and ``commit_description``. The commit holds what transformers would push: the files this save
+    wrote or rewrote, and the model card, uploaded with ``huggingface_hub``'s public ``create_commit``.
     """
 
     def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs) -> None:
@@ -107,14 +106,23 @@ def _modification_times(folder) -> dict[str, float]:
 
 
 def _upload_modified_files(folder, repo_id: str, before: dict[str, float], *, revision, token, **commit) -> None:
-    """One commit of every top-level file or folder of ``folder`` that is new or rewritten since ``before`` (what
-    transformers' ``push_to_hub`` uploads), through ``huggingface_hub``'s public API; a ``revision`` branch is
-    created first when it does not exist, as transformers does."""
+    """One commit of every top-level file, and every file of a top-level folder, of ``folder`` that is new or
+    rewritten since ``before`` (what transformers' ``push_to_hub`` uploads), through ``huggingface_hub``'s public
+    ``create_commit``; a ``revision`` branch is created first when it does not exist, as transformers does.
+
+    ``create_commit`` rather than ``upload_folder``: from huggingface_hub 2.4 ``upload_folder`` opens pull
+    requests against the default branch only and refuses ``create_pr=True`` with a ``revision``, which
+    ``push_to_hub`` accepts (a pull request against that branch)."""
     folder = Path(folder)
     modified = [
         entry for entry in folder.iterdir() if entry.name not in before or entry.stat().st_mtime > before[entry.name]
     ]
-    patterns = [f"{entry.name}/*" if entry.is_dir() else entry.name for entry in modified]
+    files = [file for entry in modified for file in (sorted(entry.iterdir()) if entry.is_dir() else [entry])]
+    operations = [
+        CommitOperationAdd(path_or_fileobj=str(file), path_in_repo=file.relative_to(folder).as_posix())
+        for file in files
+        if file.is_file()
+    ]
     api = HfApi(token=token)
     if revision is not None and not revision.startswith("refs/pr"):
         try:
@@ -123,7 +131,7 @@ def _upload_modified_files(folder, repo_id: str, before: dict[str, float], *, re
             # A pull request on a repo we cannot write to: the branch must exist already, or the commit says so.
             if error.response is None or error.response.status_code != 403 or not commit.get("create_pr"):
                 raise
-    api.upload_folder(repo_id=repo_id, folder_path=folder, allow_patterns=patterns, revision=revision, **commit)
+    api.create_commit(repo_id=repo_id, operations=operations, revision=revision, **commit)
 
 
 def saved_model_class(model) -> type:

@@ -66,6 +66,10 @@ PUSHER = textwrap.dedent(
             model.save_pretrained(folder, push_to_hub=True, repo_id=case["folder"], create_pr=True,
                                   commit_message="Shifted weights")
             model.save_pretrained(folder, push_to_hub=True, repo_id=case["folder"], revision="shifted")
+            with torch.no_grad():  # a pull request against that branch, which transformers' push_to_hub accepts
+                next(model.parameters()).add_(1.0)
+            model.save_pretrained(folder, push_to_hub=True, repo_id=case["folder"], revision="shifted",
+                                  create_pr=True, commit_message="Shifted twice")
         else:
             model.push_to_hub(case["folder"])
         if config.model_type == "bert":  # transformers' own model loads by id through the same server
@@ -177,6 +181,9 @@ def test_push_keywords_reach_the_hub(pushed):
     weights = {ref: hub.files(repo_id, ref)["model.safetensors"] for ref in ("main", "refs/pr/1", "shifted")}
     assert weights["refs/pr/1"] == weights["shifted"] != weights["main"]
     assert hub.commit_messages[hub.refs[repo_id]["refs/pr/1"]] == "Shifted weights"
+    against_branch = hub.files(repo_id, "refs/pr/2")
+    assert against_branch["model.safetensors"] not in weights.values()
+    assert hub.commit_messages[hub.refs[repo_id]["refs/pr/2"]] == "Shifted twice"
 
 
 def test_pushed_repos_load_by_id_without_compact_bert(pushed):
