@@ -192,7 +192,7 @@ def test_the_eager_implementations_and_turning_onednn_off_disable_packing_and_th
     assert MiniMoEConfig(pack_inference_weights=True).moe_implementation == "auto"
     with pytest.raises(ValueError, match="pack_inference_weights.*True or False.*'no'"):
         MiniMoEConfig(pack_inference_weights="no")
-    with pytest.raises(ValueError, match="moe_implementation='loop'.*valid: auto, eager, grouped_mm, onednn"):
+    with pytest.raises(ValueError, match="moe_implementation='loop'.*valid: auto, batched, eager, grouped_mm, onednn"):
         model.config.moe_implementation = "loop"  # set after construction: the forward names it
         model(**random_batch())
     with (
