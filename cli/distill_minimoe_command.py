@@ -41,6 +41,7 @@ from .training_common import (
     invoked_command_line,
     parse_arguments,
     parse_json_object,
+    replaced_training_arguments,
     train_and_report,
     write_summary_and_card,
 )
@@ -360,7 +361,7 @@ def run(argv: list[str]) -> int:
                 tokenizer,
                 training_args.seed,
             )
-            assistant_args = dataclasses.replace(
+            assistant_args = replaced_training_arguments(
                 training_args,
                 output_dir=str(assistant_dir),
                 max_steps=student_args.teacher_assistant_max_steps or training_args.max_steps,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shlex
@@ -85,6 +86,16 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
                 transformers.set_seed(arguments.seed)
             arguments.keep_checkpoints = folder_arguments.keep_checkpoints
     return tuple(parsed)
+
+
+def replaced_training_arguments(arguments: transformers.TrainingArguments, **changes):
+    """``dataclasses.replace`` of training arguments that keeps ``keep_checkpoints``: ``parse_arguments`` sets it on
+    the instance, not as a field of transformers' dataclass, so ``replace`` alone would drop it and the run would
+    delete the checkpoints the user asked to keep."""
+    replaced = dataclasses.replace(arguments, **changes)
+    if hasattr(arguments, "keep_checkpoints"):
+        replaced.keep_checkpoints = arguments.keep_checkpoints
+    return replaced
 
 
 _EVAL_TIMINGS = {"eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time"}

@@ -68,3 +68,17 @@ def test_a_finished_run_leaves_a_model_folder_without_checkpoints(data, tmp_path
     assert main(_flags(data, kept, "--max_steps", "2", "--save_steps", "1", "--keep_checkpoints", "true")) == 0
     assert sorted(path.name for path in kept.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     assert "Removed" not in capsys.readouterr().out
+
+
+def test_training_arguments_adjusted_by_a_command_keep_the_keep_checkpoints_choice(tmp_path):
+    """``finetune`` (metric for the best model, a run without evaluation, each grid run) and the MiniMoE assistant
+    adjust the parsed training arguments with ``dataclasses.replace``, which alone drops ``keep_checkpoints``: a
+    finetune run given ``--keep_checkpoints true`` then deleted its checkpoints."""
+    from compact_bert.cli.finetune_command import parse_finetune_arguments
+    from compact_bert.cli.training_common import replaced_training_arguments
+
+    arguments = ["--model_name_or_path", "minimoe-4l-192h", "--train_file", "train.tsv", "--output_dir", str(tmp_path)]
+    _, _, training_args = parse_finetune_arguments([*arguments, "--keep_checkpoints", "true"])
+    assert training_args.keep_checkpoints is True
+    replaced = replaced_training_arguments(training_args, learning_rate=1e-3, output_dir=str(tmp_path / "grid"))
+    assert replaced.keep_checkpoints is True and replaced.learning_rate == 1e-3
