@@ -1,7 +1,9 @@
-"""Run the compact-bert CLI in subprocesses, as users and accelerate do."""
+"""Run the compact-bert CLI in subprocesses, as users and accelerate do, or in this process for its refusals."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -55,6 +57,22 @@ def cli_command(arguments: list[str], processes: int = 1) -> list[str]:
     if processes == 1:
         return [sys.executable, "-m", "compact_bert.cli.main", *arguments]
     return accelerate_launch(processes, "-m", "compact_bert.cli.main", *arguments)
+
+
+def refusal_in_this_process(arguments: list[str]) -> str:
+    """The message with which the command refuses ``arguments``, run as a function (``main([...])``, as the
+    fine-tuning tests run whole commands) to spare an interpreter start per refusal. A refusal is an exit with a
+    non-zero status and a message, never an exception (which a user would see as a traceback)."""
+    from compact_bert.cli.main import main
+
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            status = main(arguments)
+        except SystemExit as error:
+            status = error.code
+    assert status not in (0, None), f"the command was not refused: {arguments}"
+    return stderr.getvalue() + (status if isinstance(status, str) else "")
 
 
 def run_cli(arguments: list[str], processes: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:

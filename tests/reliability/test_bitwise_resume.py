@@ -7,6 +7,9 @@ micro-batch) and TCD's sampled token groups (``step_generator``). Before these w
 weights of a resumed run differed from the uninterrupted run's by 0.003-0.022. ``finetune`` draws only dropout, from
 the global random state that Trainer saves with each checkpoint and restores on resume; nothing else draws from it
 (its collator only pads), so it needs no step seeding - the test keeps it that way.
+
+Two runs of one command with one seed, one of them killed and resumed, ending bitwise equal also proves that these
+commands are reproducible: an unseeded draw before or after the kill would make them differ.
 """
 
 from __future__ import annotations
@@ -264,9 +267,12 @@ def _check_kill_and_resume_equals_uninterrupted(name, teachers, tmp_path, kill_a
         )
         first_kill = False
         assert not (interrupted / "run_summary.json").exists()
-    result = run_cli([*arguments, "--resume_from_checkpoint", "last"])
+    result = run_cli([*arguments, "--resume_from_checkpoint", "last", "--keep_checkpoints", "true"])
     assert "Resuming from" in result.stdout
     _assert_bitwise_equal(_final_weights(interrupted), _final_weights(uninterrupted))
+    history = json.loads((interrupted / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())["log_history"]
+    trained_steps = {entry["step"] for entry in history if "loss" in entry and "eval_loss" not in entry}
+    assert trained_steps == set(range(1, STEPS + 1)), "the resumed run's log misses or repeats steps"
     summaries = [json.loads((folder / "run_summary.json").read_text()) for folder in (uninterrupted, interrupted)]
     assert summaries[1]["optimizer_steps"] == summaries[0]["optimizer_steps"] == STEPS
     evaluated = {
