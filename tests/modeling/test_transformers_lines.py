@@ -109,8 +109,9 @@ def test_config_keeps_its_fields_and_validation(tmp_path, config_id):
     reason="the intermittent failure is transformers 5's meta-device loading",
 )
 def test_loading_in_fresh_processes_is_deterministic(tmp_path):
-    """transformers 5 once left a buffer uninitialised on load, which failed only sometimes: load 20 times,
-    each in a new process (two at a time, one per core), and require the same outputs every time."""
+    """transformers 5 once left a buffer uninitialised on load, which failed only sometimes: load 20 times, five
+    times in each of four new processes (two at a time, one per core), and require the same outputs every time.
+    Later loads in a process get memory that earlier tensors used, so garbage in an uninitialised buffer shows."""
     folder = tmp_path / "model"
     model = AutoModel.from_config(CONFIGS["moe_bert"]).eval()
     model.save_pretrained(folder)
@@ -122,20 +123,21 @@ def test_loading_in_fresh_processes_is_deterministic(tmp_path):
         """
         import sys, torch, compact_bert, transformers
         reference = torch.load(sys.argv[2])
-        model = transformers.AutoModel.from_pretrained(sys.argv[1]).eval()
-        with torch.no_grad():
-            output = model(**reference["inputs"]).last_hidden_state
-        print(float((output - reference["expected"]).abs().max()))
+        for _ in range(5):
+            model = transformers.AutoModel.from_pretrained(sys.argv[1]).eval()
+            with torch.no_grad():
+                output = model(**reference["inputs"]).last_hidden_state
+            print(float((output - reference["expected"]).abs().max()))
         """
     )
     command = [sys.executable, "-c", script, str(folder), str(tmp_path / "reference.pt")]
     differences = []
-    for _ in range(10):
+    for _ in range(2):
         pair = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
         for process in pair:
             stdout, stderr = process.communicate(timeout=300)
             assert process.returncode == 0, stderr[-3000:]
-            differences.append(float(stdout.strip().splitlines()[-1]))
+            differences.extend(float(line) for line in stdout.strip().splitlines()[-5:])
     assert differences == [0.0] * 20, differences
 
 
