@@ -72,20 +72,20 @@ def test_two_process_accelerate_run_trains_saves_and_loads(tmp_path, teacher_dir
 def test_sigkill_and_resume_keeps_every_stage_length(tmp_path, teacher_dir):
     arguments = ["--save_steps", "4", "--per_device_train_batch_size", "16", "--keep_checkpoints", "true"]
     uninterrupted = tmp_path / "uninterrupted"
-    run_cli(_distill_arguments(teacher_dir, uninterrupted, 40, 12) + arguments)
-    expected = stage_steps(uninterrupted / "checkpoint-40")
-    assert expected == {0: 12, 1: 12, 2: 16}
+    run_cli(_distill_arguments(teacher_dir, uninterrupted, 20, 6) + arguments)
+    expected = stage_steps(uninterrupted / "checkpoint-20")
+    assert expected == {0: 6, 1: 6, 2: 8}
 
     interrupted = tmp_path / "interrupted"
     kill_after_checkpoint(
-        _distill_arguments(teacher_dir, interrupted, 40, 12) + arguments, interrupted / "checkpoint-8"
+        _distill_arguments(teacher_dir, interrupted, 20, 6) + arguments, interrupted / "checkpoint-4"
     )
-    assert not (interrupted / "checkpoint-40").exists()
+    assert not (interrupted / "checkpoint-20").exists()  # killed inside the first stage
 
-    run_cli(_distill_arguments(teacher_dir, interrupted, 40, 12) + arguments + ["--resume_from_checkpoint", "last"])
-    assert stage_steps(interrupted / "checkpoint-40") == expected
+    run_cli(_distill_arguments(teacher_dir, interrupted, 20, 6) + arguments + ["--resume_from_checkpoint", "last"])
+    assert stage_steps(interrupted / "checkpoint-20") == expected
     summary = json.loads((interrupted / "run_summary.json").read_text())
-    assert summary["optimizer_steps"] == 40
+    assert summary["optimizer_steps"] == 20
 
 
 @pytest.mark.parametrize(
