@@ -106,7 +106,7 @@ def _modification_times(folder) -> dict[str, float]:
 
 
 def _upload_modified_files(folder, repo_id: str, before: dict[str, float], *, revision, token, **commit) -> None:
-    """One commit of every top-level file, and every file of a top-level folder, of ``folder`` that is new or
+    """One commit of every top-level file, and every file under a top-level folder, of ``folder`` that is new or
     rewritten since ``before`` (what transformers' ``push_to_hub`` uploads), through ``huggingface_hub``'s public
     ``create_commit``; a ``revision`` branch is created first when it does not exist, as transformers does.
 
@@ -117,7 +117,7 @@ def _upload_modified_files(folder, repo_id: str, before: dict[str, float], *, re
     modified = [
         entry for entry in folder.iterdir() if entry.name not in before or entry.stat().st_mtime > before[entry.name]
     ]
-    files = [file for entry in modified for file in (sorted(entry.iterdir()) if entry.is_dir() else [entry])]
+    files = [file for entry in modified for file in (sorted(entry.rglob("*")) if entry.is_dir() else [entry])]
     operations = [
         CommitOperationAdd(path_or_fileobj=str(file), path_in_repo=file.relative_to(folder).as_posix())
         for file in files
