@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
+from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import can_return_tuple
@@ -29,6 +30,7 @@ from .attention import (
     split_heads,
     uses_eager_attention,
 )
+from .checkpoint_keys import register_legacy_checkpoint_keys, renamed_legacy_key
 from .dense_implementations import dense_joined, dense_linear
 from .moe_layer import (
     ExpertDispatch,
@@ -316,32 +318,22 @@ class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
     config_class = SparseBertConfigBase
     base_model_prefix = "sparse_bert"
     _no_split_modules = ["SparseBertLayer"]
-    # Checkpoint key patterns of earlier releases → today's names (regular expressions, as transformers'
-    # ``key_mapping``): the learned router's linear map was ``router.classifier`` before it became ``router.gate``.
-    legacy_checkpoint_key_mapping = {r"router\.classifier\.": "router.gate."}
 
-    @classmethod
-    def from_pretrained(cls, *args, key_mapping: dict[str, str] | None = None, **kwargs):
-        """transformers' ``from_pretrained``, also loading checkpoints saved under earlier key names.
+    def __init_subclass__(cls, **kwargs):
+        """Each family registers the renames of its earlier checkpoint keys with transformers 5 (``checkpoint_keys``)
+        when its classes are defined, in the package and in the shipped remote code alike."""
+        super().__init_subclass__(**kwargs)
+        model_type = getattr(cls.config_class, "model_type", "")
+        if model_type:
+            register_legacy_checkpoint_keys(model_type)
 
-        Both transformers lines accept ``key_mapping`` (regex → replacement on checkpoint keys); 4.57 applies a
-        class's own ``_checkpoint_conversion_mapping`` only to vision-language models, and 5.x's registry of
-        conversions skips custom code, so the legacy renames are passed explicitly. A caller's own
-        ``key_mapping`` is added to ours. 5.x would reverse a rename that matched when the model is saved again;
-        dropping it from the record makes a re-save write today's names.
-        """
-        key_mapping = {**cls.legacy_checkpoint_key_mapping, **(key_mapping or {})}
-        loaded = super().from_pretrained(*args, key_mapping=key_mapping, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded
-        conversions = getattr(model, "_weight_conversions", None)
-        if conversions:
-            legacy_patterns = set(cls.legacy_checkpoint_key_mapping)
-            model._weight_conversions = [
-                conversion
-                for conversion in conversions
-                if not legacy_patterns.issuperset(getattr(conversion, "_original_source_patterns", None) or [None])
-            ]
-        return loaded
+    if hasattr(PreTrainedModel, "_fix_state_dict_key_on_load"):
+        # transformers 4.57's per-class renaming of checkpoint keys on load (5.x uses the registered renames).
+        @staticmethod
+        def _fix_state_dict_key_on_load(key: str) -> tuple[str, bool]:
+            key, renamed = PreTrainedModel._fix_state_dict_key_on_load(key)
+            current = renamed_legacy_key(key)
+            return current, renamed or current != key
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

@@ -177,8 +177,8 @@ class TopOneRouter(nn.Module):
     The linear map is named ``gate`` (as Mixtral names its router's). Checkpoints written before 0.2 call it
     ``classifier``, a name PEFT treats as a task head (``modules_to_save=["classifier"]`` for ``SEQ_CLS``),
     which made every router trainable and saved it in each adapter; ``from_pretrained`` renames those keys
-    (``SparseBertPreTrainedModel.legacy_checkpoint_key_mapping``), and for ``load_state_dict`` the router
-    registers torch's load-state-dict pre-hook that does the same.
+    through transformers' own renaming on each line (``checkpoint_keys``), and for ``load_state_dict`` the
+    router registers torch's load-state-dict pre-hook that does the same.
     """
 
     def __init__(self, hidden_size: int, num_experts: int):

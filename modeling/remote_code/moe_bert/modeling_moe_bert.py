@@ -9,8 +9,9 @@ run `python -m utils.hub_code` in the repository):
     compact_bert.modeling.moe_layer, compact_bert.modeling.dense_implementations,
     compact_bert.modeling.attention, compact_bert.modeling.outputs,
     compact_bert.modeling.checkpoint_checks, compact_bert.modeling.pretrained_base,
-    compact_bert.modeling.task_losses, compact_bert.modeling.task_heads,
-    compact_bert.modeling.modeling_sparse_bert, compact_bert.modeling.modeling_moe_bert
+    compact_bert.modeling.checkpoint_keys, compact_bert.modeling.task_losses,
+    compact_bert.modeling.task_heads, compact_bert.modeling.modeling_sparse_bert,
+    compact_bert.modeling.modeling_moe_bert
 """
 
 from __future__ import annotations
@@ -904,8 +905,8 @@ class TopOneRouter(nn.Module):
     The linear map is named ``gate`` (as Mixtral names its router's). Checkpoints written before 0.2 call it
     ``classifier``, a name PEFT treats as a task head (``modules_to_save=["classifier"]`` for ``SEQ_CLS``),
     which made every router trainable and saved it in each adapter; ``from_pretrained`` renames those keys
-    (``SparseBertPreTrainedModel.legacy_checkpoint_key_mapping``), and for ``load_state_dict`` the router
-    registers torch's load-state-dict pre-hook that does the same.
+    through transformers' own renaming on each line (``checkpoint_keys``), and for ``load_state_dict`` the
+    router registers torch's load-state-dict pre-hook that does the same.
     """
 
     def __init__(self, hidden_size: int, num_experts: int):
@@ -1817,6 +1818,44 @@ def tied_masked_lm_weights(base_model_prefix: str) -> dict[str, str]:
     }
 
 
+# Regular expression on a checkpoint key → replacement (transformers' ``key_mapping`` form).
+LEGACY_CHECKPOINT_KEYS = {r"router\.classifier\.": "router.gate."}
+
+
+def renamed_legacy_key(key: str) -> str:
+    """``key`` with the first matching legacy pattern replaced (``key`` itself when none matches)."""
+    for pattern, replacement in LEGACY_CHECKPOINT_KEYS.items():
+        renamed, count = re.subn(pattern, replacement, key, count=1)
+        if count:
+            return renamed
+    return key
+
+
+def register_legacy_checkpoint_keys(model_type: str) -> None:
+    """Register the renames for ``model_type`` with transformers 5 (a no-op on 4.57, which has no registry).
+
+    A plain ``WeightRenaming`` would also be reversed when a model is saved: on a model created from a config,
+    transformers reverses every mapping registered for its type, so the router would be saved as
+    ``router.classifier``. The renaming registered here reverses to the identity: saving writes today's names.
+    """
+    try:
+        from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming
+    except ImportError:
+        return
+
+    class LegacyKeyRenaming(WeightRenaming):
+        """Applied when loading; saving keeps the current names (its reverse renames a name to itself)."""
+
+        __slots__ = ()
+
+        def reverse_transform(self) -> WeightRenaming:
+            return self.copy(self._original_target_patterns, self._original_target_patterns)
+
+    renamings = [LegacyKeyRenaming(pattern, replacement) for pattern, replacement in LEGACY_CHECKPOINT_KEYS.items()]
+    register_checkpoint_conversion_mapping(model_type, renamings, overwrite=True)
+
+
 def classifier_dropout_probability(config) -> float:
     return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
 
@@ -2272,32 +2311,22 @@ class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
     config_class = SparseBertConfigBase
     base_model_prefix = "sparse_bert"
     _no_split_modules = ["SparseBertLayer"]
-    # Checkpoint key patterns of earlier releases → today's names (regular expressions, as transformers'
-    # ``key_mapping``): the learned router's linear map was ``router.classifier`` before it became ``router.gate``.
-    legacy_checkpoint_key_mapping = {r"router\.classifier\.": "router.gate."}
 
-    @classmethod
-    def from_pretrained(cls, *args, key_mapping: dict[str, str] | None = None, **kwargs):
-        """transformers' ``from_pretrained``, also loading checkpoints saved under earlier key names.
+    def __init_subclass__(cls, **kwargs):
+        """Each family registers the renames of its earlier checkpoint keys with transformers 5 (``checkpoint_keys``)
+        when its classes are defined, in the package and in the shipped remote code alike."""
+        super().__init_subclass__(**kwargs)
+        model_type = getattr(cls.config_class, "model_type", "")
+        if model_type:
+            register_legacy_checkpoint_keys(model_type)
 
-        Both transformers lines accept ``key_mapping`` (regex → replacement on checkpoint keys); 4.57 applies a
-        class's own ``_checkpoint_conversion_mapping`` only to vision-language models, and 5.x's registry of
-        conversions skips custom code, so the legacy renames are passed explicitly. A caller's own
-        ``key_mapping`` is added to ours. 5.x would reverse a rename that matched when the model is saved again;
-        dropping it from the record makes a re-save write today's names.
-        """
-        key_mapping = {**cls.legacy_checkpoint_key_mapping, **(key_mapping or {})}
-        loaded = super().from_pretrained(*args, key_mapping=key_mapping, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded
-        conversions = getattr(model, "_weight_conversions", None)
-        if conversions:
-            legacy_patterns = set(cls.legacy_checkpoint_key_mapping)
-            model._weight_conversions = [
-                conversion
-                for conversion in conversions
-                if not legacy_patterns.issuperset(getattr(conversion, "_original_source_patterns", None) or [None])
-            ]
-        return loaded
+    if hasattr(PreTrainedModel, "_fix_state_dict_key_on_load"):
+        # transformers 4.57's per-class renaming of checkpoint keys on load (5.x uses the registered renames).
+        @staticmethod
+        def _fix_state_dict_key_on_load(key: str) -> tuple[str, bool]:
+            key, renamed = PreTrainedModel._fix_state_dict_key_on_load(key)
+            current = renamed_legacy_key(key)
+            return current, renamed or current != key
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
