@@ -281,8 +281,9 @@ def test_two_process_accelerate(tmp_path, vanilla_teacher, method):
 
 
 def test_tcd_runs_with_its_default_arguments(tmp_path):
-    """Only the teacher, a tiny student, a short run and the output folder are given: default batch (8),
-    block size (128), sampled tokens and group size, corpus and evaluation must fit together."""
+    """Only the teacher, a tiny student, a short run, the output folder and a short evaluation (16 blocks instead
+    of the default 512, the only default left out) are given: default batch (8), block size (128), sampled tokens and
+    group size, corpus and evaluation must fit together."""
     teacher = tmp_path / "teacher"
     sizes = {key: value for key, value in json.loads(TINY_MOE_BERT).items() if key != "max_position_embeddings"}
     MoEBertModel(MoEBertConfig(**{**sizes, "num_experts": 1})).save_pretrained(teacher)
@@ -299,6 +300,8 @@ def test_tcd_runs_with_its_default_arguments(tmp_path):
             str(output),
             "--max_steps",
             "2",
+            "--max_eval_blocks",
+            "16",
         ]
     )
     summary = json.loads((output / "run_summary.json").read_text())
