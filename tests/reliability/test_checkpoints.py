@@ -29,6 +29,7 @@ from tests.distillation.cli_helpers import (
     refusal_in_this_process,
     run_cli,
 )
+from tests.log_records import recorded_messages
 
 TINY_DENSE = {
     "hidden_size": 32,
@@ -112,6 +113,17 @@ def test_final_model_folder_has_no_training_arguments_pickle_and_loads(three_che
     assert isinstance(model, MoEBertForMaskedLM) and model.config.num_experts == 1
 
 
+def _damage(run, damage: str):
+    """Damage the newest checkpoint (step 3) of a copied run as ``damage`` says; returns that checkpoint."""
+    newest = run / "checkpoint-3"
+    if damage.startswith("truncate"):
+        damaged = newest / ("model.safetensors" if damage == "truncate_weights" else "optimizer.pt")
+        os.truncate(damaged, damaged.stat().st_size // 2)
+    else:
+        (newest / "trainer_state.json").unlink()
+    return newest
+
+
 @pytest.mark.parametrize(
     ("damage", "reason"),
     [
@@ -120,15 +132,23 @@ def test_final_model_folder_has_no_training_arguments_pickle_and_loads(three_che
         ("delete_trainer_state", "trainer_state.json is missing"),
     ],
 )
-def test_last_resumes_from_the_newest_complete_checkpoint(run_copy, damage, reason):
-    newest = run_copy / "checkpoint-3"
-    if damage.startswith("truncate"):
-        damaged = newest / ("model.safetensors" if damage == "truncate_weights" else "optimizer.pt")
-        os.truncate(damaged, damaged.stat().st_size // 2)
-    else:
-        (newest / "trainer_state.json").unlink()
+def test_last_skips_a_damaged_newest_checkpoint_naming_the_reason(run_copy, damage, reason):
+    """What ``--resume_from_checkpoint last`` chooses, in this process; the command's own run is tested below."""
+    newest = _damage(run_copy, damage)
+    manifest = json.loads((run_copy / "checkpoint-2" / MANIFEST_NAME).read_text())
+    identity = {key: manifest[key] for key in ("training_method", "model_class", "model_config")}
+    with recorded_messages("compact_bert") as messages:
+        chosen = resolve_resume_checkpoint(run_copy, "last", identity, 4)
+    assert chosen == str(run_copy / "checkpoint-2")
+    assert any(message.startswith(f"Not resuming from {newest}: {reason}") for message in messages), messages
+
+
+def test_last_resumes_from_the_newest_complete_checkpoint(run_copy):
+    """The command, with a truncated newest checkpoint: it says why it skips it, resumes from the one before and
+    trains every step, rewriting the damaged checkpoint complete."""
+    newest = _damage(run_copy, "truncate_weights")
     result = run_cli(_pretrain(run_copy, 4, "--resume_from_checkpoint", "last", "--keep_checkpoints", "true"))
-    assert f"Not resuming from {newest}: {reason}" in result.stdout
+    assert f"Not resuming from {newest}: model.safetensors has" in result.stdout
     assert f"Resuming from {run_copy / 'checkpoint-2'}" in result.stdout
     assert json.loads((run_copy / "run_summary.json").read_text())["optimizer_steps"] == 4
     assert _trained_steps(run_copy / "checkpoint-4") == {1, 2, 3, 4}
