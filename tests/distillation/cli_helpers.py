@@ -98,12 +98,6 @@ def stage_steps(checkpoint: Path) -> dict[int, int]:
     return {stage: len(members) for stage, members in sorted(steps.items())}
 
 
-def kill_after_checkpoint(arguments: list[str], checkpoint: Path, timeout: float = 300) -> None:
-    """Start the CLI, SIGKILL it as soon as ``checkpoint`` is complete (its manifest is written), and fail if it
-    ended first."""
-    kill_when_path_exists(arguments, checkpoint / "compact_bert_manifest.json", timeout)
-
-
 def kill_when_path_exists(arguments: list[str], path: Path, timeout: float = 300, poll_seconds: float = 0.05) -> None:
     """Start the CLI, SIGKILL it as soon as ``path`` exists (a checkpoint folder appearing: Trainer is still
     writing it; its manifest: it is complete), and fail if the run ended first."""

@@ -31,7 +31,15 @@ from compact_bert.distillation.trainer_utils import PretrainingTrainer
 from compact_bert.modeling import CompactMobileBertForPreTraining, IBBertForPreTraining
 from compact_bert.training.checkpoints import MANIFEST_NAME
 from compact_bert.training.step_randomness import draw_training_targets, run_seed
-from tests.distillation.cli_helpers import QUICK_DATA, QUIET, REPO_ROOT, cli_command, environment, run_cli
+from tests.distillation.cli_helpers import (
+    QUICK_DATA,
+    QUIET,
+    REPO_ROOT,
+    cli_command,
+    environment,
+    run_cli,
+    stage_steps,
+)
 from tests.distillation.helpers import held_out_blocks, tiny_ib_bert_config, tiny_mobilebert_config, tokenizer
 
 STEPS = 6
@@ -182,7 +190,7 @@ def _command(name: str, teachers, output) -> list[str]:
             "32",
             *common,
         ]
-    if name == "mobilebert":  # layer-wise stages, then pre-training distillation (MLM + NSP targets)
+    if name == "mobilebert":  # layer-wise stages of 2 steps, then pre-training distillation (MLM + NSP targets)
         return [
             "distill",
             "mobilebert",
@@ -193,7 +201,7 @@ def _command(name: str, teachers, output) -> list[str]:
             "--strategy",
             "pkt",
             "--steps_per_stage",
-            "1",
+            "2",
             *common,
         ]
     if name == "minimoe":  # masked inputs (no MLM loss), relation loss, MoE student
@@ -287,13 +295,15 @@ def _check_kill_and_resume_equals_uninterrupted(name, teachers, tmp_path, kill_a
     ("name", "kill_at"),
     [
         ("tcd", [3]),
-        ("mobilebert", [2, 5]),
+        ("mobilebert", [3, 5]),  # inside the second and the last stage
         ("minimoe", [4]),
         ("finetune", [3]),
     ],
 )
 def test_kill_and_resume_ends_bitwise_equal_to_the_uninterrupted_run(name, kill_at, teachers, tmp_path):
     _check_kill_and_resume_equals_uninterrupted(name, teachers, tmp_path, kill_at)
+    if name == "mobilebert":  # a resume inside a stage finishes that stage, not a new one
+        assert stage_steps(tmp_path / "interrupted" / f"checkpoint-{STEPS}") == {0: 2, 1: 2, 2: 2}
 
 
 def test_kill_and_resume_of_pretraining_with_gradient_accumulation(teachers, tmp_path):
