@@ -75,6 +75,15 @@ def refusal_in_this_process(arguments: list[str]) -> str:
     return stderr.getvalue() + (status if isinstance(status, str) else "")
 
 
+def run_in_this_process(arguments: list[str]) -> None:
+    """Run a command that must succeed as a function (``main([...])``, as the fine-tuning tests run theirs), for
+    fixtures that need the folders a command writes and not what a terminal shows: no interpreter start (about
+    10 s of imports) per fixture."""
+    from compact_bert.cli.main import main
+
+    assert main(arguments) == 0, f"compact-bert {' '.join(arguments)} failed"
+
+
 def run_cli(arguments: list[str], processes: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:
     result = subprocess.run(
         cli_command(arguments, processes),

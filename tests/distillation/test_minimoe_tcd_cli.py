@@ -18,6 +18,7 @@ from tests.distillation.cli_helpers import (
     QUIET,
     refusal_in_this_process,
     run_cli,
+    run_in_this_process,
 )
 from tests.remote_code_helpers import load_in_fresh_process
 
@@ -95,7 +96,7 @@ def _sst2_accuracy(folder, rows: int) -> float:
 def vanilla_teacher(tmp_path_factory):
     folder = tmp_path_factory.mktemp("vanilla")
     overrides = json.dumps({**json.loads(TINY_MOE_BERT), "num_experts": 1})
-    run_cli(
+    run_in_this_process(
         [
             "pretrain",
             "--preset",
@@ -250,7 +251,7 @@ def _check_shipping_step(summary: dict, finetuned, stdout: str) -> None:
 
 def test_teacher_assistant_chain_in_one_command(tmp_path):
     output = tmp_path / "student"
-    run_cli(
+    run_in_this_process(
         _minimoe(
             output,
             3,
@@ -288,7 +289,7 @@ def test_tcd_runs_with_its_default_arguments(tmp_path):
     sizes = {key: value for key, value in json.loads(TINY_MOE_BERT).items() if key != "max_position_embeddings"}
     MoEBertModel(MoEBertConfig(**{**sizes, "num_experts": 1})).save_pretrained(teacher)
     output = tmp_path / "student"
-    run_cli(
+    run_in_this_process(
         [
             "distill",
             "tcd",

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.distillation.cli_helpers import QUICK_DATA, QUIET, run_cli
+from tests.distillation.cli_helpers import QUICK_DATA, QUIET, run_in_this_process
 
 TINY_MINIMOE = json.dumps(
     {
@@ -28,7 +28,7 @@ def main_job_run(tmp_path_factory):
     """``(student folder, fine-tuned folder)`` of one ``compact-bert distill minimoe`` run."""
     student = tmp_path_factory.mktemp("main_job") / "student"
     quiet = [flag for flag in QUIET if flag not in ("--report_to", "none")]
-    run_cli(
+    run_in_this_process(
         [
             "distill",
             "minimoe",

@@ -38,6 +38,7 @@ from tests.distillation.cli_helpers import (
     cli_command,
     environment,
     run_cli,
+    run_in_this_process,
     stage_steps,
 )
 from tests.distillation.helpers import held_out_blocks, tiny_ib_bert_config, tiny_mobilebert_config, tokenizer
@@ -137,7 +138,7 @@ def test_masks_depend_on_step_micro_batch_and_process_only():
 def teachers(tmp_path_factory):
     """A tiny vanilla BERT masked LM (TCD's teacher) and a tiny IB-BERT with its pre-training heads (MobileBERT's)."""
     folder = tmp_path_factory.mktemp("teachers")
-    run_cli(
+    run_in_this_process(
         [
             "pretrain",
             "--preset",
