@@ -41,7 +41,6 @@ from .training_common import (
     invoked_command_line,
     parse_arguments,
     parse_json_object,
-    replaced_training_arguments,
     train_and_report,
     write_summary_and_card,
 )
@@ -361,7 +360,7 @@ def run(argv: list[str]) -> int:
                 tokenizer,
                 training_args.seed,
             )
-            assistant_args = replaced_training_arguments(
+            assistant_args = dataclasses.replace(
                 training_args,
                 output_dir=str(assistant_dir),
                 max_steps=student_args.teacher_assistant_max_steps or training_args.max_steps,

@@ -59,7 +59,6 @@ from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
 from .training_common import (
     parse_arguments,
     parse_json_object,
-    replaced_training_arguments,
     train_and_report,
     write_summary_and_card,
 )
@@ -422,12 +421,12 @@ def save_merged(peft_model, tokenizer, folder: Path) -> str:
 
 def _adjusted_training_args(training_args: FinetuneConfig, argv: list[str], metric: str, has_eval: bool):
     if not has_eval:
-        return replaced_training_arguments(
+        return dataclasses.replace(
             training_args, eval_strategy="no", load_best_model_at_end=False, early_stopping_patience=None
         )
     if any(token.split("=", 1)[0] == "--metric_for_best_model" for token in argv):
         return training_args
-    return replaced_training_arguments(training_args, metric_for_best_model=metric, greater_is_better=True)
+    return dataclasses.replace(training_args, metric_for_best_model=metric, greater_is_better=True)
 
 
 def run(argv: list[str]) -> int:
@@ -555,9 +554,7 @@ def finetune(
                     / (f"seed-{seed}" if len(seeds) > 1 else "")
                 )
                 run_model_args = dataclasses.replace(model_args, peft_r=size)
-                run_args = replaced_training_arguments(
-                    training_args, learning_rate=rate, seed=seed, output_dir=str(folder)
-                )
+                run_args = dataclasses.replace(training_args, learning_rate=rate, seed=seed, output_dir=str(folder))
                 runs.append(
                     _run_one(run_model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator, start)
                 )

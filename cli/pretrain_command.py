@@ -6,7 +6,6 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import transformers
-from transformers import TrainingArguments
 
 from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
 from ..distillation.trainer_utils import (
@@ -18,6 +17,7 @@ from ..distillation.trainer_utils import (
 )
 from ..training.loss_guard import LossGuardCallback
 from ..training.precision_checks import check_precision_supported
+from ..training.training_arguments import CompactBertTrainingArguments
 from .training_common import build_from_preset, load_pretrained, parse_arguments, train_and_report
 
 __all__ = ["PretrainingModelArguments", "run"]
@@ -49,7 +49,10 @@ class PretrainingModelArguments:
 
 def run(argv: list[str]) -> int:
     model_args, corpus, training_args = parse_arguments(
-        (PretrainingModelArguments, CorpusArguments, TrainingArguments), argv, "compact-bert pretrain", DESCRIPTION
+        (PretrainingModelArguments, CorpusArguments, CompactBertTrainingArguments),
+        argv,
+        "compact-bert pretrain",
+        DESCRIPTION,
     )
     if model_args.init_from:
         model = load_pretrained(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import shlex
@@ -27,7 +26,8 @@ from ..training.checkpoints import (
 from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer, translate_legacy_training_flags
 from ..training.console_log import concise_line, verbose
 from ..training.run_errors import RunSettingsError
-from ..training.run_folder import RunFolderArguments, owned_output_folder, remove_finished_checkpoints
+from ..training.run_folder import owned_output_folder, remove_finished_checkpoints
+from ..training.training_arguments import CompactBertTrainingArguments
 from .argument_checks import check_training_arguments
 
 __all__ = [
@@ -62,17 +62,18 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
     (their ``__post_init__`` checks, transformers' own) is the user's input: it becomes a ``RunSettingsError``,
     which the command prints without a traceback.
 
-    Every training command also takes ``RunFolderArguments`` (``--keep_checkpoints``): parsed here and set on its
-    training arguments, so that ``train_and_report`` reads it."""
-    training = any(issubclass(kind, transformers.TrainingArguments) for kind in dataclass_types)
-    extra = (RunFolderArguments,) if training else ()
-    parser = HfArgumentParser((*dataclass_types, *extra), prog=program, description=description)
+    Every training command's training arguments are a ``CompactBertTrainingArguments`` (``--keep_checkpoints``, which
+    ``train_and_report`` applies)."""
+    for kind in dataclass_types:
+        if issubclass(kind, transformers.TrainingArguments) and not issubclass(kind, CompactBertTrainingArguments):
+            raise TypeError(
+                f"{kind.__name__} must derive from CompactBertTrainingArguments to be a command's arguments"
+            )
+    parser = HfArgumentParser(dataclass_types, prog=program, description=description)
     try:
         parsed = parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
     except ValueError as error:
         raise RunSettingsError(str(error)) from error
-    if extra:
-        *parsed, folder_arguments = parsed
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
             check_training_arguments(arguments)
@@ -84,18 +85,7 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
                 transformers.enable_full_determinism(arguments.seed)
             else:
                 transformers.set_seed(arguments.seed)
-            arguments.keep_checkpoints = folder_arguments.keep_checkpoints
     return tuple(parsed)
-
-
-def replaced_training_arguments(arguments: transformers.TrainingArguments, **changes):
-    """``dataclasses.replace`` of training arguments that keeps ``keep_checkpoints``: ``parse_arguments`` sets it on
-    the instance, not as a field of transformers' dataclass, so ``replace`` alone would drop it and the run would
-    delete the checkpoints the user asked to keep."""
-    replaced = dataclasses.replace(arguments, **changes)
-    if hasattr(arguments, "keep_checkpoints"):
-        replaced.keep_checkpoints = arguments.keep_checkpoints
-    return replaced
 
 
 _EVAL_TIMINGS = {"eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time"}
@@ -179,7 +169,8 @@ def train_and_report(trainer, tokenizer, training_args, extra_summary: dict | No
     it is incomplete, from another method or model shape, or already at ``--max_steps``. The final model folder
     holds no ``training_args.bin`` (Trainer's pickle of the arguments, which nobody needs to load a model), and
     gets its model card (``README.md``) from the summary: the command line is recorded for the card's recipe. Once
-    all of that is written, the run's checkpoints are removed unless ``--keep_checkpoints`` (``run_folder``)."""
+    all of that is written, the run's checkpoints are removed unless ``--keep_checkpoints`` (``run_folder``; training
+    arguments that are not ``CompactBertTrainingArguments`` keep none)."""
     transformers.utils.logging.set_verbosity(training_args.get_process_log_level())
     logging.basicConfig(stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("compact_bert").setLevel(logging.INFO if training_args.should_log else logging.WARNING)

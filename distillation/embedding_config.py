@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
-
 from ..training.compat import WarmupSteps
+from ..training.training_arguments import CompactBertTrainingArguments
 
 __all__ = ["EmbeddingDistillationConfig"]
 
 
 @dataclass
-class EmbeddingDistillationConfig(TrainingArguments):
+class EmbeddingDistillationConfig(CompactBertTrainingArguments):
     """``L = embedding_weight · MSE(e_s, e_t) + relation_weight · L_relation + aux_loss``: ``e_s`` and ``e_t`` are the
     student's and the teacher's pooled (and, where the teacher normalises, L2-normalised) sentence embeddings, the
     MSE is sentence-transformers' ``MSELoss`` (the recipe its documentation gives for model distillation, Reimers &

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
-
 from ..training.compat import WarmupSteps
+from ..training.training_arguments import CompactBertTrainingArguments
 
 __all__ = ["MiniMoEDistillationConfig"]
 
 
 @dataclass
-class MiniMoEDistillationConfig(TrainingArguments):
+class MiniMoEDistillationConfig(CompactBertTrainingArguments):
     """``TrainingArguments`` plus relation-distillation options. Defaults make the main job: a few
     minutes on 2 CPU cores (``compact-bert distill minimoe`` with no arguments)."""
 

@@ -8,6 +8,7 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 from transformers import TrainingArguments, get_scheduler
 
+from ..training.training_arguments import CompactBertTrainingArguments
 from .mobilebert_stages import STRATEGIES
 
 __all__ = ["MobileBertDistillationConfig", "build_base_scheduler"]
@@ -44,7 +45,7 @@ def _scheduler_name(args: TrainingArguments) -> str:
 
 
 @dataclass
-class MobileBertDistillationConfig(TrainingArguments):
+class MobileBertDistillationConfig(CompactBertTrainingArguments):
     """``TrainingArguments`` plus the knowledge-transfer options; stages are counted in optimizer steps,
     so ``max_steps`` must be set."""
 

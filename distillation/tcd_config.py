@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
+from ..training.training_arguments import CompactBertTrainingArguments
 
 __all__ = ["TransferCapabilityDistillationConfig"]
 
 
 @dataclass
-class TransferCapabilityDistillationConfig(TrainingArguments):
+class TransferCapabilityDistillationConfig(CompactBertTrainingArguments):
     """``L = L_MLM + λ_B·L_B + λ_T·L_T + λ_I·L_I + λ_A·L_A``; λ_B is the student's ``router_aux_loss_coef``
     (1000 in the MoE-BERT presets), the others are here. Paper: λ_T = λ_I = 1; λ_A = 1 at H=768, 0 at H=128.
 

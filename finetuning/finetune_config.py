@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
-
 from ..training.compat import TRANSFORMERS_5
+from ..training.training_arguments import CompactBertTrainingArguments
 
 __all__ = ["FinetuneConfig"]
 
@@ -24,7 +23,7 @@ _WARMUP_HELP = (
 
 
 @dataclass
-class FinetuneConfig(TrainingArguments):
+class FinetuneConfig(CompactBertTrainingArguments):
     """``TrainingArguments`` with the papers' fine-tuning defaults, plus seeds, a learning-rate grid, early
     stopping and the MoE balance-loss coefficient."""
 

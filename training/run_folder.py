@@ -23,7 +23,6 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .run_errors import RunSettingsError
@@ -31,7 +30,6 @@ from .run_errors import RunSettingsError
 __all__ = [
     "LOCK_FILE",
     "OutputFolderInUseError",
-    "RunFolderArguments",
     "move_aside_earlier_checkpoints",
     "owned_output_folder",
     "remove_finished_checkpoints",
@@ -78,20 +76,6 @@ def _acquire(folder: Path) -> Path:
             json.dump(record, handle)
         return path
     raise OutputFolderInUseError(f"--output_dir {folder}: could not take its lock file {path}.")
-
-
-@dataclass
-class RunFolderArguments:
-    """What every training command leaves in its output folder (parsed beside its training arguments)."""
-
-    keep_checkpoints: bool = field(
-        default=False,
-        metadata={
-            "help": "Keep the checkpoint-N folders (weights + optimizer state) in --output_dir after the run "
-            "finished; by default they are removed once the final model, summary and card are written, so "
-            "that the folder holds only what loads and ships."
-        },
-    )
 
 
 def _checkpoints(folder: Path) -> list[Path]:

@@ -72,13 +72,29 @@ def test_a_finished_run_leaves_a_model_folder_without_checkpoints(data, tmp_path
 
 def test_training_arguments_adjusted_by_a_command_keep_the_keep_checkpoints_choice(tmp_path):
     """``finetune`` (metric for the best model, a run without evaluation, each grid run) and the MiniMoE assistant
-    adjust the parsed training arguments with ``dataclasses.replace``, which alone drops ``keep_checkpoints``: a
-    finetune run given ``--keep_checkpoints true`` then deleted its checkpoints."""
+    adjust the parsed training arguments with ``dataclasses.replace``. ``keep_checkpoints`` was once set on the
+    instance, not a field, and ``replace`` dropped it: a finetune run given ``--keep_checkpoints true`` then deleted
+    its checkpoints. It is a field of every command's training arguments now."""
+    import dataclasses
+
     from compact_bert.cli.finetune_command import parse_finetune_arguments
-    from compact_bert.cli.training_common import replaced_training_arguments
+    from compact_bert.distillation.embedding_config import EmbeddingDistillationConfig
+    from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig
+    from compact_bert.distillation.mobilebert_config import MobileBertDistillationConfig
+    from compact_bert.distillation.tcd_config import TransferCapabilityDistillationConfig
+    from compact_bert.training.training_arguments import CompactBertTrainingArguments
 
     arguments = ["--model_name_or_path", "minimoe-4l-192h", "--train_file", "train.tsv", "--output_dir", str(tmp_path)]
     _, _, training_args = parse_finetune_arguments([*arguments, "--keep_checkpoints", "true"])
     assert training_args.keep_checkpoints is True
-    replaced = replaced_training_arguments(training_args, learning_rate=1e-3, output_dir=str(tmp_path / "grid"))
+    replaced = dataclasses.replace(training_args, learning_rate=1e-3, output_dir=str(tmp_path / "grid"))
     assert replaced.keep_checkpoints is True and replaced.learning_rate == 1e-3
+    for config_class in (
+        type(training_args),
+        EmbeddingDistillationConfig,
+        MiniMoEDistillationConfig,
+        MobileBertDistillationConfig,
+        TransferCapabilityDistillationConfig,
+    ):
+        assert issubclass(config_class, CompactBertTrainingArguments), config_class
+        assert "keep_checkpoints" in {field.name for field in dataclasses.fields(config_class)}
