@@ -77,7 +77,7 @@ class EmbeddingStudentArguments:
         metadata={
             "help": "Student preset (`compact-bert presets`): minilm-* dense students, minimoe-* MoE students. The "
             "default, 3 of the teacher's 6 layers at its width with the 1,024 most important of each FFN's "
-            "1,536 neurons, runs at 0.41x the teacher's latency and keeps 98.1% of its STS-B Spearman "
+            "1,536 neurons, runs at 0.41x the teacher's latency and keeps 98.1%% of its STS-B Spearman "
             "(docs/embeddings.md)."
         },
     )

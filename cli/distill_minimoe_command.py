@@ -65,7 +65,7 @@ class MiniMoEStudentArguments:
         default="minilm-3l-384h",
         metadata={
             "help": "Student preset (see `compact-bert presets`). The default, the 3-layer MiniLM, is the fastest "
-            "student that keeps 97% of the packaged teacher's SST-2 accuracy on this CPU (docs/students.md); "
+            "student that keeps 97%% of the packaged teacher's SST-2 accuracy on this CPU (docs/students.md); "
             "its 4-expert MiniMoE twin (minimoe-3l-384h) reached the same accuracy at 1.3x its latency."
         },
     )

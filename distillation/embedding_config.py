@@ -26,7 +26,7 @@ class EmbeddingDistillationConfig(CompactBertTrainingArguments):
     num_train_epochs: float = field(
         default=2.0,
         metadata={
-            "help": "Passes over the sentences (if --max_steps is -1): two take the default student to 98.5% of "
+            "help": "Passes over the sentences (if --max_steps is -1): two take the default student to 98.5%% of "
             "the packaged teacher's STS-B Spearman in about 6 minutes on 2 CPU cores (docs/embeddings.md)."
         },
     )

@@ -133,3 +133,35 @@ def test_no_progress_bars_fill_a_log_without_a_terminal(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "it/s]" not in result.stderr and "Loading weights" not in result.stderr, result.stderr[-2000:]
     assert json.loads(result.stdout)["pairs"] == 20
+
+
+HELP_COMMANDS = [
+    "",
+    "presets",
+    "convert",
+    "export",
+    "push",
+    "benchmark",
+    "evaluate",
+    "pretrain",
+    "finetune",
+    "distill",
+    "distill mobilebert",
+    "distill minimoe",
+    "distill tcd",
+    "distill embeddings",
+]
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS)
+def test_every_command_prints_its_help(command, capsys):
+    """argparse formats each help text with ``%``: a bare ``%`` in one (``97% of``) made ``--help`` a traceback."""
+    from compact_bert.cli.main import TRAINING_COMMANDS
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*command.split(), "--help"])
+    assert exit_.value.code in (0, None)
+    printed = capsys.readouterr().out
+    assert printed.startswith("usage: ")
+    if tuple(command.split()) in TRAINING_COMMANDS:
+        assert "--keep_checkpoints" in printed and "--output_dir" in printed
