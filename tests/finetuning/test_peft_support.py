@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -250,6 +251,7 @@ def test_checkpoints_with_router_classifier_keys_load_with_identical_outputs(con
     loaded, info = AutoModelForSequenceClassification.from_pretrained(tmp_path, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
     torch.testing.assert_close(_logits(loaded), _logits(model), rtol=0, atol=0)
+    torch.testing.assert_close(_logits(pickle.loads(pickle.dumps(loaded))), _logits(model), rtol=0, atol=0)
     loaded.save_pretrained(tmp_path / "resaved")
     assert set(load_file(tmp_path / "resaved" / "model.safetensors")) == set(weights)
     plain = _classifier(config_id)

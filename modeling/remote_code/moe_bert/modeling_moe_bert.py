@@ -1831,27 +1831,48 @@ def renamed_legacy_key(key: str) -> str:
     return key
 
 
+def _weight_renaming_class() -> type:
+    """transformers 5's class of checkpoint-key renames, or ``object`` on 4.57, which registers none."""
+    try:
+        from transformers.core_model_loading import WeightRenaming
+    except ImportError:
+        return object
+    return WeightRenaming
+
+
+_WeightRenaming = _weight_renaming_class()
+
+
+class LegacyKeyRenaming(_WeightRenaming):
+    """A rename that transformers 5 applies when loading; its reverse, applied when saving, renames today's name to
+    itself. A plain ``WeightRenaming`` would be reversed too: on a model created from a config, transformers reverses
+    every mapping registered for its type, so the router would be saved as ``router.classifier``.
+
+    Defined at module level so that a model loaded from a legacy checkpoint, which keeps its conversions, pickles.
+    The reverse is built with the constructor alone (no ``copy``), which every 5.x release has."""
+
+    __slots__ = ()
+
+    def reverse_transform(self):
+        current = getattr(self, "_original_target_patterns", None) or self.target_patterns
+        current = list(current) if isinstance(current, (list, tuple)) else [current]
+        reverse = _WeightRenaming(source_patterns=current, target_patterns=list(current))
+        for name in ("scope_prefix", "base_model_prefix"):
+            if hasattr(self, name):
+                setattr(reverse, name, getattr(self, name))
+        return reverse
+
+
 def register_legacy_checkpoint_keys(model_type: str) -> None:
     """Register the renames for ``model_type`` with transformers 5 (a no-op on 4.57, which has no registry).
 
-    A plain ``WeightRenaming`` would also be reversed when a model is saved: on a model created from a config,
-    transformers reverses every mapping registered for its type, so the router would be saved as
-    ``router.classifier``. The renaming registered here reverses to the identity: saving writes today's names.
-    """
+    The registry is per model type: in a process that imported this code, a ``moe_bert`` / ``minimoe`` class of
+    another origin (remote code saved before 0.2, whose routers were still named ``classifier``) is renamed too and
+    would load without its routers; re-save such a folder with this release."""
     try:
         from transformers.conversion_mapping import register_checkpoint_conversion_mapping
-        from transformers.core_model_loading import WeightRenaming
     except ImportError:
         return
-
-    class LegacyKeyRenaming(WeightRenaming):
-        """Applied when loading; saving keeps the current names (its reverse renames a name to itself)."""
-
-        __slots__ = ()
-
-        def reverse_transform(self) -> WeightRenaming:
-            return self.copy(self._original_target_patterns, self._original_target_patterns)
-
     renamings = [LegacyKeyRenaming(pattern, replacement) for pattern, replacement in LEGACY_CHECKPOINT_KEYS.items()]
     register_checkpoint_conversion_mapping(model_type, renamings, overwrite=True)
 
