@@ -1,4 +1,5 @@
-"""Run the compact-bert CLI in subprocesses, as users and accelerate do, or in this process for its refusals."""
+"""Run the compact-bert CLI in subprocesses, as users and accelerate do, or in this process (``main([...])``) for its
+refusals and for runs whose terminal output no test reads."""
 
 from __future__ import annotations
 

@@ -233,20 +233,19 @@ def _command(name: str, teachers, output) -> list[str]:
     raise ValueError(name)
 
 
-def _kill_when_folder_appears(arguments: list[str], folder, timeout: float = 300) -> bool:
-    """Start the CLI and SIGKILL it the moment ``folder`` exists - usually while Trainer is still writing it.
-    Returns whether the checkpoint was complete (had its manifest) when the process died."""
+def _kill_when_exists(arguments: list[str], path, timeout: float = 300) -> None:
+    """Start the CLI and SIGKILL it the moment ``path`` exists: a checkpoint folder (usually while Trainer is still
+    writing it) or a checkpoint's manifest (once it is complete)."""
     process = subprocess.Popen(
         cli_command(arguments), env=environment(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.time() + timeout
-    while not folder.is_dir():
-        assert process.poll() is None, f"the run ended before {folder.name} appeared"
-        assert time.time() < deadline, f"{folder.name} did not appear within {timeout} s"
+    while not path.exists():
+        assert process.poll() is None, f"the run ended before {path} appeared"
+        assert time.time() < deadline, f"{path} did not appear within {timeout} s"
         time.sleep(0.001)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    return (folder / MANIFEST_NAME).is_file()
 
 
 def _final_weights(output) -> dict[str, torch.Tensor]:
@@ -263,16 +262,20 @@ def _assert_bitwise_equal(resumed: dict, uninterrupted: dict) -> None:
     assert not different, f"tensors that differ from the uninterrupted run (max |difference|): {different}"
 
 
-def _check_kill_and_resume_equals_uninterrupted(name, teachers, tmp_path, kill_at: list[int], *extra) -> None:
+def _check_kill_and_resume_equals_uninterrupted(name, teachers, tmp_path, kill_at: list, *extra) -> None:
+    """``kill_at``: a step N kills the run as ``checkpoint-N`` appears (``last`` then resumes from N - 1, or from N
+    when the kill came after its save); ``(N, "complete")`` kills it once ``checkpoint-N`` is complete."""
     uninterrupted = tmp_path / "uninterrupted"
     run_cli(_command(name, teachers, uninterrupted) + list(extra))
     interrupted = tmp_path / "interrupted"
     arguments = _command(name, teachers, interrupted) + list(extra)
     first_kill = True
-    for step in kill_at:
-        _kill_when_folder_appears(
+    for kill in kill_at:
+        step, when = kill if isinstance(kill, tuple) else (kill, "appears")
+        folder = interrupted / f"checkpoint-{step}"
+        _kill_when_exists(
             arguments + ([] if first_kill else ["--resume_from_checkpoint", "last"]),
-            interrupted / f"checkpoint-{step}",
+            folder / MANIFEST_NAME if when == "complete" else folder,
         )
         first_kill = False
         assert not (interrupted / "run_summary.json").exists()
@@ -296,7 +299,8 @@ def _check_kill_and_resume_equals_uninterrupted(name, teachers, tmp_path, kill_a
     ("name", "kill_at"),
     [
         ("tcd", [3]),
-        ("mobilebert", [3, 5]),  # inside the second and the last stage
+        # Stages of 2 steps: resumed from checkpoint-3, inside the second stage, then killed in the last stage.
+        ("mobilebert", [(3, "complete"), 5]),
         ("minimoe", [4]),
         ("finetune", [3]),
     ],
