@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from tokenizers import BertWordPieceTokenizer
-from transformers import TrainingArguments
 
 from compact_bert.cli.training_common import parse_arguments
 from compact_bert.configuration import MiniMoEConfig
@@ -18,6 +17,7 @@ from compact_bert.distillation.minimoe_config import MiniMoEDistillationConfig
 from compact_bert.distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from compact_bert.modeling import MiniMoEModel
 from compact_bert.training.compat import save_tokenizer, translate_legacy_training_flags
+from compact_bert.training.training_arguments import CompactBertTrainingArguments
 from tests.distillation.cli_helpers import REPO_ROOT, accelerate_launch, environment
 from tests.distillation.distributed_terms_script import same_device
 
@@ -86,7 +86,7 @@ def test_flags_of_either_transformers_line_parse(tmp_path, warmup):
         "5",
         *warmup,
     ]
-    (args,) = parse_arguments((TrainingArguments,), argv, "test", "")
+    (args,) = parse_arguments((CompactBertTrainingArguments,), argv, "test", "")
     assert args.get_warmup_steps(8) == 2 and args.use_cpu and args.eval_strategy == "steps"
 
 
@@ -103,6 +103,14 @@ def test_saved_tokenizer_folder_has_the_wordpiece_vocabulary_on_both_lines(tmp_p
     assert (tmp_path / "tokenizer.json").is_file()
     from_vocabulary = BertWordPieceTokenizer(str(tmp_path / "vocab.txt"), lowercase=True)
     assert from_vocabulary.encode("Hello world").ids == tokenizer("Hello world")["input_ids"] == [101, 7592, 2088, 102]
+
+
+def test_a_command_with_plain_training_arguments_is_a_programming_error(tmp_path):
+    """Every command's training arguments carry ``--keep_checkpoints``, which ``train_and_report`` applies."""
+    from transformers import TrainingArguments
+
+    with pytest.raises(TypeError, match="TrainingArguments must derive from CompactBertTrainingArguments"):
+        parse_arguments((TrainingArguments,), ["--output_dir", str(tmp_path)], "test", "")
 
 
 @pytest.mark.parametrize("warmup", [["--warmup_ratio", "0.25"], ["--warmup_steps", "0.25"], ["--warmup_steps", "3"]])
