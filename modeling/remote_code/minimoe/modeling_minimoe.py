@@ -2335,10 +2335,11 @@ class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
 
     def __init_subclass__(cls, **kwargs):
         """Each family registers the renames of its earlier checkpoint keys with transformers 5 (``checkpoint_keys``)
-        when its classes are defined, in the package and in the shipped remote code alike."""
+        when the class naming its config is defined (not again for each head), in the package and in the shipped
+        remote code alike."""
         super().__init_subclass__(**kwargs)
         model_type = getattr(cls.config_class, "model_type", "")
-        if model_type:
+        if "config_class" in vars(cls) and model_type:
             register_legacy_checkpoint_keys(model_type)
 
     if hasattr(PreTrainedModel, "_fix_state_dict_key_on_load"):
