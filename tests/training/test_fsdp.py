@@ -79,7 +79,9 @@ def test_sharded_training_gives_the_unsharded_losses(name, sharded, unsharded):
     losses = {int(step): loss for step, loss in run["losses"].items()}
     assert sorted(losses) == list(range(1, STEPS + 1))
     for step, loss in unsharded[name]["losses"].items():
-        assert losses[step] == pytest.approx(loss, rel=1e-5, abs=1e-7), f"step {step}"
+        # transformers 4.57 logs the training loss rounded to 4 decimals (trainer.py ``round(..., 4)``): losses equal
+        # within float tolerance can straddle a rounding boundary and log one unit (1e-4) apart.
+        assert losses[step] == pytest.approx(loss, rel=1e-5, abs=1.5e-4), f"step {step}"
     assert run["eval_loss"] == pytest.approx(unsharded[name]["eval_loss"], rel=1e-5, abs=1e-7)
 
 
