@@ -20,11 +20,6 @@ from .export.optimum_import_hook import register_when_optimum_is_imported
 from .finetuning.peft_registration import register_when_peft_is_imported
 from .modeling import (
     AUTO_CLASSES_BY_CONFIG,
-    CompactBertClassifierOutput,
-    CompactBertMaskedLMOutput,
-    CompactBertModelOutput,
-    CompactBertPreTrainingOutput,
-    CompactBertQuestionAnsweringOutput,
     CompactMobileBertForMaskedLM,
     CompactMobileBertForPreTraining,
     CompactMobileBertForQuestionAnswering,
@@ -62,11 +57,6 @@ __all__ = [
     "MiniMoEConfig",
     "MoEBertConfig",
     "preset_config",
-    "CompactBertClassifierOutput",
-    "CompactBertMaskedLMOutput",
-    "CompactBertModelOutput",
-    "CompactBertPreTrainingOutput",
-    "CompactBertQuestionAnsweringOutput",
     "CompactMobileBertForMaskedLM",
     "CompactMobileBertForPreTraining",
     "CompactMobileBertForQuestionAnswering",
@@ -97,10 +87,15 @@ __all__ = [
 
 
 def _register_auto_classes() -> None:
+    """Map each model type to its classes in transformers' Auto classes, and register each class for its Auto class
+    (``register_for_auto_class``), so that transformers' ``save_pretrained`` / ``push_to_hub`` copy the generated
+    code files next to the weights and write ``auto_map``."""
     for config_class, auto_classes in AUTO_CLASSES_BY_CONFIG.items():
         transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        config_class.register_for_auto_class("AutoConfig")
         for auto_name, model_class in auto_classes.items():
             getattr(transformers, auto_name).register(config_class, model_class, exist_ok=True)
+            model_class.register_for_auto_class(auto_name)
 
 
 _register_auto_classes()

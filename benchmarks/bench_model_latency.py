@@ -34,7 +34,8 @@ from timing import PREVIOUS_DEFAULT, compare_latencies, format_ratio, on_plain_p
 import compact_bert
 from compact_bert.configuration import preset_config
 from compact_bert.modeling.implementation_selection import selected_implementations
-from compact_bert.modeling.packed_weights import packed_linear, packed_weight_bytes, packing_available
+from compact_bert.modeling.packed_weight_memory import packed_weight_bytes
+from compact_bert.modeling.packed_weights import packed_linear, packing_available
 
 
 def compiled_for_inference(model):

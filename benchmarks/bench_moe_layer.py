@@ -38,12 +38,8 @@ from compact_bert.configuration import MiniMoEConfig
 from compact_bert.modeling.grouped_gemm import grouped_gemm_supported
 from compact_bert.modeling.implementation_selection import selected_implementations
 from compact_bert.modeling.moe_layer import MoEFeedForward
-from compact_bert.modeling.packed_weights import (
-    packed_expert_weights,
-    packed_linear,
-    packed_weight_bytes,
-    packing_available,
-)
+from compact_bert.modeling.packed_weight_memory import packed_weight_bytes
+from compact_bert.modeling.packed_weights import packed_expert_weights, packed_linear, packing_available
 
 
 def _layer(experts: int, hidden: int, ffn: int) -> MoEFeedForward:

@@ -1,30 +1,43 @@
-"""Configs of the four compact-bert families and their named paper-size presets."""
+"""Configs of the four compact-bert families and their named paper-size presets.
+
+The config classes are those of the generated ``models/<model_type>/configuration_<model_type>.py`` (the modular
+sources here, ``modular_*.py`` and ``sparse_bert_base.py``, are what those files are generated from), so a config
+built here is the class a saved folder ships and a ``trust_remote_code`` load builds.
+"""
 
 from __future__ import annotations
 
-from .configuration_bottleneck_bert import (
-    BOTTLENECK_BERT_PRESETS,
-    BottleneckBertConfig,
-    CompactMobileBertConfig,
-    IBBertConfig,
-)
-from .configuration_minimoe import MINIMOE_PRESETS, MiniMoEConfig
-from .configuration_moe_bert import MOE_BERT_PRESETS, MoEBertConfig
-from .sparse_bert_base import SparseBertConfigBase
+from ..models.compact_mobilebert.configuration_compact_mobilebert import CompactMobileBertConfig
+from ..models.ib_bert.configuration_ib_bert import IBBertConfig
+from ..models.minimoe.configuration_minimoe import MiniMoEConfig
+from ..models.moe_bert.configuration_moe_bert import MoEBertConfig
+from .modular_bottleneck_bert import BOTTLENECK_BERT_PRESETS
+from .modular_minimoe import MINIMOE_PRESETS
+from .modular_moe_bert import MOE_BERT_PRESETS
 from .validation import reject_unknown_fields
 
 __all__ = [
-    "BottleneckBertConfig",
+    "CONFIG_CLASSES",
     "CompactMobileBertConfig",
     "IBBertConfig",
     "MiniMoEConfig",
     "MoEBertConfig",
     "PRESETS",
-    "SparseBertConfigBase",
     "preset_config",
 ]
 
-PRESETS = {**BOTTLENECK_BERT_PRESETS, **MINIMOE_PRESETS, **MOE_BERT_PRESETS}
+# model_type → config class, one per family.
+CONFIG_CLASSES = {
+    config_class.model_type: config_class
+    for config_class in (IBBertConfig, CompactMobileBertConfig, MiniMoEConfig, MoEBertConfig)
+}
+
+# Preset name → (config class, fields); the sources name their own config classes, replaced here by the
+# generated class of the same model type.
+PRESETS = {
+    name: (CONFIG_CLASSES[source_class.model_type], fields)
+    for name, (source_class, fields) in {**BOTTLENECK_BERT_PRESETS, **MINIMOE_PRESETS, **MOE_BERT_PRESETS}.items()
+}
 
 
 def preset_config(name: str, **overrides):

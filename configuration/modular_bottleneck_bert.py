@@ -3,6 +3,9 @@
 One architecture serves the inverted-bottleneck teacher (IB-BERT) and the bottleneck students
 (MobileBERT, MobileBERT_TINY); the two get their own config classes and ``model_type`` so that a
 checkpoint says which role it was built for, and each validates the direction of its bottleneck.
+This is the modular source of ``models/ib_bert/configuration_ib_bert.py`` and
+``models/compact_mobilebert/configuration_compact_mobilebert.py`` (``python -m utils.hub_code``), whose classes
+compact-bert exports; the presets stay here.
 
 Field names follow transformers' ``MobileBertConfig`` so that checkpoints convert one to one; the one
 structural field that transformers cannot express is ``attention_input`` (IB-BERT reads Q/K/V from the
@@ -14,6 +17,7 @@ from __future__ import annotations
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
+from .auto_map import family_auto_map
 from .validation import (
     implementation_fields,
     reject_misspelt_fields,
@@ -63,6 +67,16 @@ class BottleneckBertConfig(PretrainedConfig):
             this machine (measured once and cached). Also a ``from_pretrained`` argument.
     """
 
+    # The family's Auto classes and their class-name suffixes, named in ``auto_map`` (``auto_map.py``).
+    auto_model_suffixes = {
+        "AutoModel": "Model",
+        "AutoModelForPreTraining": "ForPreTraining",
+        "AutoModelForMaskedLM": "ForMaskedLM",
+        "AutoModelForSequenceClassification": "ForSequenceClassification",
+        "AutoModelForTokenClassification": "ForTokenClassification",
+        "AutoModelForQuestionAnswering": "ForQuestionAnswering",
+    }
+
     def __init__(
         self,
         vocab_size: int = 30522,
@@ -93,6 +107,10 @@ class BottleneckBertConfig(PretrainedConfig):
         **kwargs,
     ):
         reject_misspelt_fields(type(self), kwargs)
+        kwargs["auto_map"] = {
+            **family_auto_map(type(self), self.auto_model_suffixes),
+            **(kwargs.get("auto_map") or {}),
+        }
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
         self.tie_word_embeddings = tie_word_embeddings

@@ -1,4 +1,8 @@
-"""Configuration of MiniMoE, the mixture-of-minimal-experts student of paper 002 (§3.2, appendix B)."""
+"""Configuration of MiniMoE, the mixture-of-minimal-experts student of paper 002 (§3.2, appendix B).
+
+The modular source of ``models/minimoe/configuration_minimoe.py`` (``python -m utils.hub_code``), whose class
+compact-bert exports; the presets stay here.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Configuration of MoE-BERT, the 64-expert BERT of paper 003 (§2.2, appendix A), and its dense teacher."""
+"""Configuration of MoE-BERT, the 64-expert BERT of paper 003 (§2.2, appendix A), and its dense teacher.
+
+The modular source of ``models/moe_bert/configuration_moe_bert.py`` (``python -m utils.hub_code``), whose class
+compact-bert exports; the presets stay here.
+"""
 
 from __future__ import annotations
 

@@ -33,8 +33,9 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
+from transformers import PretrainedConfig
 
-from ..configuration.sparse_bert_base import SparseBertConfigBase
+from ..models import family_classes
 from .importance import TeacherActivationStatistics, measure_moe_inputs
 from .teacher_weights import EncoderWeights, LayerWeights, TeacherShapeError, linear_weights, read_encoder_weights
 
@@ -109,11 +110,11 @@ def _top(scores: torch.Tensor, count: int) -> torch.Tensor:
     return torch.topk(scores, count, sorted=False).indices.sort().values
 
 
-def _student_shape(config: SparseBertConfigBase) -> tuple[int, int, int]:
+def _student_shape(config: PretrainedConfig) -> tuple[int, int, int]:
     return config.hidden_size, config.num_attention_heads, config.intermediate_size
 
 
-def needs_activation_statistics(student_config: SparseBertConfigBase, teacher_config) -> bool:
+def needs_activation_statistics(student_config: PretrainedConfig, teacher_config) -> bool:
     """Whether initializing this student needs ``measure_teacher_activations``: a narrower width, fewer heads or
     neurons, or experts narrower than the FFN (split by neuron importance)."""
     hidden, heads, intermediate = _student_shape(student_config)
@@ -126,7 +127,7 @@ def needs_activation_statistics(student_config: SparseBertConfigBase, teacher_co
     return narrower or split
 
 
-def check_teacher_shapes(config: SparseBertConfigBase, teacher: EncoderWeights) -> None:
+def check_teacher_shapes(config: PretrainedConfig, teacher: EncoderWeights) -> None:
     """Raise ``TeacherShapeError`` naming every field of ``config`` that ``teacher`` cannot initialize."""
     hidden, heads, intermediate = _student_shape(config)
     problems = []
@@ -353,7 +354,7 @@ def initialize_from_teacher(
     head over the same labels (``task_head`` in the record), else left as initialized.
     """
     config = student.config
-    if not isinstance(config, SparseBertConfigBase):
+    if not isinstance(config, family_classes("SparseBertConfigBase")):
         raise TeacherShapeError(
             f"Only MiniMoE / MoE-BERT students (model_type minimoe, moe_bert) can be initialized from a teacher; got "
             f"model_type {getattr(config, 'model_type', '?')!r}."

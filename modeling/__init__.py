@@ -1,11 +1,19 @@
-"""Model families of compact-bert and their shared building blocks."""
+"""Model families of compact-bert.
+
+The classes are those of the generated ``models/<model_type>/modeling_<model_type>.py`` (generated from the modular
+sources of this package: ``modular_<family>.py`` on the shared architectures ``modeling_bottleneck_bert`` and
+``modeling_sparse_bert`` and their building blocks), so the model compact-bert builds is the code a saved folder
+ships and a ``trust_remote_code`` load runs. Each family's file has its own copy of the shared building blocks, output
+classes (``CompactBertModelOutput``, ...) included: read outputs by field, as transformers' own outputs are read.
+"""
 
 from __future__ import annotations
 
-from .modeling_compact_mobilebert import (
-    AUTO_CLASSES as COMPACT_MOBILEBERT_AUTO_CLASSES,
-)
-from .modeling_compact_mobilebert import (
+import sys
+
+from transformers import PreTrainedModel
+
+from ..models.compact_mobilebert.modeling_compact_mobilebert import (
     CompactMobileBertForMaskedLM,
     CompactMobileBertForPreTraining,
     CompactMobileBertForQuestionAnswering,
@@ -14,10 +22,7 @@ from .modeling_compact_mobilebert import (
     CompactMobileBertModel,
     CompactMobileBertPreTrainedModel,
 )
-from .modeling_ib_bert import (
-    AUTO_CLASSES as IB_BERT_AUTO_CLASSES,
-)
-from .modeling_ib_bert import (
+from ..models.ib_bert.modeling_ib_bert import (
     IBBertForMaskedLM,
     IBBertForPreTraining,
     IBBertForQuestionAnswering,
@@ -26,10 +31,7 @@ from .modeling_ib_bert import (
     IBBertModel,
     IBBertPreTrainedModel,
 )
-from .modeling_minimoe import (
-    AUTO_CLASSES as MINIMOE_AUTO_CLASSES,
-)
-from .modeling_minimoe import (
+from ..models.minimoe.modeling_minimoe import (
     MiniMoEForMaskedLM,
     MiniMoEForQuestionAnswering,
     MiniMoEForSequenceClassification,
@@ -37,10 +39,7 @@ from .modeling_minimoe import (
     MiniMoEModel,
     MiniMoEPreTrainedModel,
 )
-from .modeling_moe_bert import (
-    AUTO_CLASSES as MOE_BERT_AUTO_CLASSES,
-)
-from .modeling_moe_bert import (
+from ..models.moe_bert.modeling_moe_bert import (
     MoEBertForMaskedLM,
     MoEBertForQuestionAnswering,
     MoEBertForSequenceClassification,
@@ -48,21 +47,9 @@ from .modeling_moe_bert import (
     MoEBertModel,
     MoEBertPreTrainedModel,
 )
-from .outputs import (
-    CompactBertClassifierOutput,
-    CompactBertMaskedLMOutput,
-    CompactBertModelOutput,
-    CompactBertPreTrainingOutput,
-    CompactBertQuestionAnsweringOutput,
-)
 
 __all__ = [
     "AUTO_CLASSES_BY_CONFIG",
-    "CompactBertClassifierOutput",
-    "CompactBertMaskedLMOutput",
-    "CompactBertModelOutput",
-    "CompactBertPreTrainingOutput",
-    "CompactBertQuestionAnsweringOutput",
     "CompactMobileBertForMaskedLM",
     "CompactMobileBertForPreTraining",
     "CompactMobileBertForQuestionAnswering",
@@ -91,10 +78,17 @@ __all__ = [
     "MoEBertPreTrainedModel",
 ]
 
-# Auto class name → model class, per family (what ``compact_bert`` registers and ``auto_map`` records).
+
+def _auto_classes(base_model: type[PreTrainedModel]) -> dict[str, type[PreTrainedModel]]:
+    """Auto class name → model class of ``base_model``'s family, as its config's ``auto_map`` names them."""
+    module = sys.modules[base_model.__module__]
+    config_class = base_model.config_class
+    family = config_class.__name__.removesuffix("Config")
+    return {auto: getattr(module, family + suffix) for auto, suffix in config_class.auto_model_suffixes.items()}
+
+
+# Config class → (Auto class name → model class), per family: what importing compact_bert registers.
 AUTO_CLASSES_BY_CONFIG = {
-    IBBertModel.config_class: IB_BERT_AUTO_CLASSES,
-    CompactMobileBertModel.config_class: COMPACT_MOBILEBERT_AUTO_CLASSES,
-    MiniMoEModel.config_class: MINIMOE_AUTO_CLASSES,
-    MoEBertModel.config_class: MOE_BERT_AUTO_CLASSES,
+    base_model.config_class: _auto_classes(base_model)
+    for base_model in (IBBertModel, CompactMobileBertModel, MiniMoEModel, MoEBertModel)
 }

@@ -18,7 +18,7 @@ import torch
 import transformers
 
 from ..configuration import CompactMobileBertConfig
-from .modeling_compact_mobilebert import AUTO_CLASSES as COMPACT_MOBILEBERT_AUTO_CLASSES
+from ..models.compact_mobilebert import modeling_compact_mobilebert
 
 __all__ = ["convert_checkpoint", "to_compact_config", "to_transformers_config"]
 
@@ -110,11 +110,11 @@ def convert_checkpoint(source_dir, target_dir) -> dict:
         suffix = _head_suffix(raw.get("architectures"), "MobileBert")
         source = getattr(transformers, f"MobileBert{suffix}").from_pretrained(source_dir)
         target_config = to_compact_config(source.config)
-        target_class = COMPACT_MOBILEBERT_AUTO_CLASSES[_auto_name(suffix)]
+        target_class = getattr(modeling_compact_mobilebert, f"CompactMobileBert{suffix}")
         direction = "transformers mobilebert -> compact_mobilebert"
     elif model_type == CompactMobileBertConfig.model_type:
         suffix = _head_suffix(raw.get("architectures"), "CompactMobileBert")
-        source = COMPACT_MOBILEBERT_AUTO_CLASSES[_auto_name(suffix)].from_pretrained(source_dir)
+        source = getattr(modeling_compact_mobilebert, f"CompactMobileBert{suffix}").from_pretrained(source_dir)
         target_config = to_transformers_config(source.config)
         target_class = getattr(transformers, f"MobileBert{suffix}")
         direction = "compact_mobilebert -> transformers mobilebert"
@@ -152,7 +152,3 @@ def _transferable_state(source: torch.nn.Module, target: torch.nn.Module) -> dic
     ):
         return {key: value for key, value in state.items() if key not in unused}
     return state
-
-
-def _auto_name(suffix: str) -> str:
-    return "AutoModel" if suffix == "Model" else f"AutoModel{suffix}"

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers import PretrainedConfig
 
-from ..configuration import BottleneckBertConfig, SparseBertConfigBase
-from .moe_layer import ExpertLinear, MoEExperts
+from ..models import family_classes
 
 __all__ = ["count_parameters", "estimate_flops", "meta_model"]
 
@@ -31,14 +31,14 @@ def count_parameters(model: nn.Module) -> tuple[int, int]:
     total = sum(parameter.numel() for parameter in model.parameters())
     inactive = 0
     for module in model.modules():
-        if isinstance(module, (MoEExperts, ExpertLinear)):
+        if isinstance(module, family_classes("MoEExperts") + family_classes("ExpertLinear")):
             experts = module.num_experts
             numel = sum(parameter.numel() for parameter in module.parameters(recurse=False))
             inactive += numel * (experts - 1) // experts
     return total, total - inactive
 
 
-def _bottleneck_flops(config: BottleneckBertConfig, n: int) -> int:
+def _bottleneck_flops(config: PretrainedConfig, n: int) -> int:
     hidden, intra, ffn = config.hidden_size, config.true_hidden_size, config.intermediate_size
     flops = 0
     if config.trigram_input or config.embedding_size != hidden:
@@ -59,7 +59,7 @@ def _bottleneck_flops(config: BottleneckBertConfig, n: int) -> int:
     return flops
 
 
-def _sparse_flops(config: SparseBertConfigBase, n: int) -> int:
+def _sparse_flops(config: PretrainedConfig, n: int) -> int:
     hidden, ffn = config.hidden_size, config.intermediate_size
     learned_router = config.router_type == "top1"
     layer = 4 * 2 * n * hidden * hidden  # Q, K, V, output: each token through one (expert) matrix
@@ -76,8 +76,8 @@ def _sparse_flops(config: SparseBertConfigBase, n: int) -> int:
 
 def estimate_flops(config, sequence_length: int = 128) -> int:
     """Forward FLOPs of the base model for one sequence of ``sequence_length`` tokens (see module doc)."""
-    if isinstance(config, BottleneckBertConfig):
+    if isinstance(config, family_classes("BottleneckBertConfig")):
         return _bottleneck_flops(config, sequence_length)
-    if isinstance(config, SparseBertConfigBase):
+    if isinstance(config, family_classes("SparseBertConfigBase")):
         return _sparse_flops(config, sequence_length)
     raise TypeError(f"No FLOP formula for {type(config).__name__}; expected a compact-bert config.")

@@ -5,7 +5,7 @@ model → task heads. Module names and the order of operations follow transforme
 exactly, so that our MobileBERT gives the same numbers for the same weights and checkpoints convert by
 renaming the prefix. What transformers cannot express, and this does, is ``attention_input="inter_block"``:
 IB-BERT's query/key/value read the 512-d inter-block features and produce the 1024-d all-head size.
-The families (``modeling_ib_bert``, ``modeling_compact_mobilebert``) are short subclasses of the classes
+The families (``modular_ib_bert``, ``modular_compact_mobilebert``) are short subclasses of the classes
 here that only name their config and weight prefix.
 The task heads are the shared ones of ``task_heads``, built on ``BottleneckBertModel``; they hand
 ``output_attentions`` and ``output_hidden_states`` to it through ``**kwargs``. Only the pre-training head
@@ -23,7 +23,7 @@ from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import can_return_tuple
 
-from ..configuration.configuration_bottleneck_bert import BottleneckBertConfig
+from ..configuration.modular_bottleneck_bert import BottleneckBertConfig
 from .attention import (
     additive_attention_mask,
     merge_heads,

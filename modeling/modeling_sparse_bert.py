@@ -5,8 +5,8 @@ model → task heads. Submodules keep BERT's names (``attention.self.query``, ``
 ``intermediate.dense``, ``output.dense``, ``output.LayerNorm``) so that a dense config loads BERT weights,
 PEFT's default targets apply, and distillation reads the same named modules from our models and from
 transformers' ``BertModel``. An MoE FFN lives in ``moe`` (router + batched experts, ``moe_layer``); its
-layer keeps ``output.LayerNorm`` for the post-LN residual. The families (``modeling_minimoe``,
-``modeling_moe_bert``) are short subclasses that only name their config and weight prefix.
+layer keeps ``output.LayerNorm`` for the post-LN residual. The families (``modular_minimoe``,
+``modular_moe_bert``) are short subclasses that only name their config and weight prefix.
 The task heads are the shared ones of ``task_heads``, built on ``SparseBertModel``; they hand
 ``output_attentions``, ``output_hidden_states`` and ``output_router_logits`` to it through ``**kwargs``.
 """

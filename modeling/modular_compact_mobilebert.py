@@ -1,13 +1,14 @@
 """MobileBERT and MobileBERT_TINY students (paper 001 §3, Table 1, appendix E).
 
-The architecture is ``modeling_bottleneck_bert``; these classes only name the student's config and weight
+The modular source of ``models/compact_mobilebert/modeling_compact_mobilebert.py`` (``python -m utils.hub_code``), which defines the
+classes compact-bert runs. The architecture is ``modeling_bottleneck_bert``; these classes only name the student's config and weight
 prefix. The prefix is transformers' own (``mobilebert``), so checkpoints of transformers' MobileBERT and of
 this family share every weight name.
 """
 
 from __future__ import annotations
 
-from ..configuration.configuration_bottleneck_bert import CompactMobileBertConfig
+from ..configuration.modular_bottleneck_bert import CompactMobileBertConfig
 from .modeling_bottleneck_bert import (
     BottleneckBertForMaskedLM,
     BottleneckBertForPreTraining,
@@ -19,7 +20,6 @@ from .modeling_bottleneck_bert import (
 )
 
 __all__ = [
-    "AUTO_CLASSES",
     "CompactMobileBertForMaskedLM",
     "CompactMobileBertForPreTraining",
     "CompactMobileBertForQuestionAnswering",
@@ -59,14 +59,3 @@ class CompactMobileBertForTokenClassification(CompactMobileBertPreTrainedModel, 
 
 class CompactMobileBertForQuestionAnswering(CompactMobileBertPreTrainedModel, BottleneckBertForQuestionAnswering):
     backbone_class = CompactMobileBertModel
-
-
-# Auto class name → model class: what importing compact_bert registers and what ``auto_map`` records.
-AUTO_CLASSES = {
-    "AutoModel": CompactMobileBertModel,
-    "AutoModelForPreTraining": CompactMobileBertForPreTraining,
-    "AutoModelForMaskedLM": CompactMobileBertForMaskedLM,
-    "AutoModelForSequenceClassification": CompactMobileBertForSequenceClassification,
-    "AutoModelForTokenClassification": CompactMobileBertForTokenClassification,
-    "AutoModelForQuestionAnswering": CompactMobileBertForQuestionAnswering,
-}

@@ -1,12 +1,13 @@
 """IB-BERT: the inverted-bottleneck BERT_LARGE teacher of MobileBERT (paper 001 §3.1, Table 1).
 
-The architecture is ``modeling_bottleneck_bert``; these classes only name IB-BERT's config and weight
+The modular source of ``models/ib_bert/modeling_ib_bert.py`` (``python -m utils.hub_code``), which defines the
+classes compact-bert runs. The architecture is ``modeling_bottleneck_bert``; these classes only name IB-BERT's config and weight
 prefix, so that IB-BERT checkpoints say which role they were built for.
 """
 
 from __future__ import annotations
 
-from ..configuration.configuration_bottleneck_bert import IBBertConfig
+from ..configuration.modular_bottleneck_bert import IBBertConfig
 from .modeling_bottleneck_bert import (
     BottleneckBertForMaskedLM,
     BottleneckBertForPreTraining,
@@ -18,7 +19,6 @@ from .modeling_bottleneck_bert import (
 )
 
 __all__ = [
-    "AUTO_CLASSES",
     "IBBertForMaskedLM",
     "IBBertForPreTraining",
     "IBBertForQuestionAnswering",
@@ -56,14 +56,3 @@ class IBBertForTokenClassification(IBBertPreTrainedModel, BottleneckBertForToken
 
 class IBBertForQuestionAnswering(IBBertPreTrainedModel, BottleneckBertForQuestionAnswering):
     backbone_class = IBBertModel
-
-
-# Auto class name → model class: what importing compact_bert registers and what ``auto_map`` records.
-AUTO_CLASSES = {
-    "AutoModel": IBBertModel,
-    "AutoModelForPreTraining": IBBertForPreTraining,
-    "AutoModelForMaskedLM": IBBertForMaskedLM,
-    "AutoModelForSequenceClassification": IBBertForSequenceClassification,
-    "AutoModelForTokenClassification": IBBertForTokenClassification,
-    "AutoModelForQuestionAnswering": IBBertForQuestionAnswering,
-}

@@ -1,12 +1,13 @@
 """MiniMoE: a MiniLM-shaped student with mixtures of minimal top-1 experts (paper 002 §3.2).
 
-The architecture is ``modeling_sparse_bert``; these classes only name the family's config and weight
+The modular source of ``models/minimoe/modeling_minimoe.py`` (``python -m utils.hub_code``), which defines the
+classes compact-bert runs. The architecture is ``modeling_sparse_bert``; these classes only name the family's config and weight
 prefix.
 """
 
 from __future__ import annotations
 
-from ..configuration.configuration_minimoe import MiniMoEConfig
+from ..configuration.modular_minimoe import MiniMoEConfig
 from .modeling_sparse_bert import (
     SparseBertForMaskedLM,
     SparseBertForQuestionAnswering,
@@ -17,7 +18,6 @@ from .modeling_sparse_bert import (
 )
 
 __all__ = [
-    "AUTO_CLASSES",
     "MiniMoEForMaskedLM",
     "MiniMoEForQuestionAnswering",
     "MiniMoEForSequenceClassification",
@@ -50,13 +50,3 @@ class MiniMoEForTokenClassification(MiniMoEPreTrainedModel, SparseBertForTokenCl
 
 class MiniMoEForQuestionAnswering(MiniMoEPreTrainedModel, SparseBertForQuestionAnswering):
     backbone_class = MiniMoEModel
-
-
-# Auto class name → model class: what importing compact_bert registers and what ``auto_map`` records.
-AUTO_CLASSES = {
-    "AutoModel": MiniMoEModel,
-    "AutoModelForMaskedLM": MiniMoEForMaskedLM,
-    "AutoModelForSequenceClassification": MiniMoEForSequenceClassification,
-    "AutoModelForTokenClassification": MiniMoEForTokenClassification,
-    "AutoModelForQuestionAnswering": MiniMoEForQuestionAnswering,
-}

@@ -1,12 +1,13 @@
 """MoE-BERT: BERT with every FFN a 64-expert top-1 MoE (paper 003 §2.2); one expert = its vanilla teacher.
 
-The architecture is ``modeling_sparse_bert``; these classes only name the family's config and weight
+The modular source of ``models/moe_bert/modeling_moe_bert.py`` (``python -m utils.hub_code``), which defines the
+classes compact-bert runs. The architecture is ``modeling_sparse_bert``; these classes only name the family's config and weight
 prefix.
 """
 
 from __future__ import annotations
 
-from ..configuration.configuration_moe_bert import MoEBertConfig
+from ..configuration.modular_moe_bert import MoEBertConfig
 from .modeling_sparse_bert import (
     SparseBertForMaskedLM,
     SparseBertForQuestionAnswering,
@@ -17,7 +18,6 @@ from .modeling_sparse_bert import (
 )
 
 __all__ = [
-    "AUTO_CLASSES",
     "MoEBertForMaskedLM",
     "MoEBertForQuestionAnswering",
     "MoEBertForSequenceClassification",
@@ -50,13 +50,3 @@ class MoEBertForTokenClassification(MoEBertPreTrainedModel, SparseBertForTokenCl
 
 class MoEBertForQuestionAnswering(MoEBertPreTrainedModel, SparseBertForQuestionAnswering):
     backbone_class = MoEBertModel
-
-
-# Auto class name → model class: what importing compact_bert registers and what ``auto_map`` records.
-AUTO_CLASSES = {
-    "AutoModel": MoEBertModel,
-    "AutoModelForMaskedLM": MoEBertForMaskedLM,
-    "AutoModelForSequenceClassification": MoEBertForSequenceClassification,
-    "AutoModelForTokenClassification": MoEBertForTokenClassification,
-    "AutoModelForQuestionAnswering": MoEBertForQuestionAnswering,
-}

@@ -24,10 +24,10 @@ counter (bumped by every in-place update autograd sees: optimizer steps, ``load_
 address (changed by ``param.data = ...``) and a sample of its values (changed by in-place edits through
 ``param.data``, which bypass the version counter: PEFT's ``merge`` / ``unmerge`` do ``param.data += delta``).
 Only an edit through ``.data`` that leaves every sampled element unchanged goes unseen;
-``release_packed_weights(model)`` drops every copy after such an edit. Copies live in a table keyed by the
+``release_packed_weights(model)`` (``packed_weight_memory``) drops every copy after such an edit. Copies live in a table keyed by the
 parameter's identity, not on the module: ``deepcopy``, pickling and ``state_dict`` never see them, and a
 parameter's copy is freed with the parameter. Their memory, about the size of the weights they pack, is
-reported by ``packed_weight_bytes(model)``.
+reported by ``packed_weight_bytes(model)`` (``packed_weight_memory``).
 """
 
 from __future__ import annotations
@@ -49,10 +49,8 @@ __all__ = [
     "packed_linear_group",
     "packed_linear",
     "packed_linear_add",
-    "packed_weight_bytes",
     "packing_applies_now",
     "packing_available",
-    "release_packed_weights",
 ]
 
 # Activations the packed GEMM applies in its epilogue with the same numerics as ``ACT2FN[name]``:
@@ -267,18 +265,3 @@ def _onednn_ops() -> SimpleNamespace:
     return SimpleNamespace(
         unary=torch.ops.mkldnn._linear_pointwise.default, binary=torch.ops.mkldnn._linear_pointwise.binary
     )
-
-
-def packed_weight_bytes(model: nn.Module) -> int:
-    """Bytes held by the packed copies of ``model``'s parameters (their logical size; oneDNN may pad)."""
-    expert_copies = sum(entry.nbytes for p in model.parameters() if (entry := _PACKED_COPIES.get(p)))
-    groups = sum(group.nbytes for module in model.modules() for group in _PACKED_GROUPS.get(module, {}).values())
-    return expert_copies + groups
-
-
-def release_packed_weights(model: nn.Module) -> None:
-    """Drop the packed copies of ``model``'s parameters (rebuilt on the next packed call)."""
-    for parameter in model.parameters():
-        _PACKED_COPIES.pop(parameter, None)
-    for module in model.modules():
-        _PACKED_GROUPS.pop(module, None)

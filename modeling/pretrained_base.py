@@ -1,4 +1,4 @@
-"""Base class of every compact-bert model: weight init, attention selection, input checks, Hub-ready saving."""
+"""Base class of every compact-bert model: weight init, attention selection, input checks, checked loading."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from .checkpoint_checks import check_loaded_checkpoint
-from .hub_saving import SavesRemoteCode
 
 __all__ = [
     "CompactBertPreTrainedModel",
@@ -43,11 +42,12 @@ def copy_unless_loaded(tensor: torch.Tensor, value: torch.Tensor) -> None:
 _HUB_ARGUMENTS = ("subfolder", "revision", "cache_dir", "token", "local_files_only")
 
 
-class CompactBertPreTrainedModel(SavesRemoteCode, PreTrainedModel):
+class CompactBertPreTrainedModel(PreTrainedModel):
     """Shared behaviour; each family subclasses it with its ``config_class`` and ``base_model_prefix``.
 
-    ``save_pretrained`` (from ``SavesRemoteCode``) also writes the family's two self-contained code files
-    next to the weights and the ``auto_map`` into ``config.json`` before any push, so
+    Saving is transformers' own: importing compact-bert registers each family class for its Auto class
+    (``register_for_auto_class``), so ``save_pretrained`` and ``push_to_hub`` copy the class's generated module
+    (``models/<model_type>/modeling_<model_type>.py``) and its configuration module next to the weights, and
     ``AutoModel*.from_pretrained(dir or repo_id, trust_remote_code=True)`` works in a process that never
     installed compact-bert.
     """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -87,6 +88,27 @@ def tiny_classifier(config_id: str, **fields):
     for name, value in fields.items():
         setattr(config, name, value)
     return AutoModelForSequenceClassification.from_config(config).eval()
+
+
+def generated_file(model):
+    """The generated module (``models/<model_type>/modeling_<model_type>.py``) whose code ``model`` runs: each
+    family's file has its own copy of the shared building blocks and their module state (caches, probes,
+    registries), so a test that replaces one of them replaces the model's copy."""
+    return sys.modules[type(model).__module__]
+
+
+def forget_probed_choices_everywhere() -> None:
+    """``implementation_probe.forget_probed_choices`` for the package's copy of the probe and for the copy in each
+    family's generated file (the file stays): the next lookup of any of them reads the file, or measures."""
+    from compact_bert.modeling import implementation_probe
+    from compact_bert.models import MODEL_TYPES, modeling_module
+
+    implementation_probe.forget_probed_choices()
+    for model_type in MODEL_TYPES:
+        code = modeling_module(model_type)
+        code._probed_choice.cache_clear()
+        for callback in code._FORGET_CALLBACKS:
+            callback()
 
 
 def sgd_step(model, labels: torch.Tensor, lr: float = 0.5) -> None:

@@ -25,6 +25,7 @@ from accelerate.utils.dataclasses import get_module_class_from_name
 
 __all__ = [
     "enable_fsdp_on_cpu",
+    "save_as_unsharded_class",
     "fsdp_plugin_arguments",
     "has_aliased_parameters",
     "parameters_without_saved_state",
@@ -116,11 +117,31 @@ def shard_model(
                 fully_shard(module, **kwargs)
     if not keep_root_class:
         fully_shard(model, **kwargs)
+        save_as_unsharded_class(model)
         return model
     for child in model.children():
         if not isinstance(child, FSDPModule) and any(True for _ in child.parameters()):
             fully_shard(child, **kwargs)
     return model
+
+
+def save_as_unsharded_class(model: torch.nn.Module) -> None:
+    """FSDP2 swaps a sharded module's class for ``FSDP<Name>(FSDPModule, <Name>)``, created in torch
+    (fsdp/_fully_shard/_fsdp_init.py ``_apply_to_module``). transformers' ``save_pretrained`` copies the file of
+    ``type(model).__module__`` (and the files it imports relatively) next to the weights and writes
+    ``type(model).__name__`` into ``auto_map`` and ``architectures`` (dynamic_module_utils.py ``custom_object_save``):
+    a sharded model would ship torch's FSDP modules as its remote code. The wrapper class takes the module and name of
+    the class it wraps, so a sharded model saves what the unsharded one does; ``isinstance(model, FSDPModule)`` is
+    unchanged. Called wherever a model is sharded (``shard_model``, Accelerate's preparation) before it is saved."""
+    from torch.distributed.fsdp import FSDPModule
+
+    wrapper_class = type(model)
+    if not issubclass(wrapper_class, FSDPModule) or wrapper_class is FSDPModule:
+        return
+    unsharded_class = next(base for base in wrapper_class.__bases__ if base is not FSDPModule)
+    wrapper_class.__module__ = unsharded_class.__module__
+    wrapper_class.__name__ = unsharded_class.__name__
+    wrapper_class.__qualname__ = unsharded_class.__qualname__
 
 
 def shard_frozen_teacher(teacher: torch.nn.Module, accelerator) -> torch.nn.Module:

@@ -37,6 +37,7 @@ from .fsdp import (
     fsdp_plugin_arguments,
     has_aliased_parameters,
     parameters_without_saved_state,
+    save_as_unsharded_class,
     saves_sharded_state_dict,
     shard_model,
 )
@@ -121,6 +122,8 @@ class CompactBertTrainer(Trainer):
     def save_model(self, output_dir=None, _internal_call=False):
         with explain_write_errors(output_dir or self.args.output_dir, "Saving the model to"):
             fsdp2 = self.is_fsdp_enabled and self.accelerator.is_fsdp2  # FSDP1 gathers only under FULL_STATE_DICT
+            if fsdp2:
+                save_as_unsharded_class(self.model)  # not as FSDP2's wrapper class, defined in torch
             if not _internal_call and fsdp2 and saves_sharded_state_dict(self.accelerator):
                 # Checkpoints keep the shards, but the Trainer would write no model at all: the finished model is
                 # gathered (a collective: every process calls this) and saved whole, loadable by from_pretrained.

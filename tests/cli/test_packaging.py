@@ -37,14 +37,16 @@ def test_the_native_relation_kernel_source_ships_with_the_package():
         assert "*.c" in package_data["compact_bert.distillation.relation_kernels"]
 
 
-def test_every_model_types_remote_code_is_listed_as_a_package():
-    """Saving copies ``modeling/remote_code/<model_type>/*.py``: a folder missing from the list would make
-    ``save_pretrained`` of that family fail in an installed compact-bert."""
+def test_every_model_types_generated_code_is_listed_as_a_package():
+    """The families are defined in ``models/<model_type>/*.py``, which saving copies: a folder missing from the list
+    would make an installed compact-bert fail at import."""
     pyproject = ROOT / "pyproject.toml"
     if not pyproject.is_file():
         pytest.skip("an installed compact-bert: the wheel's own tests save every family")
     listed = set(tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["packages"])
     folders = {
-        f"compact_bert.modeling.remote_code.{path.name}" for path in (ROOT / "modeling" / "remote_code").iterdir()
+        f"compact_bert.models.{path.name}"
+        for path in (ROOT / "models").iterdir()
+        if path.is_dir() and path.name != "__pycache__"
     }
     assert folders and folders <= listed

@@ -22,12 +22,13 @@ from torch import nn
 from transformers import AutoModel
 
 from compact_bert.finetuning.peft_support import build_peft_config
-from compact_bert.modeling import dense_implementations, implementation_probe, packed_weights
+from compact_bert.modeling import dense_implementations, implementation_probe
 from compact_bert.modeling.dense_implementations import ALL_DENSE_IMPLEMENTATIONS, DenseShape
 from compact_bert.modeling.implementation_selection import selected_implementations
-from compact_bert.modeling.packed_weights import packed_weight_bytes, packing_available
+from compact_bert.modeling.packed_weight_memory import packed_weight_bytes
+from compact_bert.modeling.packed_weights import packing_available
 from compact_bert.modeling.signals import SubmoduleRecorder, signal_module_name
-from tests.conftest import random_batch, sgd_step, tiny_classifier, tiny_configs
+from tests.conftest import generated_file, random_batch, sgd_step, tiny_classifier, tiny_configs
 from tests.remote_code_helpers import BLOCK_COMPACT_BERT
 
 needs_onednn = pytest.mark.skipif(
@@ -219,14 +220,14 @@ def test_peft_lora_layers_run_unpacked_then_merge_and_repack(config_id):
 @needs_onednn
 def test_layers_are_packed_once_across_calls_until_they_change(monkeypatch):
     packs = []
-    original_pack = packed_weights._pack_group
+    model = _classifier("mobilebert")
+    original_pack = generated_file(model)._pack_group
 
     def counting_pack(linears, parameters):
         packs.append(len(linears))
         return original_pack(linears, parameters)
 
-    monkeypatch.setattr(packed_weights, "_pack_group", counting_pack)
-    model = _classifier("mobilebert")
+    monkeypatch.setattr(generated_file(model), "_pack_group", counting_pack)
     for _ in range(3):
         _logits(model)
     first = len(packs)
@@ -258,10 +259,11 @@ def test_without_working_private_ops_the_plain_modules_run(monkeypatch):
 
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", refuse)  # any call would fail the forward
-    monkeypatch.setattr(packed_weights, "_onednn_ops", lambda: SimpleNamespace(unary=refuse, binary=refuse))
-    monkeypatch.setattr(packed_weights, "packing_available", packed_weights.packing_available.__wrapped__)
     for config_id in ("mobilebert", "minilm_dense"):
         model = _classifier(config_id)
+        code = generated_file(model)
+        monkeypatch.setattr(code, "_onednn_ops", lambda: SimpleNamespace(unary=refuse, binary=refuse))
+        monkeypatch.setattr(code, "packing_available", code.packing_available.__wrapped__)
         torch.testing.assert_close(_logits(model), _logits(model, packing=False), rtol=0, atol=0)
         assert packed_weight_bytes(model) == 0
 

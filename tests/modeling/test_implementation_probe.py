@@ -9,11 +9,11 @@ import json
 import pytest
 import torch
 
-from compact_bert.modeling import grouped_gemm, implementation_probe, moe_implementations
+from compact_bert.modeling import grouped_gemm, implementation_probe
 from compact_bert.modeling.implementation_probe import machine_key, probe_file, probed_choice
 from compact_bert.modeling.implementation_selection import selected_implementations
 from compact_bert.modeling.moe_implementations import ALL_MOE_IMPLEMENTATIONS, ExpertShape, probed_expert_kernel
-from tests.conftest import random_batch, tiny_classifier
+from tests.conftest import forget_probed_choices_everywhere, generated_file, random_batch, tiny_classifier
 
 
 @pytest.fixture
@@ -21,9 +21,9 @@ def probe_cache(monkeypatch, tmp_path):
     """An empty cache, the probe switched on, and nothing remembered by this process."""
     monkeypatch.setenv("COMPACT_BERT_CACHE", str(tmp_path))
     monkeypatch.delenv("COMPACT_BERT_PROBE", raising=False)
-    implementation_probe.forget_probed_choices()
+    forget_probed_choices_everywhere()
     yield tmp_path
-    implementation_probe.forget_probed_choices()
+    forget_probed_choices_everywhere()
 
 
 def test_the_expert_probe_measures_a_shape_once_and_saves_what_it_measured_on(probe_cache):
@@ -39,12 +39,11 @@ def test_the_expert_probe_measures_a_shape_once_and_saves_what_it_measured_on(pr
 
 def test_auto_experts_run_what_the_probe_chose_for_the_shape(probe_cache, monkeypatch):
     measured, grouped_calls = [], []
-    monkeypatch.setattr(
-        moe_implementations, "_measure_expert_kernel", lambda shape: measured.append(shape) or "grouped_mm"
-    )
-    original = grouped_gemm._grouped
-    monkeypatch.setattr(grouped_gemm, "_grouped", lambda *args: grouped_calls.append(1) or original(*args))
     model = tiny_classifier("minimoe")
+    code = generated_file(model)  # the model runs its family file's copy of the probe and the kernels
+    monkeypatch.setattr(code, "_measure_expert_kernel", lambda shape: measured.append(shape) or "grouped_mm")
+    original = code._grouped
+    monkeypatch.setattr(code, "_grouped", lambda *args: grouped_calls.append(1) or original(*args))
     with torch.no_grad():
         default = model(**random_batch()).logits
         model(**random_batch())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 
 import pytest
 import torch
@@ -163,14 +164,13 @@ def test_return_dict_false_gives_the_output_fields_as_a_tuple(config_id, auto_na
 
 @pytest.mark.parametrize(("config_id", "auto_name"), CASES)
 def test_every_head_is_the_one_shared_head_on_its_architecture(config_id, auto_name):
-    """Task heads are written once (``modeling/task_heads.py``): a family's head adds no code of its own
-    but the pre-training head, which only the bottleneck architecture has."""
-    from compact_bert.modeling import task_heads
-
+    """Task heads are written once (``modeling/task_heads.py``, which the family's generated file carries): a
+    family's head adds no code of its own but the pre-training head, which only the bottleneck architecture has."""
     model_class = AUTO_CLASSES_BY_CONFIG[type(CONFIGS[config_id])][auto_name]
     if auto_name in ("AutoModel", "AutoModelForPreTraining"):
         return
-    shared = getattr(task_heads, "CompactBert" + auto_name.removeprefix("AutoModel"))
+    generated_file = sys.modules[model_class.__module__]
+    shared = getattr(generated_file, "CompactBert" + auto_name.removeprefix("AutoModel"))
     assert issubclass(model_class, shared)
     assert model_class.forward is shared.forward and model_class.__init__ is shared.__init__
 

@@ -19,7 +19,7 @@ from compact_bert.configuration import MiniMoEConfig
 from compact_bert.modeling import grouped_gemm
 from compact_bert.modeling.implementation_selection import selected_implementations
 from compact_bert.modeling.moe_layer import HashRouter, MoEFeedForward, load_balancing_loss
-from tests.conftest import random_batch, tiny_configs
+from tests.conftest import generated_file, random_batch, tiny_configs
 
 
 def _layer(**fields) -> MoEFeedForward:
@@ -221,9 +221,9 @@ def test_the_grouped_gemm_path_equals_the_per_expert_loop_forward_and_backward(c
 
 def test_the_grouped_gemm_is_chosen_for_training_and_can_be_selected_or_not(monkeypatch):
     calls = []
-    original = grouped_gemm._grouped
-    monkeypatch.setattr(grouped_gemm, "_grouped", lambda *args: calls.append(args) or original(*args))
     model = AutoModelForSequenceClassification.from_config(tiny_configs()["minimoe"]).train()
+    original = generated_file(model)._grouped  # the model runs its family file's copy of the kernels
+    monkeypatch.setattr(generated_file(model), "_grouped", lambda *args: calls.append(args) or original(*args))
     weight = model.base_model.encoder.layer[0].moe.experts.fc1_weight
     available = hasattr(torch, "_grouped_mm") and grouped_gemm._probe(weight.device, weight.dtype)
     assert grouped_gemm.grouped_gemm_supported(weight) == available

@@ -14,14 +14,10 @@ from transformers import AutoModelForSequenceClassification
 
 from compact_bert.configuration import MiniMoEConfig
 from compact_bert.finetuning.peft_support import build_peft_config
-from compact_bert.modeling import packed_weights
 from compact_bert.modeling.implementation_selection import selected_implementations
-from compact_bert.modeling.packed_weights import (
-    packed_weight_bytes,
-    packing_available,
-    release_packed_weights,
-)
-from tests.conftest import random_batch, sgd_step, tiny_classifier
+from compact_bert.modeling.packed_weight_memory import packed_weight_bytes, release_packed_weights
+from compact_bert.modeling.packed_weights import packing_available
+from tests.conftest import generated_file, random_batch, sgd_step, tiny_classifier
 
 MOE_IDS = ["minimoe", "minimoe_moe_attention", "moe_bert"]
 LABELS = torch.tensor([0, 1, 0])
@@ -164,9 +160,10 @@ def test_without_working_private_ops_the_plain_path_runs(monkeypatch, how):
     if how == "no_onednn":
         monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", refuse)  # any call would fail the forward
-    monkeypatch.setattr(packed_weights, "_onednn_ops", lambda: SimpleNamespace(unary=refuse, binary=refuse))
-    monkeypatch.setattr(packed_weights, "packing_available", packed_weights.packing_available.__wrapped__)
     model = _classifier("minimoe_moe_attention")
+    code = generated_file(model)
+    monkeypatch.setattr(code, "_onednn_ops", lambda: SimpleNamespace(unary=refuse, binary=refuse))
+    monkeypatch.setattr(code, "packing_available", code.packing_available.__wrapped__)
     with torch.no_grad(), _implementations(model, packing=False):
         plain = model(**random_batch()).logits
     torch.testing.assert_close(_logits(model), plain, rtol=0, atol=0)
@@ -205,9 +202,10 @@ def test_the_eager_implementations_and_turning_onednn_off_disable_packing_and_th
 @needs_onednn
 def test_weights_are_packed_once_across_calls_until_they_change(monkeypatch):
     packs = []
-    original_pack = packed_weights._pack
-    monkeypatch.setattr(packed_weights, "_pack", lambda weight: packs.append(weight.shape) or original_pack(weight))
     model = _classifier("minimoe")
+    code = generated_file(model)
+    original_pack = code._pack
+    monkeypatch.setattr(code, "_pack", lambda weight: packs.append(weight.shape) or original_pack(weight))
     for _ in range(3):
         _logits(model)
         with torch.inference_mode():
@@ -223,15 +221,16 @@ def test_cpu_autocast_keeps_its_semantics_and_the_probe_is_not_fooled_by_it():
     """Accelerate evaluates under CPU autocast with bf16: the experts must compute as F.linear does there (the
     packed op is fp32), and the once-per-process availability probe must not be the first thing to run inside it
     (it compared a bf16 F.linear with the fp32 op and raised "Float did not match BFloat16")."""
-    packed_weights.packing_available.cache_clear()
     model = _classifier("minimoe")
+    code = generated_file(model)
+    code.packing_available.cache_clear()
     batch = random_batch(2, 12)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        available_inside_autocast = packed_weights.packing_available()
+        available_inside_autocast = code.packing_available()
         autocast_logits = model(**batch).logits
         with _implementations(model, packing=False):
             plain_logits = model(**batch).logits
     assert autocast_logits.dtype == plain_logits.dtype
     torch.testing.assert_close(autocast_logits, plain_logits, rtol=0, atol=0)
-    packed_weights.packing_available.cache_clear()
-    assert available_inside_autocast == packed_weights.packing_available()
+    code.packing_available.cache_clear()
+    assert available_inside_autocast == code.packing_available()

@@ -101,6 +101,14 @@ def test_the_finished_model_is_saved_whole_and_loads(name, sharded, unsharded):
     for run in (sharded[name], sharded[f"{name}_resumed"]):
         folder = Path(run["final"])
         assert (folder / "model.safetensors").is_file()
+        # The family's own code files and class names, not those of FSDP2's ``FSDP<Name>`` wrapper class.
+        config = json.loads((folder / "config.json").read_text())
+        model_type = config["model_type"]
+        assert sorted(path.name for path in folder.glob("*.py")) == [
+            f"configuration_{model_type}.py",
+            f"modeling_{model_type}.py",
+        ]
+        assert not [name for name in [*config["architectures"], *config["auto_map"].values()] if "FSDP" in name]
         loaded = auto_class.from_pretrained(folder).state_dict()
         assert set(loaded) == set(expected)
         for key, tensor in expected.items():

@@ -1,18 +1,24 @@
-"""The committed remote-code files equal what their sources generate; the generator ships only what a family
+"""The committed generated files (``models/``) equal what their sources generate; the generator ships only what a family
 uses and fails clearly, naming file and line, on sources it cannot bundle."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import os
+import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 
-from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
 from tests.conftest import tiny_configs
-from utils.hub_code import RemoteCodeError, bundle_remote_code, stale_files
+from tests.remote_code_helpers import BLOCK_COMPACT_BERT
+from utils.hub_code import RemoteCodeError, bundle_remote_code, source_base_model, stale_files
+
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def test_the_committed_remote_code_equals_what_the_sources_generate():
@@ -38,7 +44,7 @@ def _imported_roots(text: str) -> set[str]:
 
 @pytest.mark.parametrize("config_id", ["ib_bert", "mobilebert", "minimoe", "moe_bert"])
 def test_bundle_imports_only_torch_transformers_and_the_standard_library(config_id):
-    model_class = AUTO_CLASSES_BY_CONFIG[type(tiny_configs()[config_id])]["AutoModel"]
+    model_class = source_base_model(tiny_configs()[config_id].model_type)
     files = bundle_remote_code(model_class)
     assert files == bundle_remote_code(model_class), "bundling must be deterministic"
     model_type = model_class.config_class.model_type
@@ -47,8 +53,8 @@ def test_bundle_imports_only_torch_transformers_and_the_standard_library(config_
         external = _imported_roots(text) - {"."}
         assert external <= {"__future__", "torch", "transformers"} | set(sys.stdlib_module_names), external
         assert "ast" not in external
-        package_only = {"bundle_remote_code", "write_remote_code", "SavesRemoteCode", "SourceIndex", "RemoteCodeError"}
-        assert not package_only & _defined_and_read_names(text)
+        generator_only = {"bundle_remote_code", "SourceIndex", "RemoteCodeError", "import_source"}
+        assert not generator_only & _defined_and_read_names(text)
         assert "PRESETS" not in text and "__all__ = [" in text
     assert "." not in _imported_roots(configuration)
     assert f"from .configuration_{model_type} import {model_class.config_class.__name__}\n" in modeling
@@ -68,9 +74,7 @@ def _top_level_names(files: dict[str, str]) -> set[str]:
 
 def test_each_family_ships_only_the_definitions_it_uses():
     def shipped(config_id):
-        return _top_level_names(
-            bundle_remote_code(AUTO_CLASSES_BY_CONFIG[type(tiny_configs()[config_id])]["AutoModel"])
-        )
+        return _top_level_names(bundle_remote_code(source_base_model(tiny_configs()[config_id].model_type)))
 
     routing = {
         "TopOneRouter",
@@ -102,18 +106,12 @@ from transformers import PretrainedConfig
 
 class FakeBertConfig(PretrainedConfig):
     model_type = "fake_bert"
+    auto_model_suffixes = {"AutoModel": "Model"}
 
     def __init__(self, hidden_size: int = 4, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
 """
-FAKE_HUB_SAVING = '''
-class SavesRemoteCode:
-    """Stand-in for the package-only mixin of ``modeling/hub_saving.py``."""
-
-    def save_pretrained(self, *args, **kwargs):
-        return super().save_pretrained(*args, **kwargs)
-'''
 FAKE_MODELING = """
 from __future__ import annotations
 
@@ -121,10 +119,9 @@ import torch
 from transformers import PreTrainedModel
 
 from .configuration_fake import FakeBertConfig
-from .hub_saving import SavesRemoteCode
 {extra_imports}
 
-class FakeBertModel(SavesRemoteCode, PreTrainedModel):
+class FakeBertModel(PreTrainedModel):
     config_class = FakeBertConfig
 
     def __init__(self, config):
@@ -135,8 +132,6 @@ class FakeBertModel(SavesRemoteCode, PreTrainedModel):
     def forward(self, hidden_states):
         return self.dense(hidden_states)
 {extra_code}
-
-AUTO_CLASSES = {{"AutoModel": FakeBertModel}}
 """
 
 
@@ -145,7 +140,6 @@ def _fake_model_class(tmp_path, monkeypatch, extra_imports="", extra_code="", ex
     files = {
         "__init__.py": "",
         "configuration_fake.py": FAKE_CONFIGURATION,
-        "hub_saving.py": FAKE_HUB_SAVING,
         "modeling_fake.py": FAKE_MODELING.format(extra_imports=extra_imports, extra_code=extra_code),
         **(extra_files or {}),
     }
@@ -156,7 +150,7 @@ def _fake_model_class(tmp_path, monkeypatch, extra_imports="", extra_code="", ex
     return importlib.import_module(f"{package}.modeling_fake").FakeBertModel
 
 
-def test_package_only_bases_are_dropped_and_the_bundle_runs(tmp_path, monkeypatch):
+def test_the_bundle_keeps_comments_leaves_out_unused_code_and_runs(tmp_path, monkeypatch):
     layers = (
         "# Comment above.\ndef double(x):\n    # Comment inside.\n    return 2 * x\n\n\ndef unused():\n    return 0\n"
     )
@@ -167,7 +161,6 @@ def test_package_only_bases_are_dropped_and_the_bundle_runs(tmp_path, monkeypatc
     assert "class FakeBertModel(PreTrainedModel):" in modeling
     assert "# Comment above.\ndef double(x):\n    # Comment inside.\n" in modeling and "return double(x)" in modeling
     assert "unused" not in modeling
-    assert "SavesRemoteCode" not in modeling and "hub_saving" not in modeling and "AUTO_CLASSES" not in modeling
     bundle = tmp_path / f"bundled_{tmp_path.name}"
     bundle.mkdir()
     (bundle / "__init__.py").write_text("")
@@ -188,18 +181,17 @@ TWO_HELPERS = {
 @pytest.mark.parametrize(
     ("extra_imports", "extra_code", "extra_files", "message"),
     [
-        ("", "\n    def hub(self):\n        return SavesRemoteCode\n", {}, r"modeling_fake\.py:23 .*package-only"),
         (
             "",
             "\n    def helper(self):\n        return undefined_helper()\n",
             {},
-            r"modeling_fake\.py:23 .*`undefined_helper`",
+            r"modeling_fake\.py:22 .*`undefined_helper`",
         ),
         (
             "import safetensors",
             "\n    def helper(self):\n        return safetensors\n",
             {},
-            r"modeling_fake\.py:11 \(FakeBertModel\) needs `import safetensors`; remote code may import only",
+            r"modeling_fake\.py:10 \(FakeBertModel\) needs `import safetensors`; remote code may import only",
         ),
         (
             "from .helpers_a import first\nfrom .helpers_b import second",
@@ -208,7 +200,7 @@ TWO_HELPERS = {
             r"`_helper` would be defined twice .*helpers_a\.py:1 .*helpers_b\.py:1|helpers_b\.py:1 .*helpers_a\.py:1",
         ),
     ],
-    ids=["package-only-name-in-a-body", "unresolvable-name", "unavailable-import", "name-collision"],
+    ids=["unresolvable-name", "unavailable-import", "name-collision"],
 )
 def test_sources_that_cannot_be_bundled_fail_naming_file_and_line(
     tmp_path, monkeypatch, extra_imports, extra_code, extra_files, message
@@ -240,3 +232,23 @@ def test_a_function_filling_a_module_level_cache_bundles_but_a_top_level_modific
     )
     with pytest.raises(RemoteCodeError, match=r"cache\.py:9 .*modifies `_CACHE`"):
         bundle_remote_code(model_class)
+
+
+def test_generating_needs_the_sources_only_not_the_package(tmp_path):
+    """The package's ``__init__`` modules import the generated files, which are stale (or do not import at all)
+    while a source changes: the generator imports the sources without them, and never imports ``compact_bert``."""
+    script = BLOCK_COMPACT_BERT + textwrap.dedent(
+        """
+        from utils.hub_code import stale_files
+
+        assert stale_files() == [], stale_files()
+        assert not [name for name in sys.modules if name == "compact_bert" or name.startswith("compact_bert.")]
+        print("generated from the sources alone")
+        """
+    )
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPOSITORY, env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "generated from the sources alone" in result.stdout

@@ -1,4 +1,4 @@
-"""``python -m utils.hub_code``: regenerate the committed remote-code files; ``--check``: fail if any is stale.
+"""``python -m utils.hub_code``: regenerate the committed model code (``models/``); ``--check``: fail if any is stale.
 
 Run from the repository root after changing model or configuration code; CI runs ``--check``.
 """
@@ -18,13 +18,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = stale_files()
         if stale:
-            print("These generated remote-code files do not match their sources; run `python -m utils.hub_code`:")
+            print("These generated files do not match their sources; run `python -m utils.hub_code`:")
             print("\n".join(f"  {name}" for name in stale))
             return 1
-        print("The generated remote-code files match their sources.")
+        print("The generated files (models/) match their sources.")
         return 0
     changed = write_files()
-    print("\n".join(f"rewrote {name}" for name in changed) or "The generated remote-code files were up to date.")
+    print("\n".join(f"rewrote {name}" for name in changed) or "The generated files (models/) were up to date.")
     return 0
 
 

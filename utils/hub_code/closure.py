@@ -11,9 +11,7 @@ Rules this puts on the package, each checked with an error naming the file and l
 - a shipped name is bound once, by a top-level ``class``, ``def``, assignment or import;
 - package names are imported under their own name (``from .x import A``, not ``A as B``), and never from
   ``compact_bert`` absolutely;
-- no top-level statement modifies a shipped object after its definition (``X[k] = v``, ``X.f(...)``);
-- names of package-only modules (``PACKAGE_ONLY_MODULES``) are used only as class bases, which the bundle
-  drops: the remote-code classes inherit from the remaining bases.
+- no top-level statement modifies a shipped object after its definition (``X[k] = v``, ``X.f(...)``).
 """
 
 from __future__ import annotations
@@ -25,10 +23,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-__all__ = ["PACKAGE_ONLY_MODULES", "Definition", "ExternalImport", "RemoteCodeError", "SourceIndex"]
-
-# Package modules that are never shipped: saving to the Hub copies the generated files, it is not model code.
-PACKAGE_ONLY_MODULES = ("hub_saving",)
+__all__ = ["Definition", "ExternalImport", "RemoteCodeError", "SourceIndex"]
 
 
 class RemoteCodeError(ValueError):
@@ -63,7 +58,6 @@ class Definition:
     index: int  # position among the module's top-level statements, the tie-breaker of the emission order
     node: ast.stmt
     names: tuple[str, ...]
-    dropped_bases: tuple[ast.expr, ...] = ()
     import_time_needs: list[Definition] = field(default_factory=list)
     run_time_needs: list[Definition] = field(default_factory=list)
     external_imports: set[ExternalImport] = field(default_factory=set)
@@ -150,9 +144,6 @@ class SourceIndex:
                 modified.setdefault(target, statement.lineno)
         return _Module(name, path, text, tree, is_package, bindings, modified, not future_annotations)
 
-    def is_package_only(self, module_name: str) -> bool:
-        return module_name.rsplit(".", 1)[-1] in PACKAGE_ONLY_MODULES
-
     # -- closure ---------------------------------------------------------------------------------------
 
     def collect(self, entries: list[type]) -> list[Definition]:
@@ -205,13 +196,7 @@ class SourceIndex:
         node = definition.node
         collector = _ReferenceCollector(module.evaluates_annotations)
         if isinstance(node, ast.ClassDef):
-            kept = []
-            for base in node.bases:
-                if self._is_package_only_base(module, base):
-                    definition.dropped_bases += (base,)
-                else:
-                    kept.append(base)
-            collector.scan_class(node, kept)
+            collector.scan_class(node)
         else:
             collector.scan_top_level(node)
         for reference in collector.references:
@@ -261,21 +246,6 @@ class SourceIndex:
         if isinstance(target, ExternalImport) and is_available_to_hub_users(target.root):
             definition.external_imports.add(target)
 
-    def _is_package_only_base(self, module: _Module, base: ast.expr) -> bool:
-        if isinstance(base, ast.Name):
-            reference = _Reference(base.id, None, base.lineno, True)
-        elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
-            reference = _Reference(base.value.id, base.attr, base.lineno, True)
-        else:
-            return False
-        if reference.name not in module.bindings:
-            return False
-        try:
-            self._resolve(module, reference)
-        except _PackageOnlyName:
-            return True
-        return False
-
     def _resolve(self, module: _Module, reference: _Reference):
         """A ``Definition``, an ``ExternalImport`` or None (builtins); raises for anything unshippable."""
         name = reference.name
@@ -312,16 +282,12 @@ class SourceIndex:
             )
         anchor = module.name if module.is_package else module.name.rpartition(".")[0]
         source = importlib.util.resolve_name("." * statement.level + (statement.module or ""), anchor)
-        if self.is_package_only(source):
-            raise _PackageOnlyName(module, reference, source)
         if self._module_path(source) is None:
             raise RemoteCodeError(f"{_location(module, statement.lineno)}: {source} is not a module of the package.")
         submodule = self._imported_submodule(module, alias.name)
         if submodule is None:
             return self._resolve_in(self.module(source), replace(reference, name=alias.name, attribute=None), module)
         # ``from . import submodule``: what is shipped is the name read from it, ``submodule.name``.
-        if self.is_package_only(submodule):
-            raise _PackageOnlyName(module, reference, submodule)
         if reference.attribute is None:
             raise RemoteCodeError(
                 f"{_location(module, reference.line)}: the module `{alias.name}` is used as an object; remote "
@@ -360,14 +326,6 @@ class SourceIndex:
                     "shipped definition; remote code may import only torch, transformers and the standard library "
                     "there (move package imports to the top level)."
                 )
-
-
-class _PackageOnlyName(RemoteCodeError):
-    def __init__(self, module: _Module, reference: _Reference, source: str):
-        super().__init__(
-            f"{_location(module, reference.line)}: `{reference.name}` comes from the package-only module {source}, "
-            "which remote code never ships; package-only names may only be class bases (which the bundle drops)."
-        )
 
 
 def is_available_to_hub_users(module: str) -> bool:
@@ -484,8 +442,8 @@ class _ReferenceCollector:
         self.references: list[_Reference] = []
         self._in_lazy_annotation = False
 
-    def scan_class(self, node: ast.ClassDef, kept_bases: list[ast.expr]) -> None:
-        for expression in [*node.decorator_list, *kept_bases, *node.keywords]:
+    def scan_class(self, node: ast.ClassDef) -> None:
+        for expression in [*node.decorator_list, *node.bases, *node.keywords]:
             self._scan(expression, frozenset(), frozenset(), import_time=True)
         self._scan_class_body(node, frozenset(), import_time=True)
 

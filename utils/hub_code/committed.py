@@ -1,30 +1,47 @@
-"""The committed remote-code files against what the sources generate: which are stale, and rewriting them.
+"""The committed generated files against what the sources generate: which are stale, and rewriting them.
 
-Every model type of ``compact_bert.modeling.AUTO_CLASSES_BY_CONFIG`` has a folder
-``modeling/remote_code/<model_type>/`` with its ``configuration_<model_type>.py`` and ``modeling_<model_type>.py``;
-nothing else lives there, so a file of a removed family shows up as stale too.
+Every model type of ``MODULAR_SOURCES`` has a folder ``models/<model_type>/`` with its
+``configuration_<model_type>.py`` and ``modeling_<model_type>.py``; nothing else lives there (but the package's
+``models/__init__.py``), so a file of a removed family shows up as stale too.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
-from compact_bert.modeling.hub_saving import REMOTE_CODE_ROOT
-
 from .bundler import bundle_remote_code
+from .sources import import_source
 
-__all__ = ["expected_files", "stale_files", "write_files"]
+__all__ = ["MODELS_ROOT", "MODULAR_SOURCES", "expected_files", "source_base_model", "stale_files", "write_files"]
+
+# The folder of the generated files, one subfolder per model type (package data of the wheel).
+MODELS_ROOT = Path(__file__).resolve().parents[2] / "models"
+# model_type → (modular source module, its base-model class): what each family's files are generated from.
+MODULAR_SOURCES = {
+    "ib_bert": ("compact_bert.modeling.modular_ib_bert", "IBBertModel"),
+    "compact_mobilebert": ("compact_bert.modeling.modular_compact_mobilebert", "CompactMobileBertModel"),
+    "minimoe": ("compact_bert.modeling.modular_minimoe", "MiniMoEModel"),
+    "moe_bert": ("compact_bert.modeling.modular_moe_bert", "MoEBertModel"),
+}
+
+
+def source_base_model(model_type: str) -> type:
+    """The base-model class of ``model_type``'s modular source (imported as a source, ``sources.import_source``)."""
+    module_name, base_model = MODULAR_SOURCES[model_type]
+    return getattr(import_source(module_name), base_model)
 
 
 def expected_files() -> dict[Path, str]:
-    """Path under ``modeling/remote_code/`` → text the sources generate, for every model type."""
+    """Path under ``models/`` → text the sources generate, for every model type."""
     files = {}
-    for config_class, auto_classes in AUTO_CLASSES_BY_CONFIG.items():
-        folder = REMOTE_CODE_ROOT / config_class.model_type
-        for name, text in bundle_remote_code(auto_classes["AutoModel"]).items():
-            files[folder / name] = text
+    for model_type in MODULAR_SOURCES:
+        for name, text in bundle_remote_code(source_base_model(model_type)).items():
+            files[MODELS_ROOT / model_type / name] = text
     return files
+
+
+def _generated_paths() -> list[Path]:
+    return sorted(path for path in MODELS_ROOT.glob("*/*") if path.is_file() and "__pycache__" not in path.parts)
 
 
 def stale_files(expected: dict[Path, str] | None = None) -> list[str]:
@@ -32,14 +49,14 @@ def stale_files(expected: dict[Path, str] | None = None) -> list[str]:
     or have no source any more."""
     expected = expected_files() if expected is None else expected
     stale = [
-        str(path.relative_to(REMOTE_CODE_ROOT.parent.parent))
+        str(path.relative_to(MODELS_ROOT.parent))
         for path, text in sorted(expected.items())
         if not path.is_file() or path.read_text(encoding="utf-8") != text
     ]
     stale += [
-        f"{path.relative_to(REMOTE_CODE_ROOT.parent.parent)} (no family generates it)"
-        for path in sorted(REMOTE_CODE_ROOT.rglob("*.py"))
-        if path not in expected
+        f"{path.relative_to(MODELS_ROOT.parent)} (no family generates it)"
+        for path in _generated_paths()
+        if path.suffix == ".py" and path not in expected
     ]
     return stale
 
@@ -48,14 +65,14 @@ def write_files() -> list[str]:
     """Rewrite every stale file (removing those no family generates); the files that changed."""
     expected = expected_files()
     changed = stale_files(expected)
-    for path in sorted(REMOTE_CODE_ROOT.rglob("*")):
-        if path.is_file() and path not in expected:
+    for path in _generated_paths():
+        if path not in expected:
             path.unlink()
     for path, text in expected.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
-    for folder in sorted(REMOTE_CODE_ROOT.iterdir(), reverse=True):
-        if folder.is_dir() and not any(folder.iterdir()):
+    for folder in sorted(MODELS_ROOT.iterdir(), reverse=True):
+        if folder.is_dir() and folder.name != "__pycache__" and not any(folder.iterdir()):
             folder.rmdir()
     return changed
