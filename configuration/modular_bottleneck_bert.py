@@ -17,7 +17,7 @@ from __future__ import annotations
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
-from .auto_map import family_auto_map
+from .auto_map import ENCODER_AUTO_MODEL_SUFFIXES, family_auto_map
 from .validation import (
     implementation_fields,
     reject_misspelt_fields,
@@ -68,14 +68,8 @@ class BottleneckBertConfig(PretrainedConfig):
     """
 
     # The family's Auto classes and their class-name suffixes, named in ``auto_map`` (``auto_map.py``).
-    auto_model_suffixes = {
-        "AutoModel": "Model",
-        "AutoModelForPreTraining": "ForPreTraining",
-        "AutoModelForMaskedLM": "ForMaskedLM",
-        "AutoModelForSequenceClassification": "ForSequenceClassification",
-        "AutoModelForTokenClassification": "ForTokenClassification",
-        "AutoModelForQuestionAnswering": "ForQuestionAnswering",
-    }
+    # The bottleneck families also have the pre-training head of paper 001 (MLM + next-sentence prediction).
+    auto_model_suffixes = {**ENCODER_AUTO_MODEL_SUFFIXES, "AutoModelForPreTraining": "ForPreTraining"}
 
     def __init__(
         self,
@@ -107,10 +101,7 @@ class BottleneckBertConfig(PretrainedConfig):
         **kwargs,
     ):
         reject_misspelt_fields(type(self), kwargs)
-        kwargs["auto_map"] = {
-            **family_auto_map(type(self), self.auto_model_suffixes),
-            **(kwargs.get("auto_map") or {}),
-        }
+        kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
         self.tie_word_embeddings = tie_word_embeddings

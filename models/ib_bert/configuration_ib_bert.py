@@ -3,7 +3,7 @@
 The configuration code of the ``ib_bert`` model type: what compact-bert runs and what a saved folder ships
 as Hub remote code, importing only torch, transformers and the standard library. Generated from these
 modules, where any change belongs (then run `python -m utils.hub_code` in the repository):
-    compact_bert.configuration.validation, compact_bert.configuration.auto_map,
+    compact_bert.configuration.auto_map, compact_bert.configuration.validation,
     compact_bert.configuration.modular_bottleneck_bert
 """
 
@@ -21,6 +21,29 @@ from transformers.activations import ACT2FN
 __all__ = [
     "IBBertConfig",
 ]
+
+
+# The Auto classes every family has and the suffix of each one's class name (``MiniMoE`` + ``ForMaskedLM``).
+ENCODER_AUTO_MODEL_SUFFIXES = {
+    "AutoModel": "Model",
+    "AutoModelForMaskedLM": "ForMaskedLM",
+    "AutoModelForSequenceClassification": "ForSequenceClassification",
+    "AutoModelForTokenClassification": "ForTokenClassification",
+    "AutoModelForQuestionAnswering": "ForQuestionAnswering",
+}
+
+
+def family_auto_map(config_class: type, model_suffixes: dict[str, str], given: dict | None = None) -> dict[str, str]:
+    """``auto_map`` of the family of ``config_class`` (named ``<Family>Config``): ``AutoConfig`` → its
+    ``configuration_<model_type>`` module, each Auto class of ``model_suffixes`` (Auto class → class-name suffix,
+    ``{"AutoModel": "Model", ...}``) → ``modeling_<model_type>.<Family><suffix>``; the entries of ``given`` (the
+    ``auto_map`` of a loaded ``config.json``) take precedence."""
+    family = config_class.__name__.removesuffix("Config")
+    model_type = config_class.model_type
+    auto_map = {"AutoConfig": f"configuration_{model_type}.{config_class.__name__}"}
+    for auto_name, suffix in model_suffixes.items():
+        auto_map[auto_name] = f"modeling_{model_type}.{family}{suffix}"
+    return {**auto_map, **(given or {})}
 
 
 # ``dense_implementation`` / ``moe_implementation``: what computes the dense projections and the experts
@@ -120,18 +143,6 @@ def reject_misspelt_fields(config_class: type, given: Iterable[str]) -> None:
             )
 
 
-def family_auto_map(config_class: type, model_suffixes: dict[str, str]) -> dict[str, str]:
-    """``auto_map`` of the family of ``config_class`` (named ``<Family>Config``): ``AutoConfig`` → its
-    ``configuration_<model_type>`` module, each Auto class of ``model_suffixes`` (Auto class → class-name suffix,
-    ``{"AutoModel": "Model", ...}``) → ``modeling_<model_type>.<Family><suffix>``."""
-    family = config_class.__name__.removesuffix("Config")
-    model_type = config_class.model_type
-    auto_map = {"AutoConfig": f"configuration_{model_type}.{config_class.__name__}"}
-    for auto_name, suffix in model_suffixes.items():
-        auto_map[auto_name] = f"modeling_{model_type}.{family}{suffix}"
-    return auto_map
-
-
 NORMALIZATION_TYPES = ("no_norm", "layer_norm")
 
 
@@ -170,14 +181,8 @@ class BottleneckBertConfig(PretrainedConfig):
     """
 
     # The family's Auto classes and their class-name suffixes, named in ``auto_map`` (``auto_map.py``).
-    auto_model_suffixes = {
-        "AutoModel": "Model",
-        "AutoModelForPreTraining": "ForPreTraining",
-        "AutoModelForMaskedLM": "ForMaskedLM",
-        "AutoModelForSequenceClassification": "ForSequenceClassification",
-        "AutoModelForTokenClassification": "ForTokenClassification",
-        "AutoModelForQuestionAnswering": "ForQuestionAnswering",
-    }
+    # The bottleneck families also have the pre-training head of paper 001 (MLM + next-sentence prediction).
+    auto_model_suffixes = {**ENCODER_AUTO_MODEL_SUFFIXES, "AutoModelForPreTraining": "ForPreTraining"}
 
     def __init__(
         self,
@@ -209,10 +214,7 @@ class BottleneckBertConfig(PretrainedConfig):
         **kwargs,
     ):
         reject_misspelt_fields(type(self), kwargs)
-        kwargs["auto_map"] = {
-            **family_auto_map(type(self), self.auto_model_suffixes),
-            **(kwargs.get("auto_map") or {}),
-        }
+        kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
         self.tie_word_embeddings = tie_word_embeddings
