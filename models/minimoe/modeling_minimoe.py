@@ -1708,6 +1708,10 @@ class CompactBertPreTrainedModel(PreTrainedModel):
         transformers is always asked to re-initialize mismatched tensors and to report them, so that both lines
         reach the same check; without ``ignore_mismatched_sizes`` any mismatch is then an error, with it only
         task-head tensors may differ (a new number of labels), as ``compact-bert finetune`` relies on.
+
+        An override rather than a post-load hook: 4.57 raises a size mismatch from a leaf module's
+        ``load_state_dict`` before any model hook runs, and 5.x's hook (``_adjust_missing_and_unexpected_keys``) is
+        not told ``ignore_mismatched_sizes``, which only its load report reads.
         """
         loaded, loading_info = super().from_pretrained(
             *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
