@@ -13,6 +13,7 @@ import sys
 
 from transformers import PreTrainedModel
 
+from ..configuration.auto_map import family_auto_map
 from ..models.compact_mobilebert.modeling_compact_mobilebert import (
     CompactMobileBertForMaskedLM,
     CompactMobileBertForPreTraining,
@@ -83,8 +84,10 @@ def _auto_classes(base_model: type[PreTrainedModel]) -> dict[str, type[PreTraine
     """Auto class name → model class of ``base_model``'s family, as its config's ``auto_map`` names them."""
     module = sys.modules[base_model.__module__]
     config_class = base_model.config_class
-    family = config_class.__name__.removesuffix("Config")
-    return {auto: getattr(module, family + suffix) for auto, suffix in config_class.auto_model_suffixes.items()}
+    auto_map = family_auto_map(config_class, config_class.auto_model_suffixes)
+    return {
+        auto: getattr(module, target.rpartition(".")[2]) for auto, target in auto_map.items() if auto != "AutoConfig"
+    }
 
 
 # Config class → (Auto class name → model class), per family: what importing compact_bert registers.

@@ -29,9 +29,10 @@ def meta_model(config) -> nn.Module:
 def count_parameters(model: nn.Module) -> tuple[int, int]:
     """``(total, active per token)``: a top-1 MoE token uses one expert's weights out of ``num_experts``."""
     total = sum(parameter.numel() for parameter in model.parameters())
+    expert_classes = family_classes("MoEExperts") + family_classes("ExpertLinear")
     inactive = 0
     for module in model.modules():
-        if isinstance(module, family_classes("MoEExperts") + family_classes("ExpertLinear")):
+        if isinstance(module, expert_classes):
             experts = module.num_experts
             numel = sum(parameter.numel() for parameter in module.parameters(recurse=False))
             inactive += numel * (experts - 1) // experts

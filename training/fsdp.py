@@ -117,7 +117,6 @@ def shard_model(
                 fully_shard(module, **kwargs)
     if not keep_root_class:
         fully_shard(model, **kwargs)
-        save_as_unsharded_class(model)
         return model
     for child in model.children():
         if not isinstance(child, FSDPModule) and any(True for _ in child.parameters()):
@@ -132,7 +131,8 @@ def save_as_unsharded_class(model: torch.nn.Module) -> None:
     ``type(model).__name__`` into ``auto_map`` and ``architectures`` (dynamic_module_utils.py ``custom_object_save``):
     a sharded model would ship torch's FSDP modules as its remote code. The wrapper class takes the module and name of
     the class it wraps, so a sharded model saves what the unsharded one does; ``isinstance(model, FSDPModule)`` is
-    unchanged. Called wherever a model is sharded (``shard_model``, Accelerate's preparation) before it is saved."""
+    unchanged. The trainer calls it before every save, whichever code sharded the model (``shard_model`` or
+    Accelerate's preparation)."""
     from torch.distributed.fsdp import FSDPModule
 
     wrapper_class = type(model)

@@ -41,6 +41,4 @@ def _install_stand_in(name: str, folder: Path) -> None:
         return
     spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
     spec.submodule_search_locations = [str(folder)]
-    module = importlib.util.module_from_spec(spec)
-    module.__path__ = [str(folder)]
-    sys.modules[name] = module
+    sys.modules[name] = importlib.util.module_from_spec(spec)  # its ``__path__`` is the spec's search locations
