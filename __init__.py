@@ -47,6 +47,7 @@ from .modeling import (
     MoEBertModel,
     MoEBertPreTrainedModel,
 )
+from .optimization import optimize_for_inference
 
 __version__ = "0.1.0"
 
@@ -83,6 +84,7 @@ __all__ = [
     "MoEBertForTokenClassification",
     "MoEBertModel",
     "MoEBertPreTrainedModel",
+    "optimize_for_inference",
 ]
 
 

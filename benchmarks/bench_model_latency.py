@@ -1,13 +1,12 @@
 """Whole-model inference latency on CPU, side by side in one run (issue 10 targets).
 
 1. Our MobileBERT vs transformers' MobileBertModel with the same weights, batch 1 x 128 tokens, outputs
-   checked to match first: eager (target <= 0.8x; ours is also timed with its eager implementations, every
-   linear map an ``nn.Linear`` call, and with the previous default, fusing from a fixed 2^25 multiply-adds; floor
-   printed: the forward pass's 362 linear products alone, back to back, with the faster of ``F.linear`` and
-   oneDNN-packed weights) and
+   checked to match first: eager, ours after ``optimize_for_inference`` (target <= 0.8x; ours is also timed as its
+   file defines it, every linear map an ``nn.Linear`` call; floor printed: the forward pass's 362 linear products
+   alone, back to back, with the faster of ``F.linear`` and oneDNN-packed weights) and
    both compiled the same way (``torch.compile``, inductor with freezing, ``dynamic=True``; target <= 1.0x).
 2. MiniMoE 4L;384H (1,4E) vs its dense twin (1,1E), batch 1 x 128, each in its fastest inference mode
-   (the faster of eager and compiled for each; target <= 1.15x); both also against transformers' own BertModel of
+   (the faster of eager after ``optimize_for_inference`` and compiled for each; target <= 1.15x); both also against transformers' own BertModel of
    the same size at its best (SDPA attention, fastest mode), so that a slow twin cannot flatter the ratio. Its
    floor is the MoE layer's own, printed by ``bench_moe_layer.py`` case 1 (the per-expert GEMMs with no routing, vs one FFN): the model pays it in
    each of its 4 FFN blocks on top of the shared attention.
@@ -22,6 +21,7 @@ script works, their numbers mean nothing).
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
 
@@ -29,13 +29,13 @@ import torch
 from transformers import BertConfig, BertModel, MobileBertConfig, MobileBertModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import PREVIOUS_DEFAULT, compare_latencies, format_ratio, on_plain_path, with_implementations
+from timing import compare_latencies, format_ratio
 
 import compact_bert
+from compact_bert import optimize_for_inference
 from compact_bert.configuration import preset_config
-from compact_bert.modeling.implementation_selection import selected_implementations
-from compact_bert.modeling.packed_weight_memory import packed_weight_bytes
-from compact_bert.modeling.packed_weights import packed_linear, packing_available
+from compact_bert.optimization import packed_weight_bytes
+from compact_bert.optimization.onednn_weights import packed_linear, packing_available
 
 
 def compiled_for_inference(model):
@@ -44,8 +44,7 @@ def compiled_for_inference(model):
 
 
 def _linear_products(model, input_ids):
-    """Every ``nn.Linear`` product of one forward pass (inputs recorded once, on the eager implementations so that
-    every module is called), run back to back with no other op and no module calls between them: what the eager
+    """Every ``nn.Linear`` product of one forward pass (inputs recorded once, on the plain model), run back to back with no other op and no module calls between them: what the eager
     model costs with everything but its matrix products removed. Returned twice: with ``F.linear`` (which re-packs
     each weight per call, on MKL's path on AMD CPUs) and with each weight packed once for oneDNN (the fastest GEMM
     this torch has on CPU, where it works); the floor is the faster of the two."""
@@ -55,7 +54,7 @@ def _linear_products(model, input_ids):
         for module in model.modules()
         if isinstance(module, torch.nn.Linear)
     ]
-    with torch.inference_mode(), selected_implementations(model, dense="eager", missing_ok=True):
+    with torch.inference_mode():
         model(input_ids=input_ids)
     for handle in handles:
         handle.remove()
@@ -91,18 +90,19 @@ def mobilebert_case(rounds: int, compile_models: bool, tiny: bool) -> None:
     input_ids = torch.randint(1, 30522, (1, 128))
     layers = {"num_hidden_layers": 2} if tiny else {}
     reference = MobileBertModel(MobileBertConfig(**layers)).eval()
-    ours = compact_bert.CompactMobileBertModel(preset_config("mobilebert", **layers)).eval()
-    ours.load_state_dict(reference.state_dict())
+    plain = compact_bert.CompactMobileBertModel(preset_config("mobilebert", **layers)).eval()
+    plain.load_state_dict(reference.state_dict())
+    ours = copy.deepcopy(plain)
+    optimize_for_inference(ours, tokens=input_ids.numel())
     with torch.inference_mode():
         difference = ours(input_ids=input_ids).last_hidden_state - reference(input_ids=input_ids).last_hidden_state
     print(f"MobileBERT outputs: max |ours - transformers| = {difference.abs().max().item():.2e}")
     calls = {
         "ours": lambda: ours(input_ids=input_ids),
         "transformers": lambda: reference(input_ids=input_ids),
-        "ours_plain": on_plain_path(ours, lambda: ours(input_ids=input_ids)),
-        "ours_previous": with_implementations(ours, lambda: ours(input_ids=input_ids), dense=PREVIOUS_DEFAULT),
+        "ours_plain": lambda: plain(input_ids=input_ids),
     }
-    calls["linear_products"], calls["linear_products_packed"] = _linear_products(ours, input_ids)
+    calls["linear_products"], calls["linear_products_packed"] = _linear_products(plain, input_ids)
     times = compare_latencies(_warm(calls), rounds=rounds)
     print(format_ratio("MobileBERT eager, ours vs transformers", times["ours"], times["transformers"], "<= 0.8x"))
     print(
@@ -116,24 +116,16 @@ def mobilebert_case(rounds: int, compile_models: bool, tiny: bool) -> None:
     )
     print(
         format_ratio(
-            "  ours with plain nn.Linear calls (eager implementations) vs transformers",
+            "  ours as its file defines it (plain nn.Linear calls) vs transformers",
             times["ours_plain"],
             times["transformers"],
             "report",
         )
     )
-    print(
-        format_ratio(
-            "  ours, default (probed) vs the previous default (fused from 2^25)",
-            times["ours"],
-            times["ours_previous"],
-            "<= 1.0x",
-        )
-    )
     print(f"  packed weight copies: {packed_weight_bytes(ours) / 2**20:.1f} MiB")
     if not compile_models:
         return
-    ours_compiled, reference_compiled = compiled_for_inference(ours), compiled_for_inference(reference)
+    ours_compiled, reference_compiled = compiled_for_inference(plain), compiled_for_inference(reference)
     calls = _warm(
         {
             "ours": lambda: ours_compiled(input_ids=input_ids),
@@ -152,7 +144,9 @@ def mobilebert_case(rounds: int, compile_models: bool, tiny: bool) -> None:
 
 
 def _fastest(name: str, model, inputs: dict, rounds: int, compile_models: bool) -> tuple[float, str]:
-    calls = {"eager": lambda: model(**inputs)}
+    optimized = copy.deepcopy(model)
+    optimize_for_inference(optimized, tokens=inputs["input_ids"].numel())
+    calls = {"eager": lambda: optimized(**inputs)}
     if compile_models:
         compiled = compiled_for_inference(model)
         calls["compiled"] = lambda: compiled(**inputs)
@@ -185,7 +179,6 @@ def minimoe_case(rounds: int, compile_models: bool, tiny: bool) -> None:
     print(format_ratio(f"MiniMoE 1,4E ({moe_mode}) vs dense twin ({dense_mode})", moe_time, dense_time, "<= 1.15x"))
     print(format_ratio(f"  vs transformers' BertModel ({bert_mode})", moe_time, bert_time, "report"))
     print(format_ratio(f"  our dense twin vs transformers' BertModel ({bert_mode})", dense_time, bert_time, "report"))
-    print(f"  packed expert copies: {packed_weight_bytes(sparse) / 2**20:.1f} MiB")
 
 
 def moe_bert_case(rounds: int, tiny: bool) -> None:
@@ -193,6 +186,8 @@ def moe_bert_case(rounds: int, tiny: bool) -> None:
     layers = {"num_hidden_layers": 1} if tiny else {}
     sparse = compact_bert.MoEBertModel(preset_config("moe-bert-small", **layers)).eval()
     dense = compact_bert.MoEBertModel(preset_config("vanilla-bert-small", **layers)).eval()
+    for model in (sparse, dense):
+        optimize_for_inference(model, tokens=inputs["input_ids"].numel())
     times = compare_latencies(
         {"moe": lambda: sparse(**inputs), "dense": lambda: dense(**inputs)}, rounds=max(3, rounds // 3)
     )

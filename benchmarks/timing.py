@@ -14,23 +14,8 @@ from collections.abc import Callable
 import torch
 
 from compact_bert.evaluation.runtime_latency import measure_interleaved_samples
-from compact_bert.modeling.dense_implementations import DenseInterface, OneDNNDense
-from compact_bert.modeling.implementation_selection import selected_implementations
 
-__all__ = [
-    "PREVIOUS_DEFAULT",
-    "Seconds",
-    "compare_latencies",
-    "format_ratio",
-    "format_seconds",
-    "on_plain_path",
-    "with_implementations",
-]
-
-# The dense default before the per-machine probe: fuse every epilogue from 2^25 multiply-adds per call, a constant
-# measured on the development machine. Registered so that the benchmarks time it beside today's ``"auto"``.
-PREVIOUS_DEFAULT = "onednn_from_2^25"
-DenseInterface.register(PREVIOUS_DEFAULT, OneDNNDense(lambda shape: shape.multiply_adds >= 1 << 25))
+__all__ = ["Seconds", "compare_latencies", "format_ratio", "format_seconds"]
 
 
 class Seconds(float):
@@ -69,19 +54,3 @@ def format_ratio(label: str, numerator: float, denominator: float, target: str) 
     """``label: a / b = r x`` with each side's median, minimum and p90; ``r`` is the ratio of medians."""
     ratio = numerator / denominator
     return f"{label}: {format_seconds(numerator)} / {format_seconds(denominator)} = {ratio:.2f}x (target {target})"
-
-
-def with_implementations(model, call: Callable[[], object], **names: str) -> Callable[[], object]:
-    """``call`` with ``model``'s implementations selected (``dense=``, ``moe=``; a field the model lacks is left)."""
-
-    def run():
-        with selected_implementations(model, missing_ok=True, **names):
-            return call()
-
-    return run
-
-
-def on_plain_path(model, call: Callable[[], object]) -> Callable[[], object]:
-    """``call`` with ``model``'s eager implementations: every linear map an ``nn.Linear`` / ``F.linear`` call and
-    the per-expert loop."""
-    return with_implementations(model, call, dense="eager", moe="eager")

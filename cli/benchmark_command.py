@@ -1,6 +1,7 @@
 """``compact-bert benchmark DIR_OR_PRESET``: latency of one model in every runtime it can run in, side by side.
 
-Runtimes: ``eager`` (PyTorch, eval, inference mode), ``compiled`` (``torch.compile``, dynamic shapes, inductor
+Runtimes: ``eager`` (PyTorch, eval, inference mode), ``optimized`` (eager after ``optimize_for_inference``:
+oneDNN-packed, fused projections where they pay here), ``compiled`` (``torch.compile``, dynamic shapes, inductor
 with freezing), ``onnx`` / ``onnx-int8`` (onnxruntime on ``DIR/onnx/model.onnx`` and ``model_quantized.onnx``,
 written by ``compact-bert export onnx DIR DIR/onnx --task ... [--quantize int8]``), ``tflite`` / ``tflite-int8``
 (LiteRT's interpreter on ``DIR/tflite/model.tflite`` and ``model_int8.tflite``, written by ``compact-bert export
@@ -13,12 +14,13 @@ latency section reads that file.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 from pathlib import Path
 
 __all__ = ["RUNTIMES", "add_parser", "run"]
 
-RUNTIMES = ("eager", "compiled", "onnx", "onnx-int8", "tflite", "tflite-int8")
+RUNTIMES = ("eager", "optimized", "compiled", "onnx", "onnx-int8", "tflite", "tflite-int8")
 _EXPORTED_FILES = {
     "onnx": "onnx/model.onnx",
     "onnx-int8": "onnx/model_quantized.onnx",
@@ -55,7 +57,7 @@ def add_parser(subparsers) -> None:
         nargs="+",
         choices=RUNTIMES,
         default=None,
-        help="Default: eager and compiled, plus onnx / onnx-int8 / tflite / tflite-int8 where the folder "
+        help="Default: eager, optimized and compiled, plus onnx / onnx-int8 / tflite / tflite-int8 where the folder "
         "has the files.",
     )
     parser.add_argument("--rounds", type=int, default=20, help="Timed calls per runtime and shape.")
@@ -97,7 +99,7 @@ def _check_arguments(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
     if args.write_latency and folder is None:
         _fail("--write_latency needs a model folder (a preset has nowhere to keep latency.json).")
     available = [name for name, file in _EXPORTED_FILES.items() if folder is not None and (folder / file).is_file()]
-    runtimes = list(dict.fromkeys(args.runtimes or ["eager", "compiled", *available]))
+    runtimes = list(dict.fromkeys(args.runtimes or ["eager", "optimized", "compiled", *available]))
     for name in runtimes:
         if name in _EXPORTED_FILES and name not in available:
             where = "a preset has no export" if folder is None else f"{folder / _EXPORTED_FILES[name]} does not exist"
@@ -173,6 +175,8 @@ def _runners(model, folder: Path | None, runtimes: list[str], inputs: dict, comp
     for name in runtimes:
         if name == "eager":
             runners[name] = eager_runner(model, inputs)
+        elif name == "optimized":
+            runners[name] = eager_runner(copy.deepcopy(model), inputs, optimize=True)
         elif name == "compiled":
             runners[name] = eager_runner(compiled, inputs)
         elif name.startswith("onnx"):

@@ -216,8 +216,9 @@ def run_comparison(
 
 
 def compare_latency(eager_folders: dict[str, str | Path], onnx_files: dict[str, Path]) -> dict:
-    """Eager latency of the models in ``eager_folders`` (each as it loads: the teacher as transformers' own model) and
-    onnxruntime latency of the ONNX files given, interleaved in one process at batch 1 x 128."""
+    """Eager latency of the models in ``eager_folders`` (the teacher as transformers' own model, for reference; the
+    others on compact-bert's path, ``optimize_for_inference``) and onnxruntime latency of the ONNX files given,
+    interleaved in one process at batch 1 x 128."""
     import transformers
 
     from ..evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
@@ -228,7 +229,9 @@ def compare_latency(eager_folders: dict[str, str | Path], onnx_files: dict[str, 
     }
     length = min(LATENCY_SEQUENCE_LENGTH, *(model.config.max_position_embeddings for model in models.values()))
     inputs = latency_inputs(models["student"].config.vocab_size, 1, length)
-    runners = {f"{role} eager": eager_runner(model, inputs) for role, model in models.items()}
+    runners = {
+        f"{role} eager": eager_runner(model, inputs, optimize=role != "teacher") for role, model in models.items()
+    }
     runners.update({f"{role} onnx": onnxruntime_runner(path, inputs) for role, path in onnx_files.items()})
     measured = measure_interleaved(runners, rounds=LATENCY_ROUNDS)
     return {name: round(result.median_ms, 2) for name, result in measured.items()}

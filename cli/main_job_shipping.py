@@ -51,7 +51,7 @@ def ship_finetuned_student(
     inputs = latency_inputs(
         model.config.vocab_size, 1, min(LATENCY_SEQUENCE_LENGTH, model.config.max_position_embeddings)
     )
-    runners = {"eager": eager_runner(model, inputs)}
+    runners = {"eager": eager_runner(model, inputs, optimize=True)}
     runners.update({name: onnxruntime_runner(path, inputs) for name, path in files.items()})
     measured = measure_interleaved(runners, rounds=LATENCY_ROUNDS)
     runtimes = {"eager": measured["eager"]}

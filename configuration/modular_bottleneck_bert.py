@@ -19,7 +19,7 @@ from transformers.activations import ACT2FN
 
 from .auto_map import ENCODER_AUTO_MODEL_SUFFIXES, family_auto_map
 from .validation import (
-    implementation_fields,
+    drop_fields_of_release_0_1,
     reject_misspelt_fields,
     require_bool,
     require_choice,
@@ -59,12 +59,6 @@ class BottleneckBertConfig(PretrainedConfig):
         use_bottleneck: without it the layer is a plain post-LN BERT layer of width ``hidden_size``.
         trigram_input: the kernel-3 convolution embedding factorization of §3.4.
         classifier_activation: tanh pooler (as BERT) or the raw first-token features.
-        dense_implementation: what computes the dense projections (``modeling.dense_implementations``):
-            ``"eager"`` the ``nn.Linear`` modules as written; ``"onednn"`` at inference on CPU, GEMMs on weights
-            packed once for oneDNN with bias, activation and residual add fused and projections of one input
-            joined (same outputs to float32 rounding; the copies take about as much memory as the weights:
-            ``packed_weight_bytes(model)``); ``"auto"`` (default) ``"onednn"`` from the size at which it pays on
-            this machine (measured once and cached). Also a ``from_pretrained`` argument.
     """
 
     # The family's Auto classes and their class-name suffixes, named in ``auto_map`` (``auto_map.py``).
@@ -96,10 +90,9 @@ class BottleneckBertConfig(PretrainedConfig):
         classifier_activation: bool = True,
         classifier_dropout: float | None = None,
         tie_word_embeddings: bool = True,
-        dense_implementation: str = "auto",
-        pack_inference_weights: bool | None = None,
         **kwargs,
     ):
+        drop_fields_of_release_0_1(kwargs)
         reject_misspelt_fields(type(self), kwargs)
         kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
@@ -126,10 +119,6 @@ class BottleneckBertConfig(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.classifier_activation = classifier_activation
         self.classifier_dropout = classifier_dropout
-        # ``pack_inference_weights``: the field of configs saved before ``dense_implementation`` existed.
-        self.dense_implementation, _ = implementation_fields(
-            type(self).__name__, dense_implementation, "auto", pack_inference_weights
-        )
         self._validate()
 
     @property

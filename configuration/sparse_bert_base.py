@@ -12,7 +12,7 @@ from transformers.activations import ACT2FN
 
 from .auto_map import ENCODER_AUTO_MODEL_SUFFIXES, family_auto_map
 from .validation import (
-    implementation_fields,
+    drop_fields_of_release_0_1,
     reject_misspelt_fields,
     require_bool,
     require_choice,
@@ -56,18 +56,6 @@ class SparseBertConfigBase(PretrainedConfig):
         hash_seed: seed of the random token-id → expert table of hash routing.
         use_auxiliary_attention: append an auxiliary MHA block after the last layer, used only to align
             self-attention relations during distillation (paper 002 §3.2, after MiniLMv2).
-        dense_implementation: what computes the dense projections (``modeling.dense_implementations``):
-            ``"eager"`` the ``nn.Linear`` modules as written; ``"onednn"`` at inference on CPU, GEMMs on weights
-            packed once for oneDNN with bias, activation and residual add fused and projections of one input
-            joined (same outputs to float32 rounding; the copies take about as much memory as the weights:
-            ``packed_weight_bytes(model)``); ``"auto"`` (default) ``"onednn"`` from the size at which it pays on
-            this machine (measured once and cached). Also a ``from_pretrained`` argument.
-        moe_implementation: what computes the experts (``modeling.moe_implementations``): ``"eager"`` a loop
-            over experts; ``"grouped_mm"`` one ``torch._grouped_mm`` call; ``"onednn"`` at inference on CPU, the
-            loop on expert matrices packed once for oneDNN; ``"batched"`` each token through its own expert's
-            weights, no loop (the static form exported graphs use); ``"auto"`` (default) the fastest at inference
-            on this machine for the call's shape (measured once and cached), the grouped GEMM in training and on
-            CUDA. Also a ``from_pretrained`` argument.
         teacher_initialization: the record of how the weights were first copied from a pretrained teacher (layer
             map, kept channels, heads and neurons, how the experts were made), written by
             ``distillation.teacher_init``; ``None`` for a randomly initialized model. The model never reads it.
@@ -105,13 +93,11 @@ class SparseBertConfigBase(PretrainedConfig):
         router_aux_loss_coef: float = 0.01,
         hash_seed: int = 0,
         use_auxiliary_attention: bool = False,
-        dense_implementation: str = "auto",
-        moe_implementation: str = "auto",
-        pack_inference_weights: bool | None = None,
         teacher_initialization: dict | None = None,
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
+        drop_fields_of_release_0_1(kwargs)
         reject_misspelt_fields(type(self), kwargs)
         kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
@@ -140,10 +126,6 @@ class SparseBertConfigBase(PretrainedConfig):
         self.router_aux_loss_coef = router_aux_loss_coef
         self.hash_seed = hash_seed
         self.use_auxiliary_attention = use_auxiliary_attention
-        # ``pack_inference_weights``: the field of configs saved before the implementation fields existed.
-        self.dense_implementation, self.moe_implementation = implementation_fields(
-            type(self).__name__, dense_implementation, moe_implementation, pack_inference_weights
-        )
         self.teacher_initialization = teacher_initialization
         self._validate()
 

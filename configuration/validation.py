@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
-    "DENSE_IMPLEMENTATIONS",
-    "MOE_IMPLEMENTATIONS",
-    "implementation_fields",
+    "FIELDS_OF_RELEASE_0_1",
+    "drop_fields_of_release_0_1",
     "reject_misspelt_fields",
     "require_bool",
     "require_choice",
@@ -27,24 +26,15 @@ __all__ = [
     "require_token_id",
 ]
 
-# ``dense_implementation`` / ``moe_implementation``: what computes the dense projections and the experts
-# (``modeling/dense_implementations.py``, ``modeling/moe_implementations.py``).
-DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
-MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn", "batched")
+# Fields of configs saved by compact-bert 0.1.0 that chose the kernels inside ``forward``; the kernels are now chosen
+# by an explicit call on a loaded model (``compact_bert.optimize_for_inference``), so loading such a config drops them.
+FIELDS_OF_RELEASE_0_1 = ("dense_implementation", "moe_implementation", "pack_inference_weights")
 
 
-def implementation_fields(
-    owner: str, dense_implementation: str, moe_implementation: str, pack_inference_weights: bool | None
-) -> tuple[str, str]:
-    """The two implementation fields, checked, with a config saved before they existed read as it meant:
-    ``pack_inference_weights=False`` asked for the plain modules and the per-expert loop (``"eager"``)."""
-    if pack_inference_weights is not None:
-        require_bool(owner, "pack_inference_weights", pack_inference_weights)
-        if not pack_inference_weights:
-            dense_implementation = moe_implementation = "eager"
-    require_choice(owner, "dense_implementation", dense_implementation, DENSE_IMPLEMENTATIONS)
-    require_choice(owner, "moe_implementation", moe_implementation, MOE_IMPLEMENTATIONS)
-    return dense_implementation, moe_implementation
+def drop_fields_of_release_0_1(kwargs: dict) -> None:
+    """Remove the kernel-selection fields of a 0.1.0 ``config.json`` (``FIELDS_OF_RELEASE_0_1``) from ``kwargs``."""
+    for field in FIELDS_OF_RELEASE_0_1:
+        kwargs.pop(field, None)
 
 
 def _fail(owner: str, field: str, value: Any, allowed: str) -> None:

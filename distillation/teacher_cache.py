@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..modeling.implementation_probe import compact_bert_cache_root
+from ..training.cache_folder import compact_bert_cache_root
 from ..training.checkpoints import file_sha256
 from ..training.run_errors import RunSettingsError
 

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from ..models import family_classes
+from ..models import SPARSE_MODEL_TYPES
 from .importance import TeacherActivationStatistics, measure_moe_inputs
 from .teacher_weights import EncoderWeights, LayerWeights, TeacherShapeError, linear_weights, read_encoder_weights
 
@@ -265,10 +265,10 @@ def _copy_ffn(
     _copy_norm(layer.output.LayerNorm, source.ffn_norm, channels, f"{name}.output.LayerNorm")
     if source.num_experts > 1:  # an MoE teacher of the same shape: experts and router as they are
         experts = layer.moe.experts
-        _copy(experts.fc1_weight, source.ffn_in[0][:, :, channels], f"{name}.moe.experts.fc1_weight")
-        _copy(experts.fc1_bias, source.ffn_in[1], f"{name}.moe.experts.fc1_bias")
-        _copy(experts.fc2_weight, source.ffn_out[0][:, channels], f"{name}.moe.experts.fc2_weight")
-        _copy(experts.fc2_bias, source.ffn_out[1][:, channels], f"{name}.moe.experts.fc2_bias")
+        _copy(experts.up_proj, source.ffn_in[0][:, :, channels], f"{name}.moe.experts.up_proj")
+        _copy(experts.up_proj_bias, source.ffn_in[1], f"{name}.moe.experts.up_proj_bias")
+        _copy(experts.down_proj, source.ffn_out[0][:, channels], f"{name}.moe.experts.down_proj")
+        _copy(experts.down_proj_bias, source.ffn_out[1][:, channels], f"{name}.moe.experts.down_proj_bias")
         if source.router is not None and hasattr(layer.moe.router, "gate"):
             _copy_linear(
                 layer.moe.router.gate,
@@ -278,18 +278,18 @@ def _copy_ffn(
                 f"{name}.moe.router.gate",
             )
         return {"mode": "copied"}
-    fc1_weight, fc1_bias = source.ffn_in[0][neurons][:, channels], source.ffn_in[1][neurons]
-    fc2_weight, fc2_bias = source.ffn_out[0][channels][:, neurons], source.ffn_out[1][channels]
+    up_proj, up_proj_bias = source.ffn_in[0][neurons][:, channels], source.ffn_in[1][neurons]
+    down_proj, down_proj_bias = source.ffn_out[0][channels][:, neurons], source.ffn_out[1][channels]
     if student_config.num_experts == 1:
         _copy_linear(
             layer.intermediate.dense,
-            (fc1_weight, fc1_bias),
+            (up_proj, up_proj_bias),
             torch.arange(len(neurons)),
             torch.arange(len(channels)),
             f"{name}.intermediate.dense",
         )
-        _copy(layer.output.dense.weight, fc2_weight, f"{name}.output.dense.weight")
-        _copy(layer.output.dense.bias, fc2_bias, f"{name}.output.dense.bias")
+        _copy(layer.output.dense.weight, down_proj, f"{name}.output.dense.weight")
+        _copy(layer.output.dense.bias, down_proj_bias, f"{name}.output.dense.bias")
         return {"mode": "dense"}
     num_experts, width = student_config.num_experts, student_config.expert_intermediate_size
     importance = (
@@ -304,10 +304,10 @@ def _copy_ffn(
     scale = float(num_experts) if learned else 1.0
     experts = layer.moe.experts
     for expert, kept in enumerate(per_expert):
-        _copy(experts.fc1_weight[expert], fc1_weight[kept], f"{name}.moe.experts.fc1_weight[{expert}]")
-        _copy(experts.fc1_bias[expert], fc1_bias[kept], f"{name}.moe.experts.fc1_bias[{expert}]")
-        _copy(experts.fc2_weight[expert], scale * fc2_weight[:, kept], f"{name}.moe.experts.fc2_weight[{expert}]")
-        _copy(experts.fc2_bias[expert], scale * fc2_bias, f"{name}.moe.experts.fc2_bias[{expert}]")
+        _copy(experts.up_proj[expert], up_proj[kept], f"{name}.moe.experts.up_proj[{expert}]")
+        _copy(experts.up_proj_bias[expert], up_proj_bias[kept], f"{name}.moe.experts.up_proj_bias[{expert}]")
+        _copy(experts.down_proj[expert], scale * down_proj[:, kept], f"{name}.moe.experts.down_proj[{expert}]")
+        _copy(experts.down_proj_bias[expert], scale * down_proj_bias, f"{name}.moe.experts.down_proj_bias[{expert}]")
     if learned:  # calibrated on the student's own MoE inputs once every weight is in place (``_calibrate_routers``)
         router.gate.weight.zero_()
         router.gate.bias.zero_()
@@ -354,7 +354,7 @@ def initialize_from_teacher(
     head over the same labels (``task_head`` in the record), else left as initialized.
     """
     config = student.config
-    if not isinstance(config, family_classes("SparseBertConfigBase")):
+    if getattr(config, "model_type", None) not in SPARSE_MODEL_TYPES:
         raise TeacherShapeError(
             f"Only MiniMoE / MoE-BERT students (model_type minimoe, moe_bert) can be initialized from a teacher; got "
             f"model_type {getattr(config, 'model_type', '?')!r}."

@@ -56,9 +56,9 @@ def calibration_batches(dataset, collator, limit: int = CALIBRATION_EXAMPLES, ba
 
 def initialization_blocker(student_config, teacher) -> str | None:
     """Why ``teacher`` cannot initialize a student of ``student_config``, or ``None`` when it can."""
-    from ..models import family_classes
+    from ..models import SPARSE_MODEL_TYPES
 
-    if not isinstance(student_config, family_classes("SparseBertConfigBase")):
+    if getattr(student_config, "model_type", None) not in SPARSE_MODEL_TYPES:
         return f"model_type {student_config.model_type!r} students are not initialized from a teacher"
     try:
         check_teacher_shapes(student_config, read_encoder_weights(teacher))

@@ -90,8 +90,8 @@ def _layer(layer: nn.Module, index: int) -> LayerWeights:
     ffn_in = ffn_out = router = None
     if hasattr(layer, "moe"):
         experts = layer.moe.experts
-        ffn_in = (experts.fc1_weight.detach(), experts.fc1_bias.detach())
-        ffn_out = (experts.fc2_weight.detach(), experts.fc2_bias.detach())
+        ffn_in = (experts.up_proj.detach(), experts.up_proj_bias.detach())
+        ffn_out = (experts.down_proj.detach(), experts.down_proj_bias.detach())
         gate = getattr(layer.moe.router, "gate", None)
         router = linear_weights(gate) if gate is not None else None
     else:

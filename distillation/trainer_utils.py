@@ -190,7 +190,7 @@ class DistillationTrainer(CompactBertTrainer):
 def with_balance_loss(loss: torch.Tensor, outputs, terms: dict) -> torch.Tensor:
     """Add an MoE student's balance loss (already weighted by its config) and record it with the routing
     statistics; dense students pass through unchanged."""
-    if outputs.aux_loss is None:
+    if outputs.get("aux_loss") is None:
         return loss
     terms["balance_loss"] = outputs.aux_loss
     terms.update(routing_statistics(outputs.expert_load, outputs.dropped_token_fraction))

@@ -59,9 +59,17 @@ def latency_inputs(vocab_size: int, batch_size: int, sequence_length: int, seed:
     }
 
 
-def eager_runner(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:
-    """One eval-mode forward under ``torch.inference_mode`` (the mode a deployed model runs in)."""
+def eager_runner(
+    model: torch.nn.Module, inputs: dict[str, torch.Tensor], optimize: bool = False
+) -> Callable[[], object]:
+    """One eval-mode forward under ``torch.inference_mode`` (the mode a deployed model runs in); with ``optimize``,
+    of the model after ``optimize_for_inference`` at the inputs' size (compact-bert's CPU path: packed, fused
+    projections where they pay on this machine; the model is changed in place)."""
     model.eval()
+    if optimize:
+        from ..optimization import optimize_for_inference
+
+        optimize_for_inference(model, tokens=inputs["input_ids"].numel())
 
     def run():
         with torch.inference_mode():

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .moe_export_form import batched_expert_form
+from .moe_export_form import static_expert_form
 from .tasks import EXPORT_TASKS, GRAPH_INPUTS, ExportTask, check_export_folder, check_sequence_length, resolve_task
 
 __all__ = [
@@ -142,7 +142,7 @@ def export_module_with_dynamo(
     batch = torch.export.Dim("batch_size")
     sequence = torch.export.Dim("sequence_length", max=model.config.max_position_embeddings)
     dynamic_shapes = {name: {0: batch, 1: sequence} for name in GRAPH_INPUTS}
-    with torch.no_grad(), batched_expert_form(model), without_exporter_noise():
+    with torch.no_grad(), static_expert_form(model), without_exporter_noise():
         program = torch.onnx.export(
             NamedGraphOutputs(model, output_names).eval(),
             tuple(example[name] for name in GRAPH_INPUTS),

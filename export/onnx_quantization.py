@@ -9,7 +9,7 @@ does it with the same settings, so that both lines produce the same kind of mode
 - weights uint8, symmetric, per channel; activations uint8, asymmetric, quantized at run time (``IntegerOps``,
   QOperator format); no range reduction (``reduce_range=False``);
 - onnxruntime's pre-processing (constant folding) first, so that every weight feeding a ``MatMul`` is a constant;
-- operators ``MatMul``, ``Gather`` (the embeddings, and the expert matrices that the batched MoE form gathers),
+- operators ``MatMul``, ``Gather`` (the embeddings, and the expert matrices that the static MoE form gathers),
   ``Conv``, ``Attention``, ``LSTM``, ``Transpose``, ``EmbedLayerNormalization``: Optimum's avx2 list.
   ``ORTQuantizer.from_pretrained(folder)`` cannot read a custom ``config.json``; building it from an ``ORTModel``
   works (``optimum_configs`` registers our model types).

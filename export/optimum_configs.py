@@ -6,9 +6,8 @@ point (``TasksManager.create_register("onnx")``) for every task the family has a
 extra arguments. ``optimum-cli`` imports this module at start-up through the file compact-bert installs in
 Optimum's ``optimum.commands.register`` namespace (``export/optimum_cli_register/``).
 
-The configs' model patcher switches the MoE expert modules to the batched export form while Optimum's
-exporter traces, so that MoE graphs keep every expert and export in seconds (``moe_export_form``: the
-``"batched"`` expert implementation).
+The configs' model patcher swaps the MoE expert modules for their static export form while Optimum's exporter
+traces, so that MoE graphs keep every expert and export in seconds (``moe_export_form``).
 
 Two things have no public extension point, and are wrapped here, each in one function that fails loudly if
 Optimum renames what it relies on: ``ORTOptimizer`` looks the model type up in two private tables
@@ -28,7 +27,7 @@ from optimum.exporters.tasks import TasksManager
 from optimum.utils import NormalizedTextConfig
 
 from ..modeling import AUTO_CLASSES_BY_CONFIG
-from .moe_export_form import batched_expert_form
+from .moe_export_form import static_expert_form
 from .tasks import EXPORT_TASKS, GRAPH_INPUTS, OPTIMUM_TASKS
 
 __all__ = [
@@ -45,11 +44,11 @@ VALIDATION_ATOL = 1e-4
 
 
 class BatchedExpertModelPatcher(ModelPatcher):
-    """Optimum's patcher plus the batched MoE expert form for the duration of the export."""
+    """Optimum's patcher plus the static MoE expert form for the duration of the export."""
 
     def __enter__(self):
         super().__enter__()
-        self._expert_form = batched_expert_form(self._model)
+        self._expert_form = static_expert_form(self._model)
         self._expert_form.__enter__()
 
     def __exit__(self, exc_type, exc_value, traceback):

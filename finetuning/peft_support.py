@@ -3,12 +3,12 @@
 ``build_peft_config(method, model, ...)`` resolves target names against the model before PEFT sees them,
 because PEFT's own failures are late or silent for our layouts:
 
-- MoE experts are stacked parameters (``MoEExperts.fc1_weight [E, intermediate, hidden]``,
-  ``fc2_weight [E, hidden, intermediate]``; ``ExpertLinear.weight [E, out, in]`` in MoE attention), not
+- MoE experts are stacked parameters (``…Experts.up_proj [E, intermediate, hidden]``,
+  ``down_proj [E, hidden, intermediate]``; ``…ExpertLinear.weight [E, out, in]`` in MoE attention), not
   ``nn.Linear``. PEFT's LoRA adapts them through ``target_parameters`` and reads a 3-D parameter as
   ``[experts, out, in]`` unless the module sets ``is_transposed``, which is our layout, so each expert gets its
   own rank-``r`` update. Naming ``experts`` (or a MoE-attention ``query``) as a target module would make PEFT
-  fail with "Target module MoEExperts(...) is not supported"; here such a name is mapped to the stacked
+  fail with "Target module MiniMoEExperts(...) is not supported"; here such a name is mapped to the stacked
   weights, since that is the only thing it can mean. PEFT's parameter LoRA needs ``lora_dropout == 0`` and
   supports no DoRA or LoRA bias.
 - Routers are never adapted unless named: PEFT's ``"all-linear"`` would wrap every router ``gate``, so it is
@@ -29,7 +29,6 @@ from __future__ import annotations
 from peft import IA3Config, LoraConfig, PeftConfig, TaskType
 from torch import nn
 
-from ..modeling.moe_layer import ExpertLinear, HashRouter, MoEExperts, TopOneRouter
 from .peft_registration import COMPACT_BERT_MODEL_TYPES, register_peft_default_targets
 
 __all__ = [
@@ -41,7 +40,7 @@ __all__ = [
 ]
 
 PEFT_METHODS = ("lora", "ia3")
-EXPERT_PARAMETER_NAMES = ("fc1_weight", "fc2_weight")
+EXPERT_PARAMETER_NAMES = ("up_proj", "down_proj")
 _HEAD_NAMES = ("classifier", "qa_outputs")
 _TASK_TYPES_BY_HEAD_CLASS = {
     "ForSequenceClassification": TaskType.SEQ_CLS,
@@ -54,22 +53,32 @@ _DEFAULT_IA3_TARGETS = ("key", "value", "output.dense")
 _DEFAULT_IA3_FEEDFORWARD = ("output.dense",)
 
 
-def _is(module: nn.Module, *classes: type) -> bool:
-    """``isinstance`` by class name, so that models loaded as Hub remote code (the same classes, defined in a
-    ``transformers_modules`` copy) are recognised too."""
-    names = {cls.__name__ for cls in classes}
-    return any(base.__name__ in names for base in type(module).__mro__)
+def _is_expert_stack(module: nn.Module) -> bool:
+    """An MoE FFN's experts: stacked ``up_proj`` / ``down_proj`` parameters. Recognised by structure, so that a
+    model loaded as Hub remote code (its classes defined in a ``transformers_modules`` copy) is recognised too."""
+    stack = getattr(module, "up_proj", None)
+    return isinstance(stack, nn.Parameter) and stack.dim() == 3
+
+
+def _is_expert_linear(module: nn.Module) -> bool:
+    """An MoE-attention projection: one linear map per expert as a stacked ``[E, out, in]`` weight."""
+    weight = getattr(module, "weight", None)
+    return not isinstance(module, nn.Linear) and isinstance(weight, nn.Parameter) and weight.dim() == 3
+
+
+def _is_router(name: str, module: nn.Module) -> bool:
+    return name.rpartition(".")[2] == "router" or ".router." in f".{name}."
 
 
 def router_module_names(model: nn.Module) -> list[str]:
     """Full names of every learned router's linear map (``...router.gate``), e.g. for PEFT's ``exclude_modules``
     when using ``target_modules="all-linear"`` directly: ``LoraConfig(target_modules="all-linear",
     exclude_modules=router_module_names(model) or None)``."""
-    return [f"{name}.gate" for name, module in model.named_modules() if _is(module, TopOneRouter)]
-
-
-def _is_router(name: str, module: nn.Module) -> bool:
-    return _is(module, TopOneRouter, HashRouter) or ".router." in f".{name}."
+    return [
+        f"{name}.gate"
+        for name, module in model.named_modules()
+        if _is_router(name, module) and isinstance(getattr(module, "gate", None), nn.Linear)
+    ]
 
 
 def adaptable_linear_module_names(model: nn.Module) -> list[str]:
@@ -111,8 +120,8 @@ def _resolve_targets(model: nn.Module, targets: list[str], method: str, expert_s
             unmatched.append(target)
             continue
         linear = [name for name, module in hits if isinstance(module, nn.Linear)]
-        experts = [name for name, module in hits if _is(module, MoEExperts)]
-        expert_linear = [name for name, module in hits if _is(module, ExpertLinear)]
+        experts = [name for name, module in hits if _is_expert_stack(module)]
+        expert_linear = [name for name, module in hits if _is_expert_linear(module)]
         # A name shared by linear maps and expert stacks (``dense`` with MoE attention) is spelled out in full
         # names, since PEFT would try to wrap both kinds as modules.
         mixed = bool(linear) and bool(experts or expert_linear)
@@ -131,7 +140,9 @@ def _resolve_targets(model: nn.Module, targets: list[str], method: str, expert_s
     if unmatched:
         raise ValueError(
             f"Target names {unmatched} match no module of {type(model).__name__}; adaptable linear maps here are "
-            f"{adaptable_linear_module_names(model)}" + (", plus 'experts'" if _has(model, MoEExperts) else "") + "."
+            f"{adaptable_linear_module_names(model)}"
+            + (", plus 'experts'" if _has(model, _is_expert_stack) else "")
+            + "."
         )
     if unsupported:
         raise ValueError(f"Cannot adapt {'; '.join(unsupported)}.")
@@ -140,8 +151,8 @@ def _resolve_targets(model: nn.Module, targets: list[str], method: str, expert_s
     return resolved
 
 
-def _has(model: nn.Module, module_class: type) -> bool:
-    return any(_is(module, module_class) for module in model.modules())
+def _has(model: nn.Module, kind) -> bool:
+    return any(kind(module) for module in model.modules())
 
 
 def _infer_task_type(model: nn.Module) -> TaskType | None:
@@ -177,7 +188,7 @@ def build_peft_config(
             (every linear map but routers and heads), or ``None`` for the model type's defaults (LoRA:
             ``query``/``value``; IA³: ``key``/``value``/``output.dense``). ``"experts"`` and MoE-attention
             projections are adapted through their stacked weights. Routers are adapted only if named here.
-        adapt_experts: LoRA only: also adapt every MoE FFN's experts (``fc1_weight``, ``fc2_weight``), and the
+        adapt_experts: LoRA only: also adapt every MoE FFN's experts (``up_proj``, ``down_proj``), and the
             MoE-attention projections the default or ``"all-linear"`` targets name. With ``False`` only expert
             weights named explicitly in ``target_modules`` are adapted.
     """
@@ -190,7 +201,7 @@ def build_peft_config(
         task_type = _infer_task_type(model)
     if target_modules == "all-linear":
         expert_projections = {
-            name.rpartition(".")[2] for name, module in model.named_modules() if _is(module, ExpertLinear)
+            name.rpartition(".")[2] for name, module in model.named_modules() if _is_expert_linear(module)
         }
         requested = sorted(set(adaptable_linear_module_names(model)) | expert_projections)
     elif target_modules is None:
@@ -216,7 +227,7 @@ def build_peft_config(
 
     if adapt_experts:
         resolved.parameters.extend(
-            f"experts.{parameter}" for parameter in EXPERT_PARAMETER_NAMES if _has(model, MoEExperts)
+            f"experts.{parameter}" for parameter in EXPERT_PARAMETER_NAMES if _has(model, _is_expert_stack)
         )
         resolved.parameters = list(dict.fromkeys(resolved.parameters))
     if dropout is None:

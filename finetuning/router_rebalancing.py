@@ -53,10 +53,12 @@ def balancing_bias(logits: torch.Tensor, rounds: int = BALANCING_ROUNDS) -> torc
 
 
 def _learned_routers(model: nn.Module) -> list[nn.Module]:
-    """Every ``TopOneRouter``, matched by class name so that a model loaded through remote code (its own copy of
-    the class) counts too, as in ``peft_support``."""
+    """Every learned router (a ``router`` module with a ``gate`` linear map), recognised by structure so that a
+    model loaded through remote code (its own copy of the classes) counts too, as in ``peft_support``."""
     return [
-        module for module in model.modules() if any(base.__name__ == "TopOneRouter" for base in type(module).__mro__)
+        module
+        for name, module in model.named_modules()
+        if name.rpartition(".")[2] == "router" and isinstance(getattr(module, "gate", None), nn.Linear)
     ]
 
 

@@ -1,10 +1,9 @@
 """Model families of compact-bert.
 
-The classes are those of the generated ``models/<model_type>/modeling_<model_type>.py`` (generated from the modular
-sources of this package: ``modular_<family>.py`` on the shared architectures ``modeling_bottleneck_bert`` and
-``modeling_sparse_bert`` and their building blocks), so the model compact-bert builds is the code a saved folder
-ships and a ``trust_remote_code`` load runs. Each family's file has its own copy of the shared building blocks, output
-classes (``CompactBertModelOutput``, ...) included: read outputs by field, as transformers' own outputs are read.
+The classes are those of the generated ``models/<model_type>/modeling_<model_type>.py``: the architectures
+``modeling_bottleneck_bert`` and ``modeling_sparse_bert`` written out under each family's names (``modular_<family>.py``
+says which), so the model compact-bert builds is the code a saved folder ships and a ``trust_remote_code`` load runs.
+The sources are read by the generator only, never imported at run time: one class per model in a process.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from ..models import family_classes
+from ..models import SPARSE_MODEL_TYPES, family_classes
 
 __all__ = ["count_parameters", "estimate_flops", "meta_model"]
 
@@ -29,7 +29,7 @@ def meta_model(config) -> nn.Module:
 def count_parameters(model: nn.Module) -> tuple[int, int]:
     """``(total, active per token)``: a top-1 MoE token uses one expert's weights out of ``num_experts``."""
     total = sum(parameter.numel() for parameter in model.parameters())
-    expert_classes = family_classes("MoEExperts") + family_classes("ExpertLinear")
+    expert_classes = family_classes("Experts") + family_classes("ExpertLinear")
     inactive = 0
     for module in model.modules():
         if isinstance(module, expert_classes):
@@ -77,8 +77,9 @@ def _sparse_flops(config: PretrainedConfig, n: int) -> int:
 
 def estimate_flops(config, sequence_length: int = 128) -> int:
     """Forward FLOPs of the base model for one sequence of ``sequence_length`` tokens (see module doc)."""
-    if isinstance(config, family_classes("BottleneckBertConfig")):
-        return _bottleneck_flops(config, sequence_length)
-    if isinstance(config, family_classes("SparseBertConfigBase")):
+    model_type = getattr(config, "model_type", None)
+    if model_type in SPARSE_MODEL_TYPES:
         return _sparse_flops(config, sequence_length)
+    if model_type in ("ib_bert", "compact_mobilebert"):
+        return _bottleneck_flops(config, sequence_length)
     raise TypeError(f"No FLOP formula for {type(config).__name__}; expected a compact-bert config.")

@@ -1,69 +1,97 @@
 """Bottleneck BERT: the one architecture behind IB-BERT and MobileBERT (paper 001 §3, Fig. 1, Table 1).
 
-Reads top to bottom like transformers' model files: embeddings → attention → layer → encoder → base
-model → task heads. Module names and the order of operations follow transformers' ``MobileBertModel``
-exactly, so that our MobileBERT gives the same numbers for the same weights and checkpoints convert by
-renaming the prefix. What transformers cannot express, and this does, is ``attention_input="inter_block"``:
-IB-BERT's query/key/value read the 512-d inter-block features and produce the 1024-d all-head size.
-The families (``modular_ib_bert``, ``modular_compact_mobilebert``) are short subclasses of the classes
-here that only name their config and weight prefix.
-The task heads are the shared ones of ``task_heads``, built on ``BottleneckBertModel``; they hand
-``output_attentions`` and ``output_hidden_states`` to it through ``**kwargs``. Only the pre-training head
-(MLM + next-sentence prediction) is this architecture's own.
+The one architecture source of two families: ``python -m utils.hub_code`` writes it out as
+``models/ib_bert/modeling_ib_bert.py`` and ``models/compact_mobilebert/modeling_compact_mobilebert.py`` with every
+``BottleneckBert`` name replaced by the family's (``modular_ib_bert.py``, ``modular_compact_mobilebert.py``), as
+transformers' modular converter does. It reads top to bottom like transformers' model files: embeddings → attention
+→ bottlenecks and FFNs → layer → encoder → pretrained base → heads, and holds only the model: faster kernels plug in
+by name (``ALL_ATTENTION_FUNCTIONS``) or through compact-bert's explicit ``optimize_for_inference(model)``.
+
+Module names and the order of operations follow transformers' ``MobileBertModel`` exactly, so that this MobileBERT
+gives the same numbers for the same weights and checkpoints convert by renaming the prefix. What transformers cannot
+express, and this does, is ``attention_input="inter_block"``: IB-BERT's query/key/value read the 512-d inter-block
+features and produce the 1024-d all-head size.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.utils import can_return_tuple
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import ModelOutput, can_return_tuple
 
 from ..configuration.modular_bottleneck_bert import BottleneckBertConfig
-from .attention import (
-    additive_attention_mask,
-    merge_heads,
-    scaled_dot_product_attention,
-    split_heads,
-    uses_eager_attention,
-)
-from .dense_implementations import dense_joined, dense_linear
-from .normalization import NoNorm, build_normalization
-from .outputs import CompactBertModelOutput, CompactBertPreTrainingOutput
-from .pretrained_base import CompactBertPreTrainedModel, fill_unless_loaded
-from .task_heads import (
-    CompactBertForMaskedLM,
-    CompactBertForQuestionAnswering,
-    CompactBertForSequenceClassification,
-    CompactBertForTokenClassification,
-)
-from .task_losses import token_cross_entropy
 
 __all__ = [
-    "BottleneckBertEncoder",
     "BottleneckBertForMaskedLM",
     "BottleneckBertForPreTraining",
     "BottleneckBertForQuestionAnswering",
     "BottleneckBertForSequenceClassification",
     "BottleneckBertForTokenClassification",
-    "BottleneckBertLayer",
     "BottleneckBertModel",
     "BottleneckBertPreTrainedModel",
 ]
 
 
-def _norm(config, size: int) -> nn.Module:
-    return build_normalization(config.normalization_type, size, config.layer_norm_eps)
+@dataclass
+class BottleneckBertForPreTrainingOutput(ModelOutput):
+    """MLM + next-sentence-prediction output; ``loss`` is the sum of both losses (paper 001 eq. 4, α = 1)."""
+
+    loss: torch.FloatTensor | None = None
+    prediction_logits: torch.FloatTensor | None = None
+    seq_relationship_logits: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+class BottleneckBertNoNorm(nn.Module):
+    """``NoNorm(h) = γ ∘ h + β`` (eq. 1): an element-wise affine map in place of LayerNorm.
+
+    It removes the mean/variance reductions that dominate MobileBERT's latency on phones (Table 7); the price is
+    unnormalized activations (up to ~1e7), beyond float16's largest value: a float16 input is refused here, bf16 and
+    fp32 are the supported precisions.
+    """
+
+    def __init__(self, hidden_size: int, eps: float | None = None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.bias = nn.Parameter(torch.zeros(hidden_size))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if hidden_states.dtype == torch.float16:
+            raise ValueError(
+                "NoNorm (normalization_type='no_norm') does not run in float16: a trained model's activations reach "
+                "about 1e7, beyond float16's largest value 65504, so the outputs would be inf/NaN. Use bfloat16 "
+                "(torch_dtype/dtype=torch.bfloat16, --bf16) or float32."
+            )
+        # One fused multiply-add kernel instead of two element-wise passes (~15% of MobileBERT's CPU latency).
+        return torch.addcmul(self.bias, hidden_states, self.weight)
+
+
+def normalization_layer(config, size: int) -> nn.Module:
+    if config.normalization_type == "no_norm":
+        return BottleneckBertNoNorm(size)
+    return nn.LayerNorm(size, eps=config.layer_norm_eps)
 
 
 class BottleneckBertEmbeddings(nn.Module):
-    """Factorized embedding (§3.4): a ``embedding_size`` table, the kernel-3 "convolution" (concatenate
-    the embeddings of positions t+1, t, t-1 and project to ``hidden_size``), then position + token type,
-    normalization and dropout."""
+    """Factorized embedding (§3.4): a ``embedding_size`` table, the kernel-3 "convolution" (concatenate the
+    embeddings of positions t+1, t, t-1 and project to ``hidden_size``), then position + token type, normalization
+    and dropout."""
 
     def __init__(self, config):
         super().__init__()
@@ -75,7 +103,7 @@ class BottleneckBertEmbeddings(nn.Module):
         if self.needs_transformation:
             width = config.embedding_size * (3 if config.trigram_input else 1)
             self.embedding_transformation = nn.Linear(width, config.hidden_size)
-        self.LayerNorm = _norm(config, config.hidden_size)
+        self.LayerNorm = normalization_layer(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False)
 
@@ -99,39 +127,64 @@ class BottleneckBertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention written out, over ``[batch, heads, seq, head_size]`` tensors and an additive mask: the
+    only path with probabilities (attention transfer, paper 001 eq. 3). Returns ``[batch, seq, heads, head_size]``."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = torch.softmax(weights, dim=-1)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def attention_function(config, output_attentions: bool) -> Callable:
+    """The attention implementation ``config._attn_implementation`` names in transformers' registry
+    (``ALL_ATTENTION_FUNCTIONS``: ``sdpa``, and what the installed transformers or the user registers), or
+    ``eager_attention_forward``; always the latter when probabilities are asked for, which fused kernels never
+    compute. Registered functions receive the ``[batch, 1, 1, seq]`` additive padding mask."""
+    if output_attentions or config._attn_implementation == "eager":
+        return eager_attention_forward
+    if not hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers 4.57: a plain mapping
+        return ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
+
+
 class BottleneckBertSelfAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.config = config
-        self.num_attention_heads = config.num_attention_heads
+        self.head_size = config.true_hidden_size // config.num_attention_heads
+        self.scaling = self.head_size**-0.5
         self.dropout_prob = config.attention_probs_dropout_prob
-        all_head_size = config.true_hidden_size
+        self.is_causal = False
         query_key_input = config.hidden_size if config.attention_input == "inter_block" else config.true_hidden_size
         value_input = config.true_hidden_size if config.attention_input == "intra_bottleneck" else config.hidden_size
-        self.query = nn.Linear(query_key_input, all_head_size)
-        self.key = nn.Linear(query_key_input, all_head_size)
-        self.value = nn.Linear(value_input, all_head_size)
+        self.query = nn.Linear(query_key_input, config.true_hidden_size)
+        self.key = nn.Linear(query_key_input, config.true_hidden_size)
+        self.value = nn.Linear(value_input, config.true_hidden_size)
 
-    def forward(self, query_input, key_input, value_input, additive_mask, output_attentions):
-        query, key, value = self._project(query_input, key_input, value_input)
-        query, key, value = (split_heads(states, self.num_attention_heads) for states in (query, key, value))
-        dropout_p = self.dropout_prob if self.training else 0.0
-        eager = uses_eager_attention(self.config, output_attentions)
-        context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, eager)
-        return merge_heads(context), probs
-
-    def _project(self, query_input, key_input, value_input):
-        """Q, K, V; the projections of one input tensor (query and key in MobileBERT, all three in IB-BERT and
-        MobileBERT-TINY) joined, as one GEMM where ``dense_implementation`` joins them."""
-        if query_input is not key_input:
-            return tuple(
-                dense_linear(self.config, linear, states)
-                for linear, states in ((self.query, query_input), (self.key, key_input), (self.value, value_input))
-            )
-        if key_input is value_input:
-            return dense_joined(self.config, (self.query, self.key, self.value), query_input)
-        query, key = dense_joined(self.config, (self.query, self.key), query_input)
-        return query, key, dense_linear(self.config, self.value, value_input)
+    def forward(self, query_input, key_input, value_input, attention_mask, output_attentions=False):
+        shape = (*query_input.shape[:-1], -1, self.head_size)
+        context, probs = attention_function(self.config, output_attentions)(
+            self,
+            self.query(query_input).view(shape).transpose(1, 2),
+            self.key(key_input).view(shape).transpose(1, 2),
+            self.value(value_input).view(shape).transpose(1, 2),
+            attention_mask,
+            dropout=self.dropout_prob if self.training else 0.0,
+            scaling=self.scaling,
+        )
+        return context.reshape(*query_input.shape[:-1], -1), probs
 
 
 class BottleneckBertSelfOutput(nn.Module):
@@ -139,14 +192,15 @@ class BottleneckBertSelfOutput(nn.Module):
         super().__init__()
         self.use_bottleneck = config.use_bottleneck
         self.dense = nn.Linear(config.true_hidden_size, config.true_hidden_size)
-        self.LayerNorm = _norm(config, config.true_hidden_size)
+        self.LayerNorm = normalization_layer(config, config.true_hidden_size)
         if not self.use_bottleneck:
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
 
     def forward(self, hidden_states, residual):
-        dropout = getattr(self, "dropout", None)
-        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states, dropout=dropout, residual=residual))
+        layer_outputs = self.dense(hidden_states)
+        if not self.use_bottleneck:
+            layer_outputs = self.dropout(layer_outputs)
+        return self.LayerNorm(layer_outputs + residual)
 
 
 class BottleneckBertAttention(nn.Module):
@@ -155,8 +209,8 @@ class BottleneckBertAttention(nn.Module):
         self.self = BottleneckBertSelfAttention(config)
         self.output = BottleneckBertSelfOutput(config)
 
-    def forward(self, query_input, key_input, value_input, layer_input, additive_mask, output_attentions):
-        context, probs = self.self(query_input, key_input, value_input, additive_mask, output_attentions)
+    def forward(self, query_input, key_input, value_input, layer_input, attention_mask, output_attentions=False):
+        context, probs = self.self(query_input, key_input, value_input, attention_mask, output_attentions)
         return self.output(context, layer_input), probs
 
 
@@ -165,10 +219,9 @@ class BottleneckBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.true_hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
-        self.config = config
 
     def forward(self, hidden_states):
-        return dense_linear(self.config, self.dense, hidden_states, activation=self.intermediate_act_fn)
+        return self.intermediate_act_fn(self.dense(hidden_states))
 
 
 class BottleneckBertOutputBottleneck(nn.Module):
@@ -177,13 +230,11 @@ class BottleneckBertOutputBottleneck(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.dense = nn.Linear(config.true_hidden_size, config.hidden_size)
-        self.LayerNorm = _norm(config, config.hidden_size)
+        self.LayerNorm = normalization_layer(config, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
 
     def forward(self, hidden_states, residual):
-        output = dense_linear(self.config, self.dense, hidden_states, dropout=self.dropout, residual=residual)
-        return self.LayerNorm(output)
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
 
 
 class BottleneckBertOutput(nn.Module):
@@ -191,40 +242,32 @@ class BottleneckBertOutput(nn.Module):
         super().__init__()
         self.use_bottleneck = config.use_bottleneck
         self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
-        self.LayerNorm = _norm(config, config.true_hidden_size)
+        self.LayerNorm = normalization_layer(config, config.true_hidden_size)
         if self.use_bottleneck:
             self.bottleneck = BottleneckBertOutputBottleneck(config)
         else:
             self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
 
-    def forward(self, intermediate_states, ffn_residual, layer_residual):
-        dropout = getattr(self, "dropout", None)
-        output = dense_linear(self.config, self.dense, intermediate_states, dropout=dropout, residual=ffn_residual)
-        output = self.LayerNorm(output)
-        return self.bottleneck(output, layer_residual) if self.use_bottleneck else output
+    def forward(self, intermediate_states, residual_tensor_1, residual_tensor_2):
+        layer_output = self.dense(intermediate_states)
+        if not self.use_bottleneck:
+            return self.LayerNorm(self.dropout(layer_output) + residual_tensor_1)
+        return self.bottleneck(self.LayerNorm(layer_output + residual_tensor_1), residual_tensor_2)
 
 
 class BottleneckBertBottleneckLayer(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intra_bottleneck_size)
-        self.LayerNorm = _norm(config, config.intra_bottleneck_size)
-        self.config = config
+        self.LayerNorm = normalization_layer(config, config.intra_bottleneck_size)
 
     def forward(self, hidden_states):
-        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states))
-
-
-class AttentionInputs(NamedTuple):
-    query: torch.Tensor
-    key: torch.Tensor
-    value: torch.Tensor
-    layer_input: torch.Tensor
+        return self.LayerNorm(self.dense(hidden_states))
 
 
 class BottleneckBertBottleneck(nn.Module):
-    """Input bottleneck inter → intra, plus the shared query/key bottleneck of MobileBERT."""
+    """Input bottleneck inter → intra, plus the shared query/key bottleneck of MobileBERT. Returns the query, key
+    and value inputs of the attention and the layer input (the attention's residual)."""
 
     def __init__(self, config):
         super().__init__()
@@ -233,28 +276,24 @@ class BottleneckBertBottleneck(nn.Module):
         if self.attention_input == "shared_bottleneck":
             self.attention = BottleneckBertBottleneckLayer(config)
 
-    def forward(self, hidden_states) -> AttentionInputs:
-        if self.attention_input == "shared_bottleneck":
-            # Both bottlenecks read the same features: one GEMM where ``dense_implementation`` joins them.
-            bottlenecks = (self.input, self.attention)
-            projected = dense_joined(self.input.config, [layer.dense for layer in bottlenecks], hidden_states)
-            layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
-            return AttentionInputs(shared, shared, hidden_states, layer_input)
+    def forward(self, hidden_states) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         layer_input = self.input(hidden_states)
+        if self.attention_input == "shared_bottleneck":
+            shared = self.attention(hidden_states)
+            return shared, shared, hidden_states, layer_input
         if self.attention_input == "intra_bottleneck":
-            return AttentionInputs(layer_input, layer_input, layer_input, layer_input)
-        return AttentionInputs(hidden_states, hidden_states, hidden_states, layer_input)
+            return layer_input, layer_input, layer_input, layer_input
+        return hidden_states, hidden_states, hidden_states, layer_input
 
 
 class BottleneckBertFFNOutput(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
-        self.LayerNorm = _norm(config, config.true_hidden_size)
-        self.config = config
+        self.LayerNorm = normalization_layer(config, config.true_hidden_size)
 
     def forward(self, hidden_states, residual):
-        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states, residual=residual))
+        return self.LayerNorm(self.dense(hidden_states) + residual)
 
 
 class BottleneckBertFFNLayer(nn.Module):
@@ -269,13 +308,9 @@ class BottleneckBertFFNLayer(nn.Module):
         return self.output(self.intermediate(hidden_states), hidden_states)
 
 
-class BottleneckBertLayerOutput(NamedTuple):
-    hidden_states: torch.Tensor
-    attention_probs: torch.Tensor | None
-
-
 class BottleneckBertLayer(GradientCheckpointingLayer):
-    """Input bottleneck → MHA → ``num_feedforward_networks`` stacked FFNs → output bottleneck."""
+    """Input bottleneck → MHA → ``num_feedforward_networks`` stacked FFNs → output bottleneck. Returns the hidden
+    states and the attention probabilities (or ``None``)."""
 
     def __init__(self, config):
         super().__init__()
@@ -290,18 +325,15 @@ class BottleneckBertLayer(GradientCheckpointingLayer):
                 [BottleneckBertFFNLayer(config) for _ in range(config.num_feedforward_networks - 1)]
             )
 
-    def forward(self, hidden_states, additive_mask, output_attentions=False) -> BottleneckBertLayerOutput:
+    def forward(self, hidden_states, attention_mask, output_attentions=False):
         if self.use_bottleneck:
-            inputs = self.bottleneck(hidden_states)
+            query, key, value, layer_input = self.bottleneck(hidden_states)
         else:
-            inputs = AttentionInputs(hidden_states, hidden_states, hidden_states, hidden_states)
-        attention_output, probs = self.attention(
-            inputs.query, inputs.key, inputs.value, inputs.layer_input, additive_mask, output_attentions
-        )
+            query = key = value = layer_input = hidden_states
+        attention_output, probs = self.attention(query, key, value, layer_input, attention_mask, output_attentions)
         for ffn in getattr(self, "ffn", ()):
             attention_output = ffn(attention_output)
-        layer_output = self.output(self.intermediate(attention_output), attention_output, hidden_states)
-        return BottleneckBertLayerOutput(layer_output, probs)
+        return self.output(self.intermediate(attention_output), attention_output, hidden_states), probs
 
 
 class BottleneckBertEncoder(nn.Module):
@@ -310,19 +342,16 @@ class BottleneckBertEncoder(nn.Module):
         self.layer = nn.ModuleList([BottleneckBertLayer(config) for _ in range(config.num_hidden_layers)])
         self.gradient_checkpointing = False
 
-    def forward(self, hidden_states, additive_mask, output_attentions: bool, output_hidden_states: bool):
+    def forward(self, hidden_states, attention_mask, output_attentions: bool, output_hidden_states: bool):
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         for layer in self.layer:
-            layer_output = layer(hidden_states, additive_mask, output_attentions=output_attentions)
-            hidden_states = layer_output.hidden_states
+            hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
             if output_attentions:
-                all_attentions += (layer_output.attention_probs,)
-        return CompactBertModelOutput(
-            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
-        )
+                all_attentions += (probs,)
+        return hidden_states, all_hidden_states, all_attentions
 
 
 class BottleneckBertPooler(nn.Module):
@@ -352,8 +381,8 @@ class BottleneckBertPredictionHeadTransform(nn.Module):
 
 
 class BottleneckBertLMPredictionHead(nn.Module):
-    """MLM decoder matching the factorized embedding: the output matrix is the (tied) ``embedding_size``
-    table stacked with ``hidden_size - embedding_size`` extra learned rows."""
+    """MLM decoder matching the factorized embedding: the output matrix is the (tied) ``embedding_size`` table
+    stacked with ``hidden_size - embedding_size`` extra learned rows."""
 
     def __init__(self, config):
         super().__init__()
@@ -369,8 +398,8 @@ class BottleneckBertLMPredictionHead(nn.Module):
 
     def forward(self, hidden_states):
         hidden_states = self.transform(hidden_states)
-        # [vocab, embedding_size] tied rows next to [vocab, hidden - embedding_size] extra ones; one fused
-        # matmul + bias (a separate add over [batch, seq, vocab] logits costs as much as the matmul).
+        # [vocab, embedding_size] tied rows next to [vocab, hidden - embedding_size] extra ones; one fused matmul +
+        # bias (a separate add over [batch, seq, vocab] logits costs as much as the matmul).
         output_matrix = torch.cat([self.decoder.weight, self.dense.weight.t()], dim=1)
         return F.linear(hidden_states, output_matrix, self.decoder.bias)
 
@@ -394,19 +423,95 @@ class BottleneckBertPreTrainingHeads(nn.Module):
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
-class BottleneckBertPreTrainedModel(CompactBertPreTrainedModel):
-    """Weight init and settings of the architecture; each family names its config and weight prefix."""
-
+class BottleneckBertPreTrainedModel(PreTrainedModel):
     config_class = BottleneckBertConfig
     base_model_prefix = "bottleneck_bert"
+    supports_gradient_checkpointing = True
     _no_split_modules = ["BottleneckBertLayer"]
+    _supports_sdpa = True
+    _supports_attention_backend = True
+    # Head losses are per-batch means, so Trainer scales them for gradient accumulation itself.
+    accepts_loss_kwargs = False
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, NoNorm):
-            fill_unless_loaded(module.weight, 1.0)
-            fill_unless_loaded(module.bias, 0.0)
+        """Initialize every parameter and buffer a checkpoint does not hold: transformers 5 materializes a loaded
+        model from the meta device and leaves the rest (non-persistent buffers included) uninitialized otherwise;
+        4.57 initializes only modules with missing weights. A task head added to a saved base model relies on it."""
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init_unless_loaded(module.weight, std=std)
+            if module.bias is not None:
+                init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, nn.Embedding):
+            if not getattr(module.weight, "_is_hf_initialized", False):
+                module.weight.normal_(mean=0.0, std=std)
+                if module.padding_idx is not None:
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, (nn.LayerNorm, BottleneckBertNoNorm)):
+            init_unless_loaded(module.weight, value=1.0)
+            init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, BottleneckBertLMPredictionHead):
+            init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, BottleneckBertEmbeddings):
+            init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
+
+    def check_inputs(self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None) -> None:
+        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``. The ids'
+        range is read on the host on CPU only, and not while tracing; on an accelerator the check is queued on the
+        device (``torch._assert_async``) instead of making every call wait for it."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
+        if len(shape) != 2:
+            raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
+        if 0 in shape:
+            raise ValueError(
+                f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
+                "adds [CLS] and [SEP] even to an empty text)."
+            )
+        limit = self.config.max_position_embeddings
+        if shape[1] > limit:
+            raise ValueError(
+                f"Sequence length {shape[1]} exceeds `max_position_embeddings` ({limit}) of this model; "
+                f"truncate inputs to at most {limit} tokens."
+            )
+        if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return
+        for name, ids, size_field in (
+            ("input_ids", input_ids, "vocab_size"),
+            ("token_type_ids", token_type_ids, "type_vocab_size"),
+            ("position_ids", position_ids, "max_position_embeddings"),
+        ):
+            if ids is None or ids.numel() == 0:
+                continue
+            size = getattr(self.config, size_field)
+            if ids.device.type != "cpu":
+                torch._assert_async(
+                    ((ids >= 0) & (ids < size)).all(),
+                    f"`{name}` must lie in [0, {size}) (the model's `{size_field}`): is the tokenizer the one this "
+                    "model was trained with?",
+                )
+            else:
+                low, high = int(ids.min()), int(ids.max())
+                if low < 0 or high >= size:
+                    raise ValueError(
+                        f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
+                        f"{high}: is the tokenizer the one this model was trained with?"
+                    )
+
+
+def init_unless_loaded(tensor: torch.Tensor, std=None, value=None, table=None) -> None:
+    """Initialize ``tensor`` (normal with ``std``, filled with ``value`` or copied from ``table``) unless transformers 5
+    flagged it as filled from the checkpoint."""
+    if getattr(tensor, "_is_hf_initialized", False):
+        return
+    if std is not None:
+        tensor.normal_(mean=0.0, std=std)
+    elif table is not None:
+        tensor.copy_(table.expand_as(tensor))
+    else:
+        tensor.fill_(value)
 
 
 class BottleneckBertModel(BottleneckBertPreTrainedModel):
@@ -435,32 +540,92 @@ class BottleneckBertModel(BottleneckBertPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-    ) -> CompactBertModelOutput:
+    ) -> BaseModelOutputWithPooling:
         self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
-        encoded = self.encoder(hidden_states, additive_mask, bool(output_attentions), bool(output_hidden_states))
-        return CompactBertModelOutput(
-            last_hidden_state=encoded.last_hidden_state,
-            pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
-            hidden_states=encoded.hidden_states,
-            attentions=encoded.attentions,
+        additive_mask = None
+        if attention_mask is not None:
+            # [batch, seq] 1/0 → [batch, 1, 1, seq] additive: 0 keeps a key, the dtype's minimum masks it.
+            keep = attention_mask[:, None, None, :].to(hidden_states.dtype)
+            additive_mask = (1.0 - keep) * torch.finfo(hidden_states.dtype).min
+        last_hidden_state, all_hidden_states, all_attentions = self.encoder(
+            hidden_states, additive_mask, bool(output_attentions), bool(output_hidden_states)
+        )
+        return BaseModelOutputWithPooling(
+            last_hidden_state=last_hidden_state,
+            pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
         )
 
 
-class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel, CompactBertForMaskedLM):
-    backbone_class = BottleneckBertModel
-    mlm_head_class = BottleneckBertOnlyMLMHead
+class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel):
+    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
+
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bottleneck_bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bottleneck_bert = BottleneckBertModel(config, add_pooling_layer=False)
+        self.cls = BottleneckBertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput:
+        outputs = self.bottleneck_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
-class BottleneckBertForPreTraining(BottleneckBertForMaskedLM):
+class BottleneckBertForPreTraining(BottleneckBertPreTrainedModel):
     """MLM + next-sentence prediction, the pre-training objective of MobileBERT and IB-BERT."""
 
-    mlm_head_class = BottleneckBertPreTrainingHeads
-    add_pooling_layer = True
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bottleneck_bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bottleneck_bert = BottleneckBertModel(config)
+        self.cls = BottleneckBertPreTrainingHeads(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
 
     @can_return_tuple
     def forward(
@@ -473,17 +638,17 @@ class BottleneckBertForPreTraining(BottleneckBertForMaskedLM):
         labels: torch.LongTensor | None = None,
         next_sentence_label: torch.LongTensor | None = None,
         **kwargs,
-    ) -> CompactBertPreTrainingOutput:
-        outputs = self.base_model(
+    ) -> BottleneckBertForPreTrainingOutput:
+        outputs = self.bottleneck_bert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         prediction_logits, seq_relationship_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
         losses = []
         if labels is not None:
-            losses.append(token_cross_entropy(prediction_logits, labels))
+            losses.append(F.cross_entropy(prediction_logits.view(-1, prediction_logits.shape[-1]), labels.view(-1)))
         if next_sentence_label is not None:
             losses.append(F.cross_entropy(seq_relationship_logits.view(-1, 2), next_sentence_label.view(-1)))
-        return CompactBertPreTrainingOutput(
+        return BottleneckBertForPreTrainingOutput(
             loss=sum(losses) if losses else None,
             prediction_logits=prediction_logits,
             seq_relationship_logits=seq_relationship_logits,
@@ -492,13 +657,131 @@ class BottleneckBertForPreTraining(BottleneckBertForMaskedLM):
         )
 
 
-class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel, CompactBertForSequenceClassification):
-    backbone_class = BottleneckBertModel
+class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel):
+    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bottleneck_bert = BottleneckBertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        outputs = self.bottleneck_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None
+        if labels is not None:
+            loss = sequence_classification_loss(logits, labels, self.config)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
-class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel, CompactBertForTokenClassification):
-    backbone_class = BottleneckBertModel
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
+    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE), decided as transformers decides."""
+    problem_type = config.problem_type
+    if problem_type is None:
+        if config.num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
+    if problem_type == "single_label_classification":
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
-class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel, CompactBertForQuestionAnswering):
-    backbone_class = BottleneckBertModel
+class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel):
+    """Per-token dropout → linear classifier; labels of -100 are ignored."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bottleneck_bert = BottleneckBertModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput:
+        outputs = self.bottleneck_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel):
+    """Extractive QA: per-token start/end logits; positions outside the sequence are ignored, as in BERT."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.bottleneck_bert = BottleneckBertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> QuestionAnsweringModelOutput:
+        outputs = self.bottleneck_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored = start_logits.shape[1]
+            start_loss = F.cross_entropy(
+                start_logits, start_positions.view(-1).clamp(0, ignored), ignore_index=ignored
+            )
+            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, ignored), ignore_index=ignored)
+            loss = (start_loss + end_loss) / 2
+        return QuestionAnsweringModelOutput(
+            loss=loss,
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )

@@ -1,73 +1,135 @@
-"""Sparse BERT: the post-LN BERT with optional top-1 MoE FFN and MHA behind MiniMoE and MoE-BERT.
+"""Sparse BERT: the post-LN BERT with optional top-1 mixture-of-experts FFN and MHA blocks (MiniMoE, MoE-BERT).
 
-Reads top to bottom like transformers' model files: embeddings → attention → layer → encoder → base
-model → task heads. Submodules keep BERT's names (``attention.self.query``, ``attention.output.LayerNorm``,
-``intermediate.dense``, ``output.dense``, ``output.LayerNorm``) so that a dense config loads BERT weights,
-PEFT's default targets apply, and distillation reads the same named modules from our models and from
-transformers' ``BertModel``. An MoE FFN lives in ``moe`` (router + batched experts, ``moe_layer``); its
-layer keeps ``output.LayerNorm`` for the post-LN residual. The families (``modular_minimoe``,
-``modular_moe_bert``) are short subclasses that only name their config and weight prefix.
-The task heads are the shared ones of ``task_heads``, built on ``SparseBertModel``; they hand
-``output_attentions``, ``output_hidden_states`` and ``output_router_logits`` to it through ``**kwargs``.
+The one architecture source of two families: ``python -m utils.hub_code`` writes it out as
+``models/minimoe/modeling_minimoe.py`` and ``models/moe_bert/modeling_moe_bert.py`` with every ``SparseBert`` name
+replaced by the family's (``modular_minimoe.py``, ``modular_moe_bert.py``), as transformers' modular converter does.
+It reads top to bottom like transformers' model files: embeddings → attention → FFN / experts → layer → encoder →
+pretrained base → heads, imports only torch, transformers and the family's configuration, and holds only the model:
+faster kernels plug in by name (``ALL_ATTENTION_FUNCTIONS``; on transformers 5 ``ALL_EXPERTS_FUNCTIONS`` through
+``experts_implementation``) or through compact-bert's explicit ``optimize_for_inference(model)``.
+
+Submodules keep BERT's names (``attention.self.query``, ``attention.output.LayerNorm``, ``intermediate.dense``,
+``output.dense``, ``output.LayerNorm``) so that a dense config loads BERT weights, PEFT's default targets apply and
+distillation reads the same named modules from these models and from transformers' ``BertModel``. An MoE FFN lives
+in ``moe`` (router + experts); its layer keeps ``output.LayerNorm`` for the post-LN residual.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.utils import can_return_tuple
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import ModelOutput, can_return_tuple
 
 from ..configuration.sparse_bert_base import SparseBertConfigBase
-from .attention import (
-    additive_attention_mask,
-    merge_heads,
-    scaled_dot_product_attention,
-    split_heads,
-    uses_eager_attention,
-)
-from .checkpoint_keys import register_legacy_checkpoint_keys, renamed_legacy_key
-from .dense_implementations import dense_joined, dense_linear
-from .moe_layer import (
-    ExpertDispatch,
-    ExpertLinear,
-    HashRouter,
-    MoEExperts,
-    MoEFeedForward,
-    RoutingDecision,
-    build_router,
-    hash_routing_table,
-    route,
-    summarize_routing,
-)
-from .outputs import CompactBertModelOutput
-from .pretrained_base import (
-    CompactBertPreTrainedModel,
-    copy_unless_loaded,
-    fill_unless_loaded,
-    normal_unless_loaded,
-)
-from .task_heads import (
-    CompactBertForMaskedLM,
-    CompactBertForQuestionAnswering,
-    CompactBertForSequenceClassification,
-    CompactBertForTokenClassification,
-)
 
 __all__ = [
-    "SparseBertEncoder",
     "SparseBertForMaskedLM",
     "SparseBertForQuestionAnswering",
     "SparseBertForSequenceClassification",
     "SparseBertForTokenClassification",
-    "SparseBertLayer",
     "SparseBertModel",
     "SparseBertPreTrainedModel",
 ]
+
+
+@dataclass
+class SparseBertModelOutput(ModelOutput):
+    """Output of the base model; heads return the same per-layer and routing fields next to their own.
+
+    Args:
+        last_hidden_state: ``[batch, seq, hidden]`` output of the last layer.
+        pooler_output: ``[batch, hidden]`` pooled first token, when the model has a pooler.
+        hidden_states: embeddings output plus every layer's output, with ``output_hidden_states=True``.
+        attentions: per layer ``[batch, heads, seq, seq]`` attention probabilities, with ``output_attentions=True``.
+        router_logits: per MoE block ``[batch, seq, num_experts]`` float32 router logits, with
+            ``output_router_logits=True`` (top-1 gating only).
+        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks (``None`` when dense).
+        expert_load: ``[num_moe_blocks, num_experts]`` fraction of real tokens routed to each expert.
+        dropped_token_fraction: ``[num_moe_blocks]`` fraction of real tokens dropped by the capacity limit.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    pooler_output: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+    router_logits: tuple[torch.FloatTensor, ...] | None = None
+    aux_loss: torch.FloatTensor | None = None
+    expert_load: torch.FloatTensor | None = None
+    dropped_token_fraction: torch.FloatTensor | None = None
+
+
+@dataclass
+class SparseBertMaskedLMOutput(ModelOutput):
+    """Masked-LM output; ``loss`` (with labels) includes the backbone's ``aux_loss``."""
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+    router_logits: tuple[torch.FloatTensor, ...] | None = None
+    aux_loss: torch.FloatTensor | None = None
+    expert_load: torch.FloatTensor | None = None
+    dropped_token_fraction: torch.FloatTensor | None = None
+
+
+@dataclass
+class SparseBertClassifierOutput(ModelOutput):
+    """Sequence- or token-classification output; ``loss`` (with labels) includes ``aux_loss``."""
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+    router_logits: tuple[torch.FloatTensor, ...] | None = None
+    aux_loss: torch.FloatTensor | None = None
+    expert_load: torch.FloatTensor | None = None
+    dropped_token_fraction: torch.FloatTensor | None = None
+
+
+@dataclass
+class SparseBertQuestionAnsweringOutput(ModelOutput):
+    """Extractive QA output; ``loss`` (with start/end positions) includes ``aux_loss``."""
+
+    loss: torch.FloatTensor | None = None
+    start_logits: torch.FloatTensor | None = None
+    end_logits: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+    router_logits: tuple[torch.FloatTensor, ...] | None = None
+    aux_loss: torch.FloatTensor | None = None
+    expert_load: torch.FloatTensor | None = None
+    dropped_token_fraction: torch.FloatTensor | None = None
+
+
+@dataclass
+class SparseBertRouting:
+    """Where each of ``T`` flattened tokens of one MoE block goes, and the block's balance terms.
+
+    Attributes:
+        expert_index: ``[T]`` chosen expert (meaningless for padding tokens).
+        weight: ``[T]`` float32 weight of the expert output: the router probability of the chosen expert (eq. 3 of
+            paper 003), 1 for hash routing, 0 for padding and for tokens over their expert's capacity.
+        router_logits: ``[T, num_experts]`` float32, ``None`` for hash routing.
+        aux_loss: unweighted balance loss (0 for hash routing, which has nothing to learn).
+        expert_load: ``[num_experts]`` fraction of real tokens whose top-1 choice is each expert.
+        dropped_fraction: fraction of real tokens dropped by the capacity limit.
+    """
+
+    expert_index: torch.Tensor
+    weight: torch.Tensor
+    router_logits: torch.Tensor | None
+    aux_loss: torch.Tensor
+    expert_load: torch.Tensor
+    dropped_fraction: torch.Tensor
 
 
 class SparseBertEmbeddings(nn.Module):
@@ -85,9 +147,8 @@ class SparseBertEmbeddings(nn.Module):
     def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
-        seq_length = inputs_embeds.shape[1]
         if position_ids is None:
-            position_ids = self.position_ids[:, :seq_length]
+            position_ids = self.position_ids[:, : inputs_embeds.shape[1]]
         if token_type_ids is None:
             token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
         embeddings = (
@@ -96,84 +157,240 @@ class SparseBertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
-def _project(layer: nn.Module, hidden_states: torch.Tensor, dispatch: ExpertDispatch | None) -> torch.Tensor:
-    if dispatch is None:
-        return layer(hidden_states)
-    batch, seq, width = hidden_states.shape
-    return layer(hidden_states.reshape(batch * seq, width), dispatch).view(batch, seq, -1)
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention written out, over ``[batch, heads, seq, head_size]`` tensors and an additive mask: the
+    only path with probabilities (attention transfer, paper 001 eq. 3). Returns ``[batch, seq, heads, head_size]``."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = torch.softmax(weights, dim=-1)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def attention_function(config, output_attentions: bool) -> Callable:
+    """The attention implementation ``config._attn_implementation`` names in transformers' registry
+    (``ALL_ATTENTION_FUNCTIONS``: ``sdpa``, and what the installed transformers or the user registers), or
+    ``eager_attention_forward``; always the latter when probabilities are asked for, which fused kernels never
+    compute. Registered functions receive the ``[batch, 1, 1, seq]`` additive padding mask."""
+    if output_attentions or config._attn_implementation == "eager":
+        return eager_attention_forward
+    if not hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers 4.57: a plain mapping
+        return ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
+
+
+class SparseBertExpertLinear(nn.Module):
+    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight, for MoE attention: each token goes
+    through its routed expert's map; a token of routing weight 0 (padding) gets zeros."""
+
+    def __init__(self, num_experts: int, in_features: int, out_features: int):
+        super().__init__()
+        self.num_experts = num_experts
+        self.out_features = out_features
+        self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
+        self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
+
+    def extra_repr(self) -> str:
+        # Shown in PEFT's "Target module ... is not supported" when this is named in `target_modules`.
+        return (
+            f"num_experts={self.num_experts}, out_features={self.out_features}; stacked [experts, out, in] weight: "
+            "adapt it with LoRA `target_parameters=['<name>.weight']`"
+        )
+
+    def forward(self, hidden_states: torch.Tensor, routing: SparseBertRouting) -> torch.Tensor:
+        flat = hidden_states.reshape(-1, hidden_states.shape[-1])
+        target = torch.where(routing.weight != 0, routing.expert_index, self.num_experts)
+        outputs = flat.new_zeros(flat.shape[0], self.out_features)
+        # One unbind per call, not ``weight[e]`` per expert: each indexing's backward writes a zero gradient the size
+        # of all experts; unbind's backward stacks once.
+        weights, biases = self.weight.unbind(0), self.bias.unbind(0)
+        # A fixed loop over the experts, each selecting its rows with ``nonzero``: right for any routing, compiled too.
+        for expert in range(self.num_experts):
+            positions = (target == expert).nonzero().squeeze(-1)
+            outputs.index_add_(
+                0, positions, F.linear(flat.index_select(0, positions), weights[expert], biases[expert])
+            )
+        return outputs.view(*hidden_states.shape[:-1], self.out_features)
 
 
 class SparseBertSelfAttention(nn.Module):
-    """Multi-head self-attention; with ``num_attention_experts > 1`` every token's Q/K/V projections come
-    from its routed expert (Switch Transformers' MoE attention, paper 002 appendix B)."""
+    """Multi-head self-attention; with ``num_attention_experts > 1`` every token's Q/K/V projections come from its
+    routed expert (Switch Transformers' MoE attention, paper 002 appendix B)."""
 
     def __init__(self, config):
         super().__init__()
         self.config = config
-        self.num_attention_heads = config.num_attention_heads
+        self.head_size = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_size**-0.5
         self.dropout_prob = config.attention_probs_dropout_prob
+        self.is_causal = False
         width, experts = config.hidden_size, config.num_attention_experts
         for name in ("query", "key", "value"):
             setattr(
-                self,
-                name,
-                nn.Linear(width, width) if experts == 1 else ExpertLinear(config, experts, width, width),
+                self, name, nn.Linear(width, width) if experts == 1 else SparseBertExpertLinear(experts, width, width)
             )
 
-    def forward(self, hidden_states, additive_mask, dispatch, output_attentions):
-        projections = (self.query, self.key, self.value)
-        if dispatch is None:  # dense projections of one input (one GEMM where ``dense_implementation`` joins them)
-            states = dense_joined(self.config, projections, hidden_states)
+    def forward(self, hidden_states, attention_mask, routing=None, output_attentions=False):
+        shape = (*hidden_states.shape[:-1], -1, self.head_size)
+        if routing is None:
+            query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
         else:
-            states = (_project(layer, hidden_states, dispatch) for layer in projections)
-        query, key, value = (split_heads(projected, self.num_attention_heads) for projected in states)
-        dropout_p = self.dropout_prob if self.training else 0.0
-        eager = uses_eager_attention(self.config, output_attentions)
-        context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, eager)
-        return merge_heads(context), probs
+            query, key, value = (layer(hidden_states, routing) for layer in (self.query, self.key, self.value))
+        context, probs = attention_function(self.config, output_attentions)(
+            self,
+            query.view(shape).transpose(1, 2),
+            key.view(shape).transpose(1, 2),
+            value.view(shape).transpose(1, 2),
+            attention_mask,
+            dropout=self.dropout_prob if self.training else 0.0,
+            scaling=self.scaling,
+        )
+        return context.reshape(*hidden_states.shape[:-1], -1), probs
 
 
 class SparseBertSelfOutput(nn.Module):
-    """Output projection (per expert, gate-weighted, for MoE attention), dropout, residual, LayerNorm."""
+    """Output projection (per expert and gate-weighted for MoE attention), dropout, residual, LayerNorm."""
 
     def __init__(self, config):
         super().__init__()
         width, experts = config.hidden_size, config.num_attention_experts
-        self.dense = nn.Linear(width, width) if experts == 1 else ExpertLinear(config, experts, width, width)
+        self.dense = nn.Linear(width, width) if experts == 1 else SparseBertExpertLinear(experts, width, width)
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
 
-    def forward(self, context, residual, dispatch):
-        if dispatch is None:
-            output = dense_linear(self.config, self.dense, context, dropout=self.dropout, residual=residual)
-            return self.LayerNorm(output)
-        output = _project(self.dense, context, dispatch)
-        output = output * dispatch.gate.view(*output.shape[:2], 1).to(output.dtype)
-        return self.LayerNorm(self.dropout(output) + residual)
+    def forward(self, hidden_states, input_tensor, routing=None):
+        if routing is None:
+            return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        output = self.dense(hidden_states, routing) * routing.weight.view(*hidden_states.shape[:-1], 1)
+        return self.LayerNorm(self.dropout(output.to(hidden_states.dtype)) + input_tensor)
+
+
+def load_balancing_loss(
+    router_probs: torch.Tensor, expert_index: torch.Tensor, valid: torch.Tensor, loss_type: str
+) -> torch.Tensor:
+    """Balance loss over the real tokens (``valid``) of one MoE block.
+
+    ``switch``: ``m · Σ_j f_j · P_j`` (paper 002 §3.2, α applied by the caller), f_j the fraction of tokens whose
+    top-1 expert is j, P_j the mean router probability of j; equals 1 for uniform routing, its minimum.
+    ``kl_uniform``: ``KL(u ‖ q) = Σ_j u_j log(u_j / q_j)`` with u uniform and q the mean router distribution
+    (paper 003 eq. 4-5); 0 for a uniform q.
+    """
+    num_experts = router_probs.shape[-1]
+    weights = valid.to(router_probs.dtype)
+    num_tokens = weights.sum().clamp(min=1.0)
+    mean_probs = (weights @ router_probs) / num_tokens
+    if loss_type == "switch":
+        return num_experts * (expert_fractions(expert_index, weights, num_experts) * mean_probs).sum()
+    divergence = -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+    # A block that saw no real token (a fully padded batch) has no distribution to balance.
+    return divergence * (weights.sum() > 0).to(divergence.dtype)
+
+
+def expert_fractions(expert_index: torch.Tensor, weights: torch.Tensor, num_experts: int) -> torch.Tensor:
+    """Fraction of the (weighted) tokens whose top-1 choice is each expert; a comparison rather than ``bincount``,
+    whose data-dependent output size export cannot express."""
+    chosen = expert_index.unsqueeze(-1) == torch.arange(num_experts, device=expert_index.device)
+    return (chosen.to(weights.dtype) * weights.unsqueeze(-1)).sum(0) / weights.sum().clamp(min=1.0)
+
+
+def capacity_keep(expert_index: torch.Tensor, valid: torch.Tensor, num_experts: int, capacity_factor: float):
+    """Keep the first ``ceil(capacity_factor · real_tokens / num_experts)`` real tokens of each expert, in order
+    (Switch Transformers): the dropped overflow is exactly each expert's last ``count - capacity`` tokens."""
+    capacity = torch.ceil(capacity_factor * valid.sum() / num_experts)
+    assignment = (expert_index.unsqueeze(-1) == torch.arange(num_experts, device=expert_index.device)).long()
+    assignment = assignment * valid.unsqueeze(-1)
+    rank = (assignment.cumsum(0) * assignment).sum(-1) - 1
+    return valid & (rank < capacity)
+
+
+def hash_routing_table(vocab_size: int, num_experts: int, hash_seed: int) -> torch.Tensor:
+    """A balanced random partition of the vocabulary: each expert gets ``vocab / m`` token ids."""
+    generator = torch.Generator().manual_seed(hash_seed)
+    table = torch.empty(vocab_size, dtype=torch.long)
+    table[torch.randperm(vocab_size, generator=generator)] = torch.arange(vocab_size) % num_experts
+    return table
+
+
+class SparseBertRouter(nn.Module):
+    """Top-1 routing of one MoE block, with the capacity limit and the balance terms.
+
+    ``router_type="top1"``: a learned gate ``p = softmax(W x + b)`` in float32 (``gate``, as Mixtral names its
+    router's), expert ``argmax p``, weight ``p_k``. ``router_type="hash"``: a fixed random hash of the token id
+    (Roller et al., 2021; paper 002 appendix B), weight 1; its table is saved with the weights and regenerated from
+    ``hash_seed`` for a checkpoint without it. Padding tokens are never routed: they take no capacity, do not count in
+    the balance loss and get weight 0.
+    """
+
+    def __init__(self, config, num_experts: int, capacity_factor: float | None, eval_capacity_factor: float | None):
+        super().__init__()
+        self.num_experts = num_experts
+        self.capacity_factor = capacity_factor
+        self.eval_capacity_factor = eval_capacity_factor
+        self.aux_loss_type = config.router_aux_loss_type
+        self.hash_seed = config.hash_seed
+        if config.router_type == "hash":
+            self.register_buffer("token_to_expert", hash_routing_table(config.vocab_size, num_experts, self.hash_seed))
+        else:
+            self.gate = nn.Linear(config.hidden_size, num_experts)
+
+    def forward(self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids) -> SparseBertRouting:
+        valid = token_mask.reshape(-1)
+        router_logits = None
+        if hasattr(self, "gate"):
+            router_logits = self.gate(hidden_states.reshape(-1, hidden_states.shape[-1])).float()
+            router_probs = torch.softmax(router_logits, dim=-1)
+            weight, expert_index = router_probs.max(dim=-1)
+            aux_loss = load_balancing_loss(router_probs, expert_index, valid, self.aux_loss_type)
+        elif input_ids is None:
+            raise ValueError("Hash routing picks experts from token ids: pass `input_ids`, not `inputs_embeds`.")
+        else:
+            expert_index = self.token_to_expert[input_ids.reshape(-1)]
+            weight = torch.ones(expert_index.shape, device=expert_index.device)
+            aux_loss = torch.zeros((), device=expert_index.device)
+        capacity_factor = self.capacity_factor if self.training else self.eval_capacity_factor
+        keep = (
+            valid if capacity_factor is None else capacity_keep(expert_index, valid, self.num_experts, capacity_factor)
+        )
+        num_real = valid.sum().clamp(min=1)
+        return SparseBertRouting(
+            expert_index=expert_index,
+            weight=weight * keep,
+            router_logits=router_logits,
+            aux_loss=aux_loss,
+            expert_load=expert_fractions(expert_index, valid.float(), self.num_experts).detach(),
+            dropped_fraction=((valid & ~keep).sum() / num_real).detach(),
+        )
 
 
 class SparseBertAttention(nn.Module):
-    """MHA sublayer. MoE attention never drops tokens: a dropped token would vanish as key and value for
-    every other token of its sequence, so the capacity factor applies to FFN experts only."""
+    """MHA sublayer. MoE attention never drops tokens: a dropped token would vanish as key and value for every other
+    token of its sequence, so the capacity factor applies to FFN experts only."""
 
     def __init__(self, config):
         super().__init__()
         self.num_experts = config.num_attention_experts
-        self.aux_loss_type = config.router_aux_loss_type
         if self.num_experts > 1:
-            self.router = build_router(config, config.hidden_size, self.num_experts)
+            self.router = SparseBertRouter(config, self.num_experts, None, None)
         self.self = SparseBertSelfAttention(config)
         self.output = SparseBertSelfOutput(config)
 
-    def forward(self, hidden_states, additive_mask, token_mask, input_ids, output_attentions):
-        decision = dispatch = None
-        if self.num_experts > 1:
-            decision, dispatch = route(
-                self.router, hidden_states, token_mask, input_ids, self.num_experts, None, self.aux_loss_type
-            )
-        context, probs = self.self(hidden_states, additive_mask, dispatch, output_attentions)
-        return self.output(context, hidden_states, dispatch), probs, decision
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions=False):
+        if self.num_experts == 1:
+            context, probs = self.self(hidden_states, attention_mask, output_attentions=output_attentions)
+            return self.output(context, hidden_states), probs, None
+        routing = self.router(hidden_states, token_mask, input_ids)
+        context, probs = self.self(hidden_states, attention_mask, routing, output_attentions)
+        return self.output(context, hidden_states, routing), probs, routing
 
 
 class SparseBertIntermediate(nn.Module):
@@ -181,59 +398,120 @@ class SparseBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
-        self.config = config
 
     def forward(self, hidden_states):
-        return dense_linear(self.config, self.dense, hidden_states, activation=self.intermediate_act_fn)
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+def use_experts_implementation(**options) -> Callable[[type], type]:
+    """transformers 5's experts interface (``integrations/moe.py``): the decorated ``forward`` runs the function
+    ``config._experts_implementation`` names in ``ALL_EXPERTS_FUNCTIONS`` (``grouped_mm``, ``batched_mm``, one a
+    user registers) or, for ``"eager"``, the class's own. transformers 4.57 has no such interface: the class's own."""
+    try:
+        from transformers.integrations.moe import use_experts_implementation as experts_interface
+    except ImportError:
+        return lambda experts_class: experts_class
+    return experts_interface(**options)
+
+
+@use_experts_implementation(has_gate=False, has_bias=True)
+class SparseBertExperts(nn.Module):
+    """``num_experts`` standard FFNs (``hidden → moe_intermediate_size → hidden``) stored as stacked weights:
+    ``up_proj`` ``[E, intermediate, hidden]`` and ``down_proj`` ``[E, hidden, intermediate]`` with their biases
+    (PyTorch's ``[out, in]`` per expert; PEFT adapts them with ``target_parameters``).
+
+    ``forward(hidden_states [T, hidden], top_k_index [T, 1], top_k_weights [T, 1])`` is the experts interface's
+    signature; a token of weight 0 (padding, over capacity) contributes nothing under every implementation, and this
+    eager loop does not compute it at all."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.num_experts = config.num_experts
+        intermediate_size = config.expert_intermediate_size
+        self.up_proj = nn.Parameter(torch.empty(self.num_experts, intermediate_size, config.hidden_size))
+        self.up_proj_bias = nn.Parameter(torch.zeros(self.num_experts, intermediate_size))
+        self.down_proj = nn.Parameter(torch.empty(self.num_experts, config.hidden_size, intermediate_size))
+        self.down_proj_bias = nn.Parameter(torch.zeros(self.num_experts, config.hidden_size))
+        self.act_fn = ACT2FN[config.hidden_act]
+
+    def extra_repr(self) -> str:
+        # Shown in PEFT's "Target module ... is not supported" when `experts` is named in `target_modules`.
+        return (
+            f"num_experts={self.num_experts}, up_proj={list(self.up_proj.shape)}; stacked [experts, out, in] weights: "
+            "adapt them with LoRA `target_parameters=['experts.up_proj', 'experts.down_proj']`"
+        )
+
+    def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
+        weight = top_k_weights.reshape(-1, 1).to(hidden_states.dtype)
+        target = torch.where(weight.view(-1) != 0, top_k_index.reshape(-1), self.num_experts)
+        outputs = torch.zeros_like(hidden_states)
+        # One unbind per call (see ``SparseBertExpertLinear``), and the same fixed loop over the experts.
+        up, up_bias = self.up_proj.unbind(0), self.up_proj_bias.unbind(0)
+        down, down_bias = self.down_proj.unbind(0), self.down_proj_bias.unbind(0)
+        for expert in range(self.num_experts):
+            positions = (target == expert).nonzero().squeeze(-1)
+            inner = self.act_fn(F.linear(hidden_states.index_select(0, positions), up[expert], up_bias[expert]))
+            expert_outputs = F.linear(inner, down[expert], down_bias[expert]) * weight.index_select(0, positions)
+            outputs.index_add_(0, positions, expert_outputs)
+        return outputs
+
+
+class SparseBertSparseFeedForward(nn.Module):
+    """Top-1 MoE FFN block: ``p_k(x) · FFN_k(x)`` (paper 002 §3.2; paper 003 eq. 1-3)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.router = SparseBertRouter(config, config.num_experts, config.capacity_factor, config.eval_capacity_factor)
+        self.experts = SparseBertExperts(config)
+
+    def forward(self, hidden_states, token_mask, input_ids) -> tuple[torch.Tensor, SparseBertRouting]:
+        routing = self.router(hidden_states, token_mask, input_ids)
+        flat = hidden_states.reshape(-1, hidden_states.shape[-1])
+        weights = routing.weight.unsqueeze(-1).to(flat.dtype)
+        outputs = self.experts(flat, routing.expert_index.unsqueeze(-1), weights)
+        return outputs.view_as(hidden_states), routing
 
 
 class SparseBertOutput(nn.Module):
     """FFN output: the dense down-projection (dense FFN only), dropout, residual, LayerNorm."""
 
-    def __init__(self, config, has_dense: bool):
+    def __init__(self, config):
         super().__init__()
-        if has_dense:
+        if config.num_experts == 1:
             self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
 
-    def forward(self, hidden_states, residual):
-        if not hasattr(self, "dense"):  # the MoE block computed the FFN output
-            return self.LayerNorm(self.dropout(hidden_states) + residual)
-        output = dense_linear(self.config, self.dense, hidden_states, dropout=self.dropout, residual=residual)
-        return self.LayerNorm(output)
-
-
-class SparseBertLayerOutput(NamedTuple):
-    hidden_states: torch.Tensor
-    attention_probs: torch.Tensor | None
-    routing: tuple[RoutingDecision, ...]
+    def forward(self, hidden_states, input_tensor):
+        if hasattr(self, "dense"):  # an MoE block computed the FFN output itself
+            hidden_states = self.dense(hidden_states)
+        return self.LayerNorm(self.dropout(hidden_states) + input_tensor)
 
 
 class SparseBertLayer(GradientCheckpointingLayer):
-    """Post-LN layer: MHA (dense or MoE) then FFN (dense or MoE), each with residual + LayerNorm."""
+    """Post-LN layer: MHA (dense or MoE) then FFN (dense or MoE), each with residual + LayerNorm. Returns the hidden
+    states, the attention probabilities (or ``None``) and the routing of its MoE blocks."""
 
     def __init__(self, config):
         super().__init__()
         self.attention = SparseBertAttention(config)
         if config.num_experts > 1:
-            self.moe = MoEFeedForward(config)
+            self.moe = SparseBertSparseFeedForward(config)
         else:
             self.intermediate = SparseBertIntermediate(config)
-        self.output = SparseBertOutput(config, has_dense=config.num_experts == 1)
+        self.output = SparseBertOutput(config)
 
-    def forward(self, hidden_states, additive_mask, token_mask, input_ids=None, output_attentions=False):
-        attention_output, probs, attention_decision = self.attention(
-            hidden_states, additive_mask, token_mask, input_ids, output_attentions
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids=None, output_attentions=False):
+        attention_output, probs, attention_routing = self.attention(
+            hidden_states, attention_mask, token_mask, input_ids, output_attentions
         )
-        routing = () if attention_decision is None else (attention_decision,)
+        routing = () if attention_routing is None else (attention_routing,)
         if hasattr(self, "moe"):
-            ffn_output, ffn_decision = self.moe(attention_output, token_mask, input_ids)
-            routing = (*routing, ffn_decision)
+            ffn_output, ffn_routing = self.moe(attention_output, token_mask, input_ids)
+            routing = (*routing, ffn_routing)
         else:
             ffn_output = self.intermediate(attention_output)
-        return SparseBertLayerOutput(self.output(ffn_output, attention_output), probs, routing)
+        return self.output(ffn_output, attention_output), probs, routing
 
 
 class SparseBertEncoder(nn.Module):
@@ -245,25 +523,22 @@ class SparseBertEncoder(nn.Module):
             self.auxiliary_attention = SparseBertAttention(config)
         self.gradient_checkpointing = False
 
-    def forward(
-        self, hidden_states, additive_mask, token_mask, input_ids, output_attentions: bool, output_hidden_states: bool
-    ) -> tuple[CompactBertModelOutput, list[RoutingDecision]]:
-        """The layers' outputs and every MoE block's routing decision, in order."""
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_hidden_states):
+        """The last hidden states, every layer's hidden states and attentions (when asked) and every MoE block's
+        routing, in order."""
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
-        decisions = []
+        routings = []
         for layer in self.layer:
-            layer_output = layer(hidden_states, additive_mask, token_mask, input_ids, output_attentions)
-            hidden_states = layer_output.hidden_states
-            decisions.extend(layer_output.routing)
+            hidden_states, probs, routing = layer(
+                hidden_states, attention_mask, token_mask, input_ids, output_attentions
+            )
+            routings.extend(routing)
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
             if output_attentions:
-                all_attentions += (layer_output.attention_probs,)
-        output = CompactBertModelOutput(
-            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
-        )
-        return output, decisions
+                all_attentions += (probs,)
+        return hidden_states, all_hidden_states, all_attentions, routings
 
 
 class SparseBertPooler(nn.Module):
@@ -312,49 +587,137 @@ class SparseBertOnlyMLMHead(nn.Module):
         return self.predictions(sequence_output)
 
 
-class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
-    """Weight init and settings of the architecture; each family names its config and weight prefix."""
+def routing_outputs(routings: list[SparseBertRouting], config, shape, output_router_logits: bool) -> dict:
+    """The routing fields of a model output from every MoE block's routing (none for a dense model). MHA and FFN
+    blocks may have different expert counts: loads are padded to the widest, for one tensor."""
+    if not routings:
+        return {}
+    width = max(config.num_experts, config.num_attention_experts)
+    aux_losses, loads, dropped, router_logits = [], [], [], []
+    for routing in routings:
+        aux_losses.append(routing.aux_loss)
+        loads.append(F.pad(routing.expert_load, (0, width - routing.expert_load.shape[0])))
+        dropped.append(routing.dropped_fraction)
+        if routing.router_logits is not None:
+            router_logits.append(routing.router_logits.view(*shape, -1))
+    return {
+        "aux_loss": config.router_aux_loss_coef * torch.stack(aux_losses).mean(),
+        "router_logits": tuple(router_logits) if output_router_logits and router_logits else None,
+        "expert_load": torch.stack(loads),
+        "dropped_token_fraction": torch.stack(dropped),
+    }
 
+
+class SparseBertPreTrainedModel(PreTrainedModel):
     config_class = SparseBertConfigBase
     base_model_prefix = "sparse_bert"
+    supports_gradient_checkpointing = True
     _no_split_modules = ["SparseBertLayer"]
+    _supports_sdpa = True
+    _supports_attention_backend = True
+    # Head losses are per-batch means, so Trainer scales them for gradient accumulation itself.
+    accepts_loss_kwargs = False
 
-    def __init_subclass__(cls, **kwargs):
-        """Each family registers the renames of its earlier checkpoint keys with transformers 5 (``checkpoint_keys``)
-        when the class naming its config is defined (not again for each head), in the package and in the shipped
-        remote code alike."""
-        super().__init_subclass__(**kwargs)
-        model_type = getattr(cls.config_class, "model_type", "")
-        if "config_class" in vars(cls) and model_type:
-            register_legacy_checkpoint_keys(model_type)
-
-    if hasattr(PreTrainedModel, "_fix_state_dict_key_on_load"):
-        # transformers 4.57's per-class renaming of checkpoint keys on load (5.x uses the registered renames).
-        @staticmethod
-        def _fix_state_dict_key_on_load(key: str) -> tuple[str, bool]:
-            key, renamed = PreTrainedModel._fix_state_dict_key_on_load(key)
-            current = renamed_legacy_key(key)
-            return current, renamed or current != key
+    if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):
+        # Layers return their routing (balance loss included) next to the hidden states, and reentrant checkpointing
+        # would detach it: non-reentrant by default, as transformers 5 (which renames the method) already does.
+        def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+            kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
+            super().gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, (ExpertLinear, MoEExperts)):
-            for name, parameter in module.named_parameters(recurse=False):
-                if name.endswith("weight"):
-                    normal_unless_loaded(parameter, self.config.initializer_range)
-                else:
-                    fill_unless_loaded(parameter, 0.0)
-        elif isinstance(module, HashRouter):
-            # The table is saved with the weights; a checkpoint without it gets the same table from the seed.
-            copy_unless_loaded(module.token_to_expert, hash_routing_table(*module.table_arguments))
+        """Initialize every parameter and buffer a checkpoint does not hold: transformers 5 materializes a loaded
+        model from the meta device and leaves the rest (non-persistent buffers included) uninitialized otherwise;
+        4.57 initializes only modules with missing weights. A task head added to a saved base model relies on it."""
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, SparseBertExpertLinear)):
+            init_unless_loaded(module.weight, std=std)
+            if module.bias is not None:
+                init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, nn.Embedding):
+            if not getattr(module.weight, "_is_hf_initialized", False):
+                module.weight.normal_(mean=0.0, std=std)
+                if module.padding_idx is not None:
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            init_unless_loaded(module.weight, value=1.0)
+            init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, SparseBertExperts):
+            for name in ("up_proj", "down_proj"):
+                init_unless_loaded(getattr(module, name), std=std)
+                init_unless_loaded(getattr(module, f"{name}_bias"), value=0.0)
+        elif isinstance(module, SparseBertLMPredictionHead):
+            init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, SparseBertRouter) and hasattr(module, "token_to_expert"):
+            table = hash_routing_table(module.token_to_expert.shape[0], module.num_experts, module.hash_seed)
+            init_unless_loaded(module.token_to_expert, table=table)
+        elif isinstance(module, SparseBertEmbeddings):
+            init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
+
+    def check_inputs(self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None) -> None:
+        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``. The ids'
+        range is read on the host on CPU only, and not while tracing; on an accelerator the check is queued on the
+        device (``torch._assert_async``) instead of making every call wait for it."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
+        if len(shape) != 2:
+            raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
+        if 0 in shape:
+            raise ValueError(
+                f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
+                "adds [CLS] and [SEP] even to an empty text)."
+            )
+        limit = self.config.max_position_embeddings
+        if shape[1] > limit:
+            raise ValueError(
+                f"Sequence length {shape[1]} exceeds `max_position_embeddings` ({limit}) of this model; "
+                f"truncate inputs to at most {limit} tokens."
+            )
+        if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return
+        for name, ids, size_field in (
+            ("input_ids", input_ids, "vocab_size"),
+            ("token_type_ids", token_type_ids, "type_vocab_size"),
+            ("position_ids", position_ids, "max_position_embeddings"),
+        ):
+            if ids is None or ids.numel() == 0:
+                continue
+            size = getattr(self.config, size_field)
+            if ids.device.type != "cpu":
+                torch._assert_async(
+                    ((ids >= 0) & (ids < size)).all(),
+                    f"`{name}` must lie in [0, {size}) (the model's `{size_field}`): is the tokenizer the one this "
+                    "model was trained with?",
+                )
+            else:
+                low, high = int(ids.min()), int(ids.max())
+                if low < 0 or high >= size:
+                    raise ValueError(
+                        f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
+                        f"{high}: is the tokenizer the one this model was trained with?"
+                    )
+
+
+def init_unless_loaded(tensor: torch.Tensor, std=None, value=None, table=None) -> None:
+    """Initialize ``tensor`` (normal with ``std``, filled with ``value`` or copied from ``table``) unless transformers 5
+    flagged it as filled from the checkpoint."""
+    if getattr(tensor, "_is_hf_initialized", False):
+        return
+    if std is not None:
+        tensor.normal_(mean=0.0, std=std)
+    elif table is not None:
+        tensor.copy_(table.expand_as(tensor))
+    else:
+        tensor.fill_(value)
 
 
 class SparseBertModel(SparseBertPreTrainedModel):
     """The base model: embeddings, encoder, optional pooler.
 
-    ``forward`` accepts BERT's arguments plus ``output_router_logits`` and ``run_auxiliary_attention``
-    (run the auxiliary MHA block so that distillation hooks can read its Q/K/V).
+    ``forward`` takes BERT's arguments plus ``output_router_logits`` and ``run_auxiliary_attention`` (run the
+    auxiliary MHA block so that distillation hooks can read its Q/K/V).
     """
 
     def __init__(self, config, add_pooling_layer: bool = True):
@@ -382,7 +745,7 @@ class SparseBertModel(SparseBertPreTrainedModel):
         output_hidden_states: bool | None = None,
         output_router_logits: bool | None = None,
         run_auxiliary_attention: bool = False,
-    ) -> CompactBertModelOutput:
+    ) -> SparseBertModelOutput:
         self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
@@ -390,37 +753,226 @@ class SparseBertModel(SparseBertPreTrainedModel):
         if run_auxiliary_attention and not hasattr(self.encoder, "auxiliary_attention"):
             raise ValueError("`run_auxiliary_attention=True` needs a config with `use_auxiliary_attention=True`.")
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        batch, seq = hidden_states.shape[:2]
         if attention_mask is None:
-            attention_mask = torch.ones(batch, seq, dtype=torch.long, device=hidden_states.device)
+            attention_mask = torch.ones(hidden_states.shape[:2], dtype=torch.long, device=hidden_states.device)
         token_mask = attention_mask.bool()
-        additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
-        encoded, decisions = self.encoder(
+        # [batch, seq] 1/0 → [batch, 1, 1, seq] additive: 0 keeps a key, the dtype's minimum masks it.
+        additive_mask = (1.0 - attention_mask[:, None, None, :].to(hidden_states.dtype)) * torch.finfo(
+            hidden_states.dtype
+        ).min
+        last_hidden_state, all_hidden_states, all_attentions, routings = self.encoder(
             hidden_states, additive_mask, token_mask, input_ids, bool(output_attentions), bool(output_hidden_states)
         )
         if run_auxiliary_attention:
-            self.encoder.auxiliary_attention(encoded.last_hidden_state, additive_mask, token_mask, input_ids, False)
-        return CompactBertModelOutput(
-            last_hidden_state=encoded.last_hidden_state,
-            pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
-            hidden_states=encoded.hidden_states,
-            attentions=encoded.attentions,
-            **summarize_routing(decisions, self.config, batch, seq, bool(output_router_logits)),
+            self.encoder.auxiliary_attention(last_hidden_state, additive_mask, token_mask, input_ids)
+        return SparseBertModelOutput(
+            last_hidden_state=last_hidden_state,
+            pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+            **routing_outputs(routings, self.config, hidden_states.shape[:2], bool(output_router_logits)),
         )
 
 
-class SparseBertForMaskedLM(SparseBertPreTrainedModel, CompactBertForMaskedLM):
-    backbone_class = SparseBertModel
-    mlm_head_class = SparseBertOnlyMLMHead
+def with_balance_loss(loss: torch.Tensor | None, outputs: SparseBertModelOutput) -> torch.Tensor | None:
+    """A head's loss includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
+    if loss is None or outputs.aux_loss is None:
+        return loss
+    return loss + outputs.aux_loss.to(loss.dtype)
 
 
-class SparseBertForSequenceClassification(SparseBertPreTrainedModel, CompactBertForSequenceClassification):
-    backbone_class = SparseBertModel
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
+    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE), decided as transformers decides."""
+    problem_type = config.problem_type
+    if problem_type is None:
+        if config.num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
+    if problem_type == "single_label_classification":
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
-class SparseBertForTokenClassification(SparseBertPreTrainedModel, CompactBertForTokenClassification):
-    backbone_class = SparseBertModel
+class SparseBertForMaskedLM(SparseBertPreTrainedModel):
+    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
+
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "sparse_bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.sparse_bert = SparseBertModel(config, add_pooling_layer=False)
+        self.cls = SparseBertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> SparseBertMaskedLMOutput:
+        outputs = self.sparse_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return SparseBertMaskedLMOutput(
+            loss=with_balance_loss(loss, outputs),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+            aux_loss=outputs.aux_loss,
+            expert_load=outputs.expert_load,
+            dropped_token_fraction=outputs.dropped_token_fraction,
+        )
 
 
-class SparseBertForQuestionAnswering(SparseBertPreTrainedModel, CompactBertForQuestionAnswering):
-    backbone_class = SparseBertModel
+class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
+    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.sparse_bert = SparseBertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> SparseBertClassifierOutput:
+        outputs = self.sparse_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        return SparseBertClassifierOutput(
+            loss=with_balance_loss(loss, outputs),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+            aux_loss=outputs.aux_loss,
+            expert_load=outputs.expert_load,
+            dropped_token_fraction=outputs.dropped_token_fraction,
+        )
+
+
+class SparseBertForTokenClassification(SparseBertPreTrainedModel):
+    """Per-token dropout → linear classifier; labels of -100 are ignored."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.sparse_bert = SparseBertModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> SparseBertClassifierOutput:
+        outputs = self.sparse_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return SparseBertClassifierOutput(
+            loss=with_balance_loss(loss, outputs),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+            aux_loss=outputs.aux_loss,
+            expert_load=outputs.expert_load,
+            dropped_token_fraction=outputs.dropped_token_fraction,
+        )
+
+
+class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
+    """Extractive QA: per-token start/end logits; positions outside the sequence are ignored, as in BERT."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.sparse_bert = SparseBertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> SparseBertQuestionAnsweringOutput:
+        outputs = self.sparse_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored = start_logits.shape[1]
+            start_loss = F.cross_entropy(
+                start_logits, start_positions.view(-1).clamp(0, ignored), ignore_index=ignored
+            )
+            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, ignored), ignore_index=ignored)
+            loss = (start_loss + end_loss) / 2
+        return SparseBertQuestionAnsweringOutput(
+            loss=with_balance_loss(loss, outputs),
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+            aux_loss=outputs.aux_loss,
+            expert_load=outputs.expert_load,
+            dropped_token_fraction=outputs.dropped_token_fraction,
+        )

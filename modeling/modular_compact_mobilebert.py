@@ -1,61 +1,25 @@
-"""MobileBERT and MobileBERT_TINY students (paper 001 §3, Table 1, appendix E).
+"""MobileBERT and MobileBERT_TINY: the compact students of paper 001 (§3.2-3.4, Table 1).
 
-The modular source of ``models/compact_mobilebert/modeling_compact_mobilebert.py`` (``python -m utils.hub_code``), which defines the
-classes compact-bert runs. The architecture is ``modeling_bottleneck_bert``; these classes only name the student's config and weight
-prefix. The prefix is transformers' own (``mobilebert``), so checkpoints of transformers' MobileBERT and of
-this family share every weight name.
+The modular source of ``models/compact_mobilebert/modeling_compact_mobilebert.py``: ``python -m utils.hub_code`` writes the architecture of
+``modeling_bottleneck_bert.py`` out under the family's names, replacing each key of ``RENAMES`` by its value (the longest
+first), as transformers' modular converter renames the classes a model inherits. Nothing imports this module at run
+time: compact-bert runs the generated file.
+
+The weight prefix is ``mobilebert``, transformers' own, so that MobileBERT checkpoints convert by renaming nothing
+but the model type.
 """
 
 from __future__ import annotations
 
 from ..configuration.modular_bottleneck_bert import CompactMobileBertConfig
-from .modeling_bottleneck_bert import (
-    BottleneckBertForMaskedLM,
-    BottleneckBertForPreTraining,
-    BottleneckBertForQuestionAnswering,
-    BottleneckBertForSequenceClassification,
-    BottleneckBertForTokenClassification,
-    BottleneckBertModel,
-    BottleneckBertPreTrainedModel,
-)
+from .modeling_bottleneck_bert import BottleneckBertModel
 
-__all__ = [
-    "CompactMobileBertForMaskedLM",
-    "CompactMobileBertForPreTraining",
-    "CompactMobileBertForQuestionAnswering",
-    "CompactMobileBertForSequenceClassification",
-    "CompactMobileBertForTokenClassification",
-    "CompactMobileBertModel",
-    "CompactMobileBertPreTrainedModel",
-]
+__all__ = ["ARCHITECTURE", "CONFIG_CLASS", "RENAMES"]
 
-
-class CompactMobileBertPreTrainedModel(BottleneckBertPreTrainedModel):
-    config_class = CompactMobileBertConfig
-    base_model_prefix = "mobilebert"
-
-
-class CompactMobileBertModel(CompactMobileBertPreTrainedModel, BottleneckBertModel):
-    """Base model; see ``BottleneckBertModel.forward`` for the arguments."""
-
-
-class CompactMobileBertForPreTraining(CompactMobileBertPreTrainedModel, BottleneckBertForPreTraining):
-    backbone_class = CompactMobileBertModel
-
-
-class CompactMobileBertForMaskedLM(CompactMobileBertPreTrainedModel, BottleneckBertForMaskedLM):
-    backbone_class = CompactMobileBertModel
-
-
-class CompactMobileBertForSequenceClassification(
-    CompactMobileBertPreTrainedModel, BottleneckBertForSequenceClassification
-):
-    backbone_class = CompactMobileBertModel
-
-
-class CompactMobileBertForTokenClassification(CompactMobileBertPreTrainedModel, BottleneckBertForTokenClassification):
-    backbone_class = CompactMobileBertModel
-
-
-class CompactMobileBertForQuestionAnswering(CompactMobileBertPreTrainedModel, BottleneckBertForQuestionAnswering):
-    backbone_class = CompactMobileBertModel
+ARCHITECTURE = BottleneckBertModel
+CONFIG_CLASS = CompactMobileBertConfig
+RENAMES = {
+    "BottleneckBertConfig": "CompactMobileBertConfig",
+    "BottleneckBert": "CompactMobileBert",
+    "bottleneck_bert": "mobilebert",
+}

@@ -1,52 +1,18 @@
 """MiniMoE: a MiniLM-shaped student with mixtures of minimal top-1 experts (paper 002 §3.2).
 
-The modular source of ``models/minimoe/modeling_minimoe.py`` (``python -m utils.hub_code``), which defines the
-classes compact-bert runs. The architecture is ``modeling_sparse_bert``; these classes only name the family's config and weight
-prefix.
+The modular source of ``models/minimoe/modeling_minimoe.py``: ``python -m utils.hub_code`` writes the architecture of
+``modeling_sparse_bert.py`` out under the family's names, replacing each key of ``RENAMES`` by its value (the longest
+first), as transformers' modular converter renames the classes a model inherits. Nothing imports this module at run
+time: compact-bert runs the generated file.
 """
 
 from __future__ import annotations
 
 from ..configuration.modular_minimoe import MiniMoEConfig
-from .modeling_sparse_bert import (
-    SparseBertForMaskedLM,
-    SparseBertForQuestionAnswering,
-    SparseBertForSequenceClassification,
-    SparseBertForTokenClassification,
-    SparseBertModel,
-    SparseBertPreTrainedModel,
-)
+from .modeling_sparse_bert import SparseBertModel
 
-__all__ = [
-    "MiniMoEForMaskedLM",
-    "MiniMoEForQuestionAnswering",
-    "MiniMoEForSequenceClassification",
-    "MiniMoEForTokenClassification",
-    "MiniMoEModel",
-    "MiniMoEPreTrainedModel",
-]
+__all__ = ["ARCHITECTURE", "CONFIG_CLASS", "RENAMES"]
 
-
-class MiniMoEPreTrainedModel(SparseBertPreTrainedModel):
-    config_class = MiniMoEConfig
-    base_model_prefix = "minimoe"
-
-
-class MiniMoEModel(MiniMoEPreTrainedModel, SparseBertModel):
-    """Base model; see ``SparseBertModel.forward`` for the arguments."""
-
-
-class MiniMoEForMaskedLM(MiniMoEPreTrainedModel, SparseBertForMaskedLM):
-    backbone_class = MiniMoEModel
-
-
-class MiniMoEForSequenceClassification(MiniMoEPreTrainedModel, SparseBertForSequenceClassification):
-    backbone_class = MiniMoEModel
-
-
-class MiniMoEForTokenClassification(MiniMoEPreTrainedModel, SparseBertForTokenClassification):
-    backbone_class = MiniMoEModel
-
-
-class MiniMoEForQuestionAnswering(MiniMoEPreTrainedModel, SparseBertForQuestionAnswering):
-    backbone_class = MiniMoEModel
+ARCHITECTURE = SparseBertModel
+CONFIG_CLASS = MiniMoEConfig
+RENAMES = {"SparseBertConfigBase": "MiniMoEConfig", "SparseBert": "MiniMoE", "sparse_bert": "minimoe"}

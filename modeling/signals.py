@@ -21,8 +21,6 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from .implementation_selection import selected_implementations
-
 __all__ = ["SIGNAL_TEMPLATES", "SubmoduleRecorder", "signal_module_name"]
 
 SIGNAL_TEMPLATES = {
@@ -54,8 +52,6 @@ class SubmoduleRecorder:
     ``names`` maps a key of your choice to a submodule name relative to ``model.base_model`` (works for
     base models and heads). After the forward pass, ``recorder.outputs[key]`` and ``recorder.inputs[key]``
     hold the tensors of the last call — the live tensors, not copies, so gradients flow through them.
-    While recording, a compact-bert model computes its dense projections with ``"eager"``: the ``"onednn"``
-    implementation computes some without calling their modules, whose hooks would then not fire.
     """
 
     def __init__(self, model: nn.Module, names: Mapping[str, str], record_inputs: bool = False):
@@ -75,8 +71,6 @@ class SubmoduleRecorder:
         self.inputs: dict[str, torch.Tensor] = {}
 
     def __enter__(self) -> SubmoduleRecorder:
-        self._eager = selected_implementations(self._model, dense="eager", missing_ok=True)
-        self._eager.__enter__()
         for key, module in self._modules.items():
             self._handles.append(module.register_forward_hook(self._hook(key)))
         return self
@@ -85,7 +79,6 @@ class SubmoduleRecorder:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        self._eager.__exit__(*exc_info)
 
     def _hook(self, key: str):
         def record(module: nn.Module, args: tuple, output) -> None:

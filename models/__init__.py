@@ -6,9 +6,9 @@ CI fails when they differ from what the sources generate). Each imports only tor
 to bottom, so the classes compact-bert exports are the classes a Hub user loads with ``trust_remote_code=True``,
 and transformers' own ``register_for_auto_class`` saving copies these two files next to the weights.
 
-Shared building blocks (experts, routers, the implementation registries) are written into every file that uses
-them, so each family has its own copy of those classes: ``family_classes`` finds all copies of one by name, for
-the code that recognises a building block in any family's model (PEFT dispatch, export forms).
+Each file is an architecture written out under its family's names (``MiniMoEExperts``, ``MoEBertExperts``), as
+transformers writes ``modeling_mixtral.py``: ``family_classes`` finds every family's class of one part, for the code
+that recognises a part in any family's model (parameter counting, PEFT, the inference optimizer, export forms).
 """
 
 from __future__ import annotations
@@ -16,9 +16,18 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["MODEL_TYPES", "configuration_module", "family_classes", "modeling_module"]
+__all__ = ["MODEL_TYPES", "SPARSE_MODEL_TYPES", "configuration_module", "family_classes", "modeling_module"]
 
 MODEL_TYPES = ("ib_bert", "compact_mobilebert", "minimoe", "moe_bert")
+# The model types of the sparse BERT architecture (routers and experts); the others are bottleneck BERTs.
+SPARSE_MODEL_TYPES = ("minimoe", "moe_bert")
+# The class-name prefix of each model type's classes.
+_PREFIXES = {
+    "ib_bert": "IBBert",
+    "compact_mobilebert": "CompactMobileBert",
+    "minimoe": "MiniMoE",
+    "moe_bert": "MoEBert",
+}
 
 
 def configuration_module(model_type: str) -> ModuleType:
@@ -31,9 +40,8 @@ def modeling_module(model_type: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{model_type}.modeling_{model_type}")
 
 
-def family_classes(name: str) -> tuple[type, ...]:
-    """Every family's copy of the class called ``name`` (families without one are skipped), for ``isinstance``."""
-    modules = [module(model_type) for model_type in MODEL_TYPES for module in (configuration_module, modeling_module)]
-    return tuple(
-        dict.fromkeys(module.__dict__[name] for module in modules if isinstance(module.__dict__.get(name), type))
-    )
+def family_classes(part: str, model_types: tuple[str, ...] = MODEL_TYPES) -> tuple[type, ...]:
+    """Each family's class of ``part`` (``"Experts"`` → ``MiniMoEExperts``, ``MoEBertExperts``), for ``isinstance``;
+    families without one are skipped."""
+    classes = (getattr(modeling_module(model_type), _PREFIXES[model_type] + part, None) for model_type in model_types)
+    return tuple(klass for klass in classes if isinstance(klass, type))

@@ -9,10 +9,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# "auto" implementations read the development machine's measured choices instead of timing this one: the same
-# choices in every test process (and no timing noise in the suite); tests/modeling/test_implementation_probe.py
-# runs the probe itself.
-os.environ.setdefault("COMPACT_BERT_PROBE", "off")
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     # pyproject runs one xdist worker per core: a second thread per worker (and per subprocess a test starts)
     # would only oversubscribe the cores, and OpenMP's spinning threads make that much slower than one thread.
@@ -91,24 +87,8 @@ def tiny_classifier(config_id: str, **fields):
 
 
 def generated_file(model):
-    """The generated module (``models/<model_type>/modeling_<model_type>.py``) whose code ``model`` runs: each
-    family's file has its own copy of the shared building blocks and their module state (caches, probes,
-    registries), so a test that replaces one of them replaces the model's copy."""
+    """The generated module (``models/<model_type>/modeling_<model_type>.py``) whose code ``model`` runs."""
     return sys.modules[type(model).__module__]
-
-
-def forget_probed_choices_everywhere() -> None:
-    """``implementation_probe.forget_probed_choices`` for the package's copy of the probe and for the copy in each
-    family's generated file (the file stays): the next lookup of any of them reads the file, or measures."""
-    from compact_bert.modeling import implementation_probe
-    from compact_bert.models import MODEL_TYPES, modeling_module
-
-    implementation_probe.forget_probed_choices()
-    for model_type in MODEL_TYPES:
-        code = modeling_module(model_type)
-        code._probed_choice.cache_clear()
-        for callback in code._FORGET_CALLBACKS:
-            callback()
 
 
 def sgd_step(model, labels: torch.Tensor, lr: float = 0.5) -> None:

@@ -18,6 +18,7 @@ PACKAGES = (
     "models",
     "configuration",
     "modeling",
+    "optimization",
     "training",
     "embeddings",
     "export",

@@ -1,26 +1,50 @@
 """Loading a model folder as a user would expect it loaded: every backbone weight from the file, or an error.
 
 ``from_pretrained`` initializes whatever the checkpoint lacks and ignores whatever it holds in excess, and reports
-both in a load report nobody reads: a teacher whose FFN weights are missing is then used half-random, a config of
+both in a load report nobody reads (and a config that disagrees with the weights only as a bare size mismatch): a teacher whose FFN weights are missing is then used half-random, a config of
 another model type over a folder's weights trains a random model, an export of a base model as a classifier ships a
 random head and reports parity. ``load_checked`` reads the report: a missing or unexpected weight of the backbone
 (the embeddings and the encoder layers) is an error listing them; a task head that the caller is about to train
-(missing) or does not use (unexpected), and a pooler, are not. A truncated or corrupt weight file is named instead of surfacing as
-a ``SafetensorError`` traceback.
+(missing) or does not use (unexpected), and a pooler, are not; ``checkpoint_checks`` names the config field that
+disagrees with a tensor's shape, a wrong layer count and non-finite weights. A truncated or corrupt weight file is
+named instead of surfacing as a ``SafetensorError`` traceback. A folder saved by compact-bert 0.1.0, whose experts and
+routers had other names (``KEYS_OF_RELEASE_0_1``), is refused with the command that converts it
+(``compact-bert convert``): loaded as it is, its experts would start random.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from pathlib import Path
 
+from .checkpoint_checks import check_loaded_checkpoint, checkpoint_tensor_names
 from .run_errors import RunSettingsError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WeightsLoadError", "backbone_mismatches", "load_checked", "unreadable_weights_file"]
+__all__ = [
+    "KEYS_OF_RELEASE_0_1",
+    "WeightsLoadError",
+    "backbone_mismatches",
+    "load_checked",
+    "unreadable_weights_file",
+]
 
+# The weight names of compact-bert 0.1.0 → today's (regular expressions, as transformers' ``key_mapping``): the experts'
+# stacks took the names of transformers' experts interface, and a router's linear map was ``classifier``, a name
+# PEFT treats as a task head. ``modeling.conversion`` renames them.
+KEYS_OF_RELEASE_0_1 = {
+    r"experts\.fc1_weight\b": "experts.up_proj",
+    r"experts\.fc1_bias\b": "experts.up_proj_bias",
+    r"experts\.fc2_weight\b": "experts.down_proj",
+    r"experts\.fc2_bias\b": "experts.down_proj_bias",
+    r"router\.classifier\.": "router.gate.",
+}
+
+# ``from_pretrained`` arguments that locate a Hub checkpoint's files (to read their safetensors headers).
+_HUB_ARGUMENTS = ("subfolder", "revision", "cache_dir", "token", "local_files_only")
 # Task heads and poolers (transformers' names): a weight whose name passes through none of them is the backbone's.
 _HEAD_PARTS = (
     "classifier",
@@ -71,12 +95,25 @@ def unreadable_weights_file(folder: str | Path) -> str:
 def load_checked(auto_class, folder: str | Path, role: str, require_every_weight: bool = False, **from_pretrained):
     """``auto_class.from_pretrained(folder, **from_pretrained)``, refused when the weights file cannot be read or the
     backbone's weights do not match the model the config describes; ``role`` names the flag or argument. With
-    ``require_every_weight`` a missing task head is refused too (an export would ship it random)."""
+    ``require_every_weight`` a missing task head is refused too (an export would ship it random). A shape that
+    disagrees with the config is refused naming the config field, except, with ``ignore_mismatched_sizes=True``, in
+    a task head (a new number of labels), which then starts from random weights."""
     from safetensors import SafetensorError
 
+    ignore_mismatched_sizes = from_pretrained.pop("ignore_mismatched_sizes", False)
+    hub_kwargs = {name: from_pretrained[name] for name in _HUB_ARGUMENTS if from_pretrained.get(name) is not None}
+    if any(re.search("|".join(KEYS_OF_RELEASE_0_1), name) for name in checkpoint_tensor_names(folder, hub_kwargs)):
+        raise WeightsLoadError(
+            f"{role} {folder}: saved by compact-bert 0.1.0, whose experts and routers had other weight names "
+            f"(experts.fc1_weight, router.classifier ...). Convert it once: compact-bert convert {folder} NEW_FOLDER"
+        )
     try:
         with _without_transformers_load_report():
-            model, info = auto_class.from_pretrained(folder, output_loading_info=True, **from_pretrained)
+            # Mismatched tensors reach the report (and ``check_loaded_checkpoint``) only with the flag set: 4.57
+            # raises a bare size mismatch otherwise, before any report.
+            model, info = auto_class.from_pretrained(
+                folder, output_loading_info=True, ignore_mismatched_sizes=True, **from_pretrained
+            )
     except SafetensorError as error:
         raise WeightsLoadError(
             f"{role} {folder}: its weights file {unreadable_weights_file(folder)} cannot be read "
@@ -88,6 +125,7 @@ def load_checked(auto_class, folder: str | Path, role: str, require_every_weight
                 f"{role} {folder}: its weights file {unreadable_weights_file(folder)} cannot be read ({error})."
             ) from None
         raise
+    check_loaded_checkpoint(model, info, folder, ignore_mismatched_sizes, hub_kwargs)
     missing, unexpected = backbone_mismatches(info)
     if require_every_weight:
         missing = sorted(info.get("missing_keys") or ())

@@ -68,7 +68,7 @@ def _cpu_signature() -> str:
 
 
 def _cache_dir() -> Path:
-    from ...modeling.implementation_probe import compact_bert_cache_root
+    from ...training.cache_folder import compact_bert_cache_root
 
     return compact_bert_cache_root() / "kernels"
 

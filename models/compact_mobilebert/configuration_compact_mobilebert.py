@@ -46,26 +46,15 @@ def family_auto_map(config_class: type, model_suffixes: dict[str, str], given: d
     return {**auto_map, **(given or {})}
 
 
-# ``dense_implementation`` / ``moe_implementation``: what computes the dense projections and the experts
-# (``modeling/dense_implementations.py``, ``modeling/moe_implementations.py``).
-DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
+# Fields of configs saved by compact-bert 0.1.0 that chose the kernels inside ``forward``; the kernels are now chosen
+# by an explicit call on a loaded model (``compact_bert.optimize_for_inference``), so loading such a config drops them.
+FIELDS_OF_RELEASE_0_1 = ("dense_implementation", "moe_implementation", "pack_inference_weights")
 
 
-MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn", "batched")
-
-
-def implementation_fields(
-    owner: str, dense_implementation: str, moe_implementation: str, pack_inference_weights: bool | None
-) -> tuple[str, str]:
-    """The two implementation fields, checked, with a config saved before they existed read as it meant:
-    ``pack_inference_weights=False`` asked for the plain modules and the per-expert loop (``"eager"``)."""
-    if pack_inference_weights is not None:
-        require_bool(owner, "pack_inference_weights", pack_inference_weights)
-        if not pack_inference_weights:
-            dense_implementation = moe_implementation = "eager"
-    require_choice(owner, "dense_implementation", dense_implementation, DENSE_IMPLEMENTATIONS)
-    require_choice(owner, "moe_implementation", moe_implementation, MOE_IMPLEMENTATIONS)
-    return dense_implementation, moe_implementation
+def drop_fields_of_release_0_1(kwargs: dict) -> None:
+    """Remove the kernel-selection fields of a 0.1.0 ``config.json`` (``FIELDS_OF_RELEASE_0_1``) from ``kwargs``."""
+    for field in FIELDS_OF_RELEASE_0_1:
+        kwargs.pop(field, None)
 
 
 def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
@@ -172,12 +161,6 @@ class BottleneckBertConfig(PretrainedConfig):
         use_bottleneck: without it the layer is a plain post-LN BERT layer of width ``hidden_size``.
         trigram_input: the kernel-3 convolution embedding factorization of §3.4.
         classifier_activation: tanh pooler (as BERT) or the raw first-token features.
-        dense_implementation: what computes the dense projections (``modeling.dense_implementations``):
-            ``"eager"`` the ``nn.Linear`` modules as written; ``"onednn"`` at inference on CPU, GEMMs on weights
-            packed once for oneDNN with bias, activation and residual add fused and projections of one input
-            joined (same outputs to float32 rounding; the copies take about as much memory as the weights:
-            ``packed_weight_bytes(model)``); ``"auto"`` (default) ``"onednn"`` from the size at which it pays on
-            this machine (measured once and cached). Also a ``from_pretrained`` argument.
     """
 
     # The family's Auto classes and their class-name suffixes, named in ``auto_map`` (``auto_map.py``).
@@ -209,10 +192,9 @@ class BottleneckBertConfig(PretrainedConfig):
         classifier_activation: bool = True,
         classifier_dropout: float | None = None,
         tie_word_embeddings: bool = True,
-        dense_implementation: str = "auto",
-        pack_inference_weights: bool | None = None,
         **kwargs,
     ):
+        drop_fields_of_release_0_1(kwargs)
         reject_misspelt_fields(type(self), kwargs)
         kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
@@ -239,10 +221,6 @@ class BottleneckBertConfig(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.classifier_activation = classifier_activation
         self.classifier_dropout = classifier_dropout
-        # ``pack_inference_weights``: the field of configs saved before ``dense_implementation`` existed.
-        self.dense_implementation, _ = implementation_fields(
-            type(self).__name__, dense_implementation, "auto", pack_inference_weights
-        )
         self._validate()
 
     @property

@@ -3,46 +3,29 @@
 The modeling code of the ``compact_mobilebert`` model type: what compact-bert runs and what a saved folder ships
 as Hub remote code, importing only torch, transformers and the standard library. Generated from these
 modules, where any change belongs (then run `python -m utils.hub_code` in the repository):
-    compact_bert.modeling.normalization, compact_bert.modeling.attention,
-    compact_bert.modeling.implementation_probe, compact_bert.modeling.packed_weights,
-    compact_bert.modeling.implementation_interface, compact_bert.modeling.dense_implementations,
-    compact_bert.modeling.outputs, compact_bert.modeling.checkpoint_checks,
-    compact_bert.modeling.pretrained_base, compact_bert.modeling.task_losses,
-    compact_bert.modeling.task_heads, compact_bert.modeling.modeling_bottleneck_bert,
-    compact_bert.modeling.modular_compact_mobilebert
+    compact_bert.modeling.modeling_bottleneck_bert
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import math
-import os
-import platform
-import re
-import statistics
-import struct
-import time
-import weakref
 from collections.abc import Callable
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from types import SimpleNamespace
-from typing import NamedTuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
-from transformers.activations import GELUActivation
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPooling
+from transformers.modeling_outputs import MaskedLMOutput
+from transformers.modeling_outputs import QuestionAnsweringModelOutput
+from transformers.modeling_outputs import SequenceClassifierOutput
+from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 from transformers.utils import can_return_tuple
-from transformers.utils.generic import GeneralInterface
 
-from .configuration_compact_mobilebert import BottleneckBertConfig
 from .configuration_compact_mobilebert import CompactMobileBertConfig
 
 __all__ = [
@@ -52,22 +35,31 @@ __all__ = [
     "CompactMobileBertForSequenceClassification",
     "CompactMobileBertForTokenClassification",
     "CompactMobileBertModel",
+    "CompactMobileBertPreTrainedModel",
 ]
 
 
-class NoNorm(nn.Module):
+@dataclass
+class CompactMobileBertForPreTrainingOutput(ModelOutput):
+    """MLM + next-sentence-prediction output; ``loss`` is the sum of both losses (paper 001 eq. 4, α = 1)."""
+
+    loss: torch.FloatTensor | None = None
+    prediction_logits: torch.FloatTensor | None = None
+    seq_relationship_logits: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+class CompactMobileBertNoNorm(nn.Module):
     """``NoNorm(h) = γ ∘ h + β`` (eq. 1): an element-wise affine map in place of LayerNorm.
 
-    It removes the mean/variance reductions that dominate MobileBERT's latency on phones (Table 7); the
-    price is unnormalized activations (up to ~1e7), which is why fp16 overflows and bf16/fp32 are the
-    supported precisions: a float16 input is refused here (``.half()``, ``dtype=torch.float16``, fp16 autocast),
-    and compact-bert's trainers refuse ``--fp16`` / ``--fp16_full_eval`` before training.
-    At inference it can be folded into the neighbouring linear layers.
+    It removes the mean/variance reductions that dominate MobileBERT's latency on phones (Table 7); the price is
+    unnormalized activations (up to ~1e7), beyond float16's largest value: a float16 input is refused here, bf16 and
+    fp32 are the supported precisions.
     """
 
     def __init__(self, hidden_size: int, eps: float | None = None):
         super().__init__()
-        # ``eps`` is accepted (and unused) so that NoNorm and LayerNorm share a constructor.
         self.weight = nn.Parameter(torch.ones(hidden_size))
         self.bias = nn.Parameter(torch.zeros(hidden_size))
 
@@ -82,1006 +74,390 @@ class NoNorm(nn.Module):
         return torch.addcmul(self.bias, hidden_states, self.weight)
 
 
-def build_normalization(normalization_type: str, hidden_size: int, eps: float) -> nn.Module:
-    if normalization_type == "no_norm":
-        return NoNorm(hidden_size)
-    if normalization_type == "layer_norm":
-        return nn.LayerNorm(hidden_size, eps=eps)
-    raise ValueError(f"`normalization_type` must be 'no_norm' or 'layer_norm', got {normalization_type!r}.")
+def normalization_layer(config, size: int) -> nn.Module:
+    if config.normalization_type == "no_norm":
+        return CompactMobileBertNoNorm(size)
+    return nn.LayerNorm(size, eps=config.layer_norm_eps)
 
 
-def additive_attention_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """``[batch, seq]`` 1/0 padding mask → ``[batch, 1, 1, seq]`` additive mask (0 keeps, dtype-min masks)."""
-    if attention_mask is None:
-        return None
-    keep = attention_mask[:, None, None, :].to(dtype)
-    return (1.0 - keep) * torch.finfo(dtype).min
+class CompactMobileBertEmbeddings(nn.Module):
+    """Factorized embedding (§3.4): a ``embedding_size`` table, the kernel-3 "convolution" (concatenate the
+    embeddings of positions t+1, t, t-1 and project to ``hidden_size``), then position + token type, normalization
+    and dropout."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.trigram_input = config.trigram_input
+        self.needs_transformation = config.trigram_input or config.embedding_size != config.hidden_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        if self.needs_transformation:
+            width = config.embedding_size * (3 if config.trigram_input else 1)
+            self.embedding_transformation = nn.Linear(width, config.hidden_size)
+        self.LayerNorm = normalization_layer(config, config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False)
+
+    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        seq_length = inputs_embeds.shape[1]
+        if self.trigram_input:
+            following = F.pad(inputs_embeds[:, 1:], (0, 0, 0, 1))
+            preceding = F.pad(inputs_embeds[:, :-1], (0, 0, 1, 0))
+            inputs_embeds = torch.cat([following, inputs_embeds, preceding], dim=2)
+        if self.needs_transformation:
+            inputs_embeds = self.embedding_transformation(inputs_embeds)
+        if position_ids is None:
+            position_ids = self.position_ids[:, :seq_length]
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
+        embeddings = (
+            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+        )
+        return self.dropout(self.LayerNorm(embeddings))
 
 
-def split_heads(states: torch.Tensor, num_heads: int) -> torch.Tensor:
-    batch, seq, width = states.shape
-    return states.view(batch, seq, num_heads, width // num_heads).transpose(1, 2)
-
-
-def merge_heads(states: torch.Tensor) -> torch.Tensor:
-    batch, heads, seq, head_size = states.shape
-    return states.transpose(1, 2).reshape(batch, seq, heads * head_size)
-
-
-def uses_eager_attention(config, output_attentions: bool) -> bool:
-    """The explicit path when probabilities are requested or ``attn_implementation="eager"`` is selected."""
-    return output_attentions or getattr(config, "_attn_implementation", None) == "eager"
-
-
-def scaled_dot_product_attention(
+def eager_attention_forward(
+    module: nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    additive_mask: torch.Tensor | None,
-    dropout_p: float,
-    eager: bool,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Attention over ``[batch, heads, seq, head_size]`` tensors; returns the context and, on the eager
-    path, the probabilities (``None`` from the fused kernel).
-
-    ``dropout_p`` must already be 0 outside training.
-    """
-    if not eager:
-        context = F.scaled_dot_product_attention(query, key, value, attn_mask=additive_mask, dropout_p=dropout_p)
-        return context, None
-    scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
-    if additive_mask is not None:
-        scores = scores + additive_mask
-    probs = torch.softmax(scores, dim=-1)
-    context = torch.matmul(F.dropout(probs, p=dropout_p, training=dropout_p > 0), value)
-    return context, probs
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention written out, over ``[batch, heads, seq, head_size]`` tensors and an additive mask: the
+    only path with probabilities (attention transfer, paper 001 eq. 3). Returns ``[batch, seq, heads, head_size]``."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = torch.softmax(weights, dim=-1)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
-def compact_bert_cache_root() -> Path:
-    """``$COMPACT_BERT_CACHE``, else ``$XDG_CACHE_HOME/compact_bert``, else ``~/.cache/compact_bert``."""
-    root = os.environ.get("COMPACT_BERT_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "compact_bert"
-    )
-    return Path(root)
+def attention_function(config, output_attentions: bool) -> Callable:
+    """The attention implementation ``config._attn_implementation`` names in transformers' registry
+    (``ALL_ATTENTION_FUNCTIONS``: ``sdpa``, and what the installed transformers or the user registers), or
+    ``eager_attention_forward``; always the latter when probabilities are asked for, which fused kernels never
+    compute. Registered functions receive the ``[batch, 1, 1, seq]`` additive padding mask."""
+    if output_attentions or config._attn_implementation == "eager":
+        return eager_attention_forward
+    if not hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers 4.57: a plain mapping
+        return ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
 
 
-def probe_file() -> Path:
-    return compact_bert_cache_root() / "implementation_probe.json"
+class CompactMobileBertSelfAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.head_size = config.true_hidden_size // config.num_attention_heads
+        self.scaling = self.head_size**-0.5
+        self.dropout_prob = config.attention_probs_dropout_prob
+        self.is_causal = False
+        query_key_input = config.hidden_size if config.attention_input == "inter_block" else config.true_hidden_size
+        value_input = config.true_hidden_size if config.attention_input == "intra_bottleneck" else config.hidden_size
+        self.query = nn.Linear(query_key_input, config.true_hidden_size)
+        self.key = nn.Linear(query_key_input, config.true_hidden_size)
+        self.value = nn.Linear(value_input, config.true_hidden_size)
 
-
-def machine_key() -> str:
-    """What a measurement holds for: the CPU model, the torch version and the number of threads."""
-    return f"{_cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
-
-
-@functools.cache
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def probed_choice(name: str, measure: Callable[[], object], fallback: object) -> object:
-    """The measured answer ``name`` for this machine: from the probe file, else ``measure()`` (then saved);
-    ``fallback`` with ``COMPACT_BERT_PROBE=off``. Looked up once per process and name (``functools.cache``)."""
-    return _probed_choice(name, measure, fallback, machine_key())
-
-
-@functools.cache
-def _probed_choice(name: str, measure: Callable[[], object], fallback: object, key: str) -> object:
-    if os.environ.get("COMPACT_BERT_PROBE", "").lower() == "off":
-        return fallback
-    saved = _read_probe_file().get(key, {})
-    if name in saved:
-        return saved[name]
-    # The probe must not run in whatever autocast, inference or grad mode first asks for the answer (its packed
-    # copies keep version counters, which inference tensors lack).
-    with torch.autocast("cpu", enabled=False), torch.inference_mode(False), torch.no_grad():
-        value = measure()
-    record_probe(name, value, key)
-    return value
-
-
-# What ``forget_probed_choices`` clears besides this module's cache: the derived caches of the implementations.
-_FORGET_CALLBACKS: list[Callable[[], None]] = []
-
-
-def on_forget(callback: Callable[[], None]) -> None:
-    _FORGET_CALLBACKS.append(callback)
-
-
-def _read_probe_file() -> dict:
-    try:
-        entries = json.loads(probe_file().read_text())
-    except (OSError, ValueError):
-        return {}
-    return entries if isinstance(entries, dict) else {}
-
-
-def record_probe(name: str, value: object, key: str | None = None) -> None:
-    """Save one measured answer for ``key`` (this machine by default); the file is replaced atomically, so
-    processes probing at the same time never leave it half written."""
-    key = key or machine_key()
-    entries = _read_probe_file()
-    entries.setdefault(key, {})[name] = value
-    path = probe_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(entries, indent=1, sort_keys=True))
-        os.replace(partial, path)
-    except OSError:
-        pass  # a read-only cache: the answer still holds for this process
-
-
-def median_seconds(calls: dict[str, Callable[[], object]], rounds: int = 7) -> dict[str, float]:
-    """The median time of each call over ``rounds`` interleaved rounds (one warm-up call each first)."""
-    samples: dict[str, list[float]] = {label: [] for label in calls}
-    for call in calls.values():
-        call()
-    for _ in range(rounds):
-        for label, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[label].append(time.perf_counter() - start)
-    return {label: statistics.median(times) for label, times in samples.items()}
-
-
-# Activations the packed GEMM applies in its epilogue with the same numerics as ``ACT2FN[name]``:
-# name -> (oneDNN post-op, its algorithm argument).
-FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "relu": ("relu", "")}
-
-
-# Elements compared per expert matrix to notice edits through ``param.data`` (see the module docstring).
-SAMPLED_ELEMENTS_PER_MATRIX = 64
-
-
-class ParameterStamp:
-    """What a packed copy was built from, to tell whether its parameter changed since (module docstring): the
-    version counter, the storage address, and a sample of the values both as kept then and as a live view of the
-    parameter's storage (comparing the two is one small ``torch.equal`` per call)."""
-
-    __slots__ = ("data_ptr", "live_sample", "sample", "version")
-
-    def __init__(self, parameter: torch.Tensor):
-        self.version = parameter._version
-        self.data_ptr = parameter.data_ptr()
-        self.live_sample = _sample(parameter)
-        self.sample = self.live_sample.clone()
-
-    def matches(self, parameter: torch.Tensor) -> bool:
-        return (
-            self.version == parameter._version
-            and self.data_ptr == parameter.data_ptr()
-            and torch.equal(self.sample, self.live_sample)
+    def forward(self, query_input, key_input, value_input, attention_mask, output_attentions=False):
+        shape = (*query_input.shape[:-1], -1, self.head_size)
+        context, probs = attention_function(self.config, output_attentions)(
+            self,
+            self.query(query_input).view(shape).transpose(1, 2),
+            self.key(key_input).view(shape).transpose(1, 2),
+            self.value(value_input).view(shape).transpose(1, 2),
+            attention_mask,
+            dropout=self.dropout_prob if self.training else 0.0,
+            scaling=self.scaling,
         )
+        return context.reshape(*query_input.shape[:-1], -1), probs
 
 
-@dataclass
-class PackedLinearGroup:
-    """One packed ``[sum of outs, in]`` matrix for linear maps that read the same input, their biases joined
-    (the bias parameter itself for a group of one: no copy to keep current), and the output widths."""
+class CompactMobileBertSelfOutput(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.use_bottleneck = config.use_bottleneck
+        self.dense = nn.Linear(config.true_hidden_size, config.true_hidden_size)
+        self.LayerNorm = normalization_layer(config, config.true_hidden_size)
+        if not self.use_bottleneck:
+            self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    matrix: torch.Tensor
-    bias: torch.Tensor | None
-    widths: tuple[int, ...]
-    stamps: tuple[ParameterStamp, ...]  # of each weight, and of each bias that was joined
-    nbytes: int
-
-
-# Groups keyed by their first module (a C-level weak reference: the lookup is fast), then by the identities of
-# all their modules.
-_PACKED_GROUPS = weakref.WeakKeyDictionary()
-
-
-@functools.cache
-def packing_available() -> bool:
-    """Whether oneDNN's private linear ops exist here and reproduce ``F.linear`` on a small probe."""
-    if not torch.backends.mkldnn.is_available():
-        return False
-    # The probe is cached for the process: it must not run in whatever autocast region first asks.
-    with torch.autocast("cpu", enabled=False):
-        return _probe_packing()
+    def forward(self, hidden_states, residual):
+        layer_outputs = self.dense(hidden_states)
+        if not self.use_bottleneck:
+            layer_outputs = self.dropout(layer_outputs)
+        return self.LayerNorm(layer_outputs + residual)
 
 
-def _probe_packing() -> bool:
-    try:
-        weight = torch.arange(12, dtype=torch.float32).view(3, 4) / 7
-        inputs = torch.linspace(-1, 1, 8).view(2, 4)
-        bias = torch.tensor([0.5, -0.25, 1.0])
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
-        result = torch.ops.mkldnn._linear_pointwise(inputs, packed, bias, "none", [], "")
-    except (AttributeError, RuntimeError, NotImplementedError):
-        return False
-    return bool(torch.allclose(result, F.linear(inputs, weight, bias), rtol=0, atol=1e-6))
+class CompactMobileBertAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.self = CompactMobileBertSelfAttention(config)
+        self.output = CompactMobileBertSelfOutput(config)
+
+    def forward(self, query_input, key_input, value_input, layer_input, attention_mask, output_attentions=False):
+        context, probs = self.self(query_input, key_input, value_input, attention_mask, output_attentions)
+        return self.output(context, layer_input), probs
 
 
-def _sample(weight: torch.Tensor) -> torch.Tensor:
-    """A view of a fixed spread of elements of every matrix of ``weight`` (``[..., out, in]``, or a bias)."""
-    width = weight.shape[-2] * weight.shape[-1] if weight.dim() > 1 else weight.shape[-1]
-    matrices = weight.detach().reshape(-1, width)
-    return matrices[:, :: max(1, width // SAMPLED_ELEMENTS_PER_MATRIX)]
+class CompactMobileBertIntermediate(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.true_hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
 
 
-def packing_applies_now() -> bool:
-    """The conditions that do not depend on the module (module docstring)."""
-    return not (
-        torch.is_grad_enabled()
-        or torch.compiler.is_compiling()
-        or torch.compiler.is_exporting()
-        or torch.jit.is_tracing()
-        # Under CPU autocast (e.g. Accelerate's bf16 evaluation) F.linear computes in the autocast dtype; the packed
-        # fp32 op would not, so the plain path keeps autocast's semantics.
-        or torch.is_autocast_enabled("cpu")
-        or not torch.backends.mkldnn.enabled  # switched off by the user: torch.backends.mkldnn.flags(enabled=False)
-        or not packing_available()
-    )
+class CompactMobileBertOutputBottleneck(nn.Module):
+    """The output (inverted) bottleneck: intra → inter, residual from the layer input, normalization."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.true_hidden_size, config.hidden_size)
+        self.LayerNorm = normalization_layer(config, config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, residual):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
 
 
-def _packable(weight: torch.Tensor, module: nn.Module) -> bool:
-    return (
-        not module.training
-        and isinstance(weight, nn.Parameter)
-        and weight.device.type == "cpu"
-        and weight.dtype == torch.float32
-    )
-
-
-def packed_linear_group(linears: tuple[nn.Linear, ...]) -> PackedLinearGroup | None:
-    """One packed matrix for ``linears`` (``nn.Linear`` maps of the same input width), their outputs side by side
-    in the given order; ``None`` when the caller must call the modules (a module in training mode or a weight that
-    cannot be packed; the caller checks ``packing_applies_now`` first). Called for every dense layer large enough
-    to fuse, on every forward pass: a current group is found and checked in a few microseconds."""
-    groups = _PACKED_GROUPS.get(linears[0])
-    key = tuple(map(id, linears))
-    group = None if groups is None else groups.get(key)
-    parameters = _tracked_parameters(linears)
-    if (
-        group is not None
-        and not any(linear.training for linear in linears)
-        and all(stamp.matches(parameter) for stamp, parameter in zip(group.stamps, parameters))
-    ):
-        return group
-    if not all(_packable(linear.weight, linear) for linear in linears):
-        return None
-    group = _pack_group(linears, parameters)
-    _PACKED_GROUPS.setdefault(linears[0], {})[key] = group
-    return group
-
-
-def _tracked_parameters(linears: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, ...]:
-    """What a group's copies are built from: the weights, and the biases a larger group joins (a group of one reads
-    its bias parameter live). Read from ``_parameters``: ``nn.Module.__getattr__`` costs more than the rest."""
-    if len(linears) == 1:
-        return (linears[0]._parameters["weight"],)
-    return tuple(
-        p for linear in linears for p in (linear._parameters["weight"], linear._parameters["bias"]) if p is not None
-    )
-
-
-def _pack_group(linears: tuple[nn.Linear, ...], parameters: tuple[torch.Tensor, ...]) -> PackedLinearGroup:
-    weights = [linear.weight.detach() for linear in linears]
-    matrix = torch.ops.mkldnn._reorder_linear_weight(torch.cat(weights).contiguous(), None)
-    if len(linears) == 1:
-        bias = linears[0].bias
-    elif all(linear.bias is None for linear in linears):
-        bias = None
-    else:
-        bias = torch.cat(
-            [
-                linear.bias.detach() if linear.bias is not None else weight.new_zeros(weight.shape[0])
-                for linear, weight in zip(linears, weights)
-            ]
-        )
-    joined_bytes = bias.numel() * bias.element_size() if bias is not None and len(linears) > 1 else 0
-    return PackedLinearGroup(
-        matrix=matrix,
-        bias=bias,
-        widths=tuple(weight.shape[0] for weight in weights),
-        stamps=tuple(ParameterStamp(p) for p in parameters),
-        nbytes=sum(weight.numel() * weight.element_size() for weight in weights) + joined_bytes,
-    )
-
-
-def packed_linear(
-    rows: torch.Tensor, packed_weight: torch.Tensor, bias: torch.Tensor | None, activation: str | None = None
-) -> torch.Tensor:
-    """``activation(F.linear(rows, W, bias))`` with ``W`` packed; ``activation`` one of ``FUSED_ACTIVATIONS``."""
-    post_op, algorithm = FUSED_ACTIVATIONS[activation] if activation is not None else ("none", "")
-    return _onednn_ops().unary(rows.contiguous(), packed_weight, bias, post_op, [], algorithm)
-
-
-def packed_linear_add(
-    rows: torch.Tensor, others: torch.Tensor, packed_weight: torch.Tensor, bias: torch.Tensor | None
-) -> torch.Tensor:
-    """``F.linear(rows, W, bias) + others`` with ``W`` packed, the addition in the GEMM's epilogue."""
-    return _onednn_ops().binary(rows.contiguous(), others.contiguous(), packed_weight, bias, "add")
-
-
-@functools.cache
-def _onednn_ops() -> SimpleNamespace:
-    """The oneDNN linear overloads, looked up once (``torch.ops`` attribute chains cost a microsecond per call)."""
-    return SimpleNamespace(
-        unary=torch.ops.mkldnn._linear_pointwise.default, binary=torch.ops.mkldnn._linear_pointwise.binary
-    )
-
-
-class ImplementationInterface(GeneralInterface):
-    """Name → implementation for the config field ``config_field``; ``register(name, implementation)`` adds one."""
-
-    config_field = ""
-
-    def get_interface(self, name: str):
-        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
-        if implementation is None:
-            raise ValueError(
-                f"`{self.config_field}={name!r}` is not a registered implementation; valid: {', '.join(sorted(self))}."
-            )
-        return implementation
-
-
-class DenseImplementation:
-    """The plain modules (``"eager"``); other implementations override both methods and may fall back to these."""
-
-    def linear(
-        self,
-        linear: nn.Module,
-        inputs: torch.Tensor,
-        activation: nn.Module | None = None,
-        dropout: nn.Module | None = None,
-        residual: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        outputs = linear(inputs)
-        if activation is not None:
-            outputs = activation(outputs)
-        if dropout is not None:
-            outputs = dropout(outputs)
-        return outputs if residual is None else outputs + residual
-
-    def joined(self, linears: Sequence[nn.Module], inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(linear(inputs) for linear in linears)
-
-
-def _fused_activation(activation: nn.Module | None) -> str | None:
-    """oneDNN's epilogue name for ``activation`` where it computes the same function, else ``None``."""
-    if isinstance(activation, nn.ReLU):
-        return "relu"
-    if isinstance(activation, GELUActivation) and activation.act is nn.functional.gelu:
-        return "gelu"
-    return None
-
-
-# From this many multiply-adds per call the fused and the plain GEMM took about the same time on the development
-# machine (0.9-1.1x at 512 rows, every shape tried), and one measurement would take seconds: fused, unmeasured.
-_ALWAYS_FUSED_FROM = 1 << 28
-
-
-# The prior of ``probed_fusion`` (the rule measured on the development machine), and the measured time ratios
-# (fused / plain) that clearly overturn it.
-_FUSED_FROM = 1 << 25
-
-
-_CLEAR_WIN, _CLEAR_LOSS = 0.90, 1.10
-
-
-class DenseShape(NamedTuple):
-    """A dense call as the fusion decision sees it: what follows the GEMM (``"gelu"``, ``"relu"``, ``"residual"``
-    or ``"none"``), the widths, how many projections are joined, and the rows rounded up to a power of two (so that
-    sequence lengths share verdicts)."""
-
-    epilogue: str
-    in_features: int
-    out_features: int
-    projections: int
-    rows: int
-
-    @property
-    def multiply_adds(self) -> int:
-        return self.rows * self.in_features * self.out_features
-
-
-class OneDNNDense(DenseImplementation):
-    """Packed, epilogue-fused, joined GEMMs where ``fuses(shape)`` says they pay (module docstring); elsewhere, or
-    where the packed path cannot run, the plain modules."""
-
-    def __init__(self, fuses: Callable[[DenseShape], bool]):
-        self.fuses = fuses
-        # (epilogue, widths, projections, rows, threads) → verdict: one dictionary lookup per call once seen.
-        self._verdicts: dict[tuple[str, int, int, int, int, int], bool] = {}
-        on_forget(self._verdicts.clear)
-
-    def _group(self, linears: tuple[nn.Module, ...], inputs: torch.Tensor, epilogue: str) -> PackedLinearGroup | None:
-        """The packed group for ``linears`` where the packed path applies now and pays, else ``None``.
-        Runs for every dense layer of a forward pass: cheapest checks first, the plain path in about a microsecond
-        (training, compiling, tracing: before anything else, so that a traced graph never reaches the probe)."""
-        if torch.is_grad_enabled() or torch.compiler.is_compiling() or torch.jit.is_tracing():
-            return None
-        if len(linears) == 1:
-            if type(linears[0]) is not nn.Linear:
-                return None
-            out_features = linears[0].out_features
-        elif any(type(linear) is not nn.Linear for linear in linears):
-            return None
+class CompactMobileBertOutput(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.use_bottleneck = config.use_bottleneck
+        self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
+        self.LayerNorm = normalization_layer(config, config.true_hidden_size)
+        if self.use_bottleneck:
+            self.bottleneck = CompactMobileBertOutputBottleneck(config)
         else:
-            out_features = sum(linear.out_features for linear in linears)
-        width = linears[0].in_features
-        rows = inputs.numel() // width
-        key = (epilogue, width, out_features, len(linears), rows, torch.get_num_threads())
-        fuses = self._verdicts.get(key)
-        if fuses is None:
-            bucket = 1 << max(rows - 1, 0).bit_length()
-            fuses = self._verdicts[key] = bool(
-                self.fuses(DenseShape(epilogue, width, out_features, len(linears), bucket))
+            self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, intermediate_states, residual_tensor_1, residual_tensor_2):
+        layer_output = self.dense(intermediate_states)
+        if not self.use_bottleneck:
+            return self.LayerNorm(self.dropout(layer_output) + residual_tensor_1)
+        return self.bottleneck(self.LayerNorm(layer_output + residual_tensor_1), residual_tensor_2)
+
+
+class CompactMobileBertBottleneckLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intra_bottleneck_size)
+        self.LayerNorm = normalization_layer(config, config.intra_bottleneck_size)
+
+    def forward(self, hidden_states):
+        return self.LayerNorm(self.dense(hidden_states))
+
+
+class CompactMobileBertBottleneck(nn.Module):
+    """Input bottleneck inter → intra, plus the shared query/key bottleneck of MobileBERT. Returns the query, key
+    and value inputs of the attention and the layer input (the attention's residual)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.attention_input = config.attention_input
+        self.input = CompactMobileBertBottleneckLayer(config)
+        if self.attention_input == "shared_bottleneck":
+            self.attention = CompactMobileBertBottleneckLayer(config)
+
+    def forward(self, hidden_states) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        layer_input = self.input(hidden_states)
+        if self.attention_input == "shared_bottleneck":
+            shared = self.attention(hidden_states)
+            return shared, shared, hidden_states, layer_input
+        if self.attention_input == "intra_bottleneck":
+            return layer_input, layer_input, layer_input, layer_input
+        return hidden_states, hidden_states, hidden_states, layer_input
+
+
+class CompactMobileBertFFNOutput(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
+        self.LayerNorm = normalization_layer(config, config.true_hidden_size)
+
+    def forward(self, hidden_states, residual):
+        return self.LayerNorm(self.dense(hidden_states) + residual)
+
+
+class CompactMobileBertFFNLayer(nn.Module):
+    """One of the extra stacked FFNs of §3.2 (the last FFN of a layer is its ``intermediate``/``output``)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.intermediate = CompactMobileBertIntermediate(config)
+        self.output = CompactMobileBertFFNOutput(config)
+
+    def forward(self, hidden_states):
+        return self.output(self.intermediate(hidden_states), hidden_states)
+
+
+class CompactMobileBertLayer(GradientCheckpointingLayer):
+    """Input bottleneck → MHA → ``num_feedforward_networks`` stacked FFNs → output bottleneck. Returns the hidden
+    states and the attention probabilities (or ``None``)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.use_bottleneck = config.use_bottleneck
+        self.attention = CompactMobileBertAttention(config)
+        self.intermediate = CompactMobileBertIntermediate(config)
+        self.output = CompactMobileBertOutput(config)
+        if self.use_bottleneck:
+            self.bottleneck = CompactMobileBertBottleneck(config)
+        if config.num_feedforward_networks > 1:
+            self.ffn = nn.ModuleList(
+                [CompactMobileBertFFNLayer(config) for _ in range(config.num_feedforward_networks - 1)]
             )
-        if not fuses or not packing_applies_now():
-            return None
-        return packed_linear_group(linears)
 
-    def linear(self, linear, inputs, activation=None, dropout=None, residual=None):
-        fused_name = None if activation is None else _fused_activation(activation)
-        group = None
-        if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
-            epilogue = fused_name or ("residual" if residual is not None else "none")
-            group = self._group((linear,), inputs, epilogue)
-        if group is None:
-            return super().linear(linear, inputs, activation, dropout, residual)
-        rows = inputs.reshape(-1, inputs.shape[-1])
-        if residual is not None and fused_name is None:
-            others = residual.reshape(rows.shape[0], -1).contiguous()
-            outputs = packed_linear_add(rows, others, group.matrix, group.bias)
+    def forward(self, hidden_states, attention_mask, output_attentions=False):
+        if self.use_bottleneck:
+            query, key, value, layer_input = self.bottleneck(hidden_states)
         else:
-            outputs = packed_linear(rows, group.matrix, group.bias, fused_name)
-            if residual is not None:  # the activation comes before the addition: not one epilogue
-                outputs = outputs + residual.reshape(rows.shape[0], -1)
-        return outputs.view(*inputs.shape[:-1], outputs.shape[-1])
-
-    def joined(self, linears, inputs):
-        group = self._group(tuple(linears), inputs, "none")
-        if group is None:
-            return super().joined(linears, inputs)
-        joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)
-        return tuple(part.view(*inputs.shape[:-1], part.shape[-1]) for part in joined.split(group.widths, dim=-1))
-
-
-def _measure_fusion(shape: DenseShape) -> float:
-    """The probe of ``implementation_probe`` for one shape: eight different projections of that shape (the weights
-    of a model are not all in cache: eight sets of weights keep the GEMM's weight reads about as cold as a model's;
-    one set, always in cache, hides the per-call re-packing that fusing saves), fused against the plain modules, 11
-    interleaved rounds; the fused path's time over the plain one's (medians)."""
-    generator = torch.Generator().manual_seed(0)
-    width = shape.out_features // shape.projections
-    activation = {"gelu": GELUActivation(), "relu": nn.ReLU()}.get(shape.epilogue)
-    groups = []
-    for _ in range(8):
-        linears = tuple(nn.Linear(shape.in_features, width).eval() for _ in range(shape.projections))
-        with torch.no_grad():
-            for linear in linears:
-                linear.weight.copy_(torch.randn(linear.weight.shape, generator=generator) * 0.05)
-        groups.append(linears)
-    inputs = torch.randn(shape.rows, shape.in_features, generator=generator)
-    residual = torch.randn(shape.rows, width, generator=generator) if shape.epilogue == "residual" else None
-
-    def run(implementation: DenseImplementation) -> None:
-        for linears in groups:
-            if len(linears) > 1:
-                implementation.joined(linears, inputs)
-            else:
-                implementation.linear(linears[0], inputs, activation, None, residual)
-
-    eager, fused = DenseImplementation(), OneDNNDense(lambda shape: True)
-    times = median_seconds({"eager": lambda: run(eager), "fused": lambda: run(fused)}, rounds=11)
-    return round(times["fused"] / times["eager"], 3)
-
-
-def probed_fusion(shape: DenseShape) -> bool:
-    """Whether ``"auto"`` fuses a call of ``shape`` on this machine.
-
-    The prior is the rule measured on the development machine: fuse from 2^25 multiply-adds per call. The
-    shape's measured time ratio (fused / plain, measured the first time the shape is seen, then read from the
-    probe file) overrides it only where it is clear: a shape below 2^25 fuses if fusing measured at most 0.90x,
-    one above stays plain if fusing measured more than 1.10x. Why not the bare measurement: a single shape's ratio
-    moves by ±10% between runs on a shared 2-core machine (0.91-1.12x for MiniLM's GELU projection), while a whole
-    MiniLM runs 5-10% faster with those borderline shapes fused; a clear difference (MobileBERT's 128-wide
-    projections: 1.1-2.9x; a machine where fusing pays from batch 1: 0.76x) is not noise. With probing off: the
-    prior."""
-    prior = shape.multiply_adds >= _FUSED_FROM
-    if shape.multiply_adds >= _ALWAYS_FUSED_FROM:
-        return True
-    name = "dense {} {}x{}/{} rows {}".format(*shape)
-    ratio = probed_choice(name, functools.partial(_measure_fusion, shape), None)
-    if ratio is None:
-        return prior
-    return ratio <= _CLEAR_LOSS if prior else ratio <= _CLEAR_WIN
-
-
-class DenseInterface(ImplementationInterface):
-    """Name → dense implementation; ``DenseInterface.register(name, implementation)`` adds one."""
-
-    config_field = "dense_implementation"
-    _global_mapping = {
-        "eager": DenseImplementation(),
-        "onednn": OneDNNDense(lambda shape: True),
-        "auto": OneDNNDense(probed_fusion),
-    }
-
-
-ALL_DENSE_IMPLEMENTATIONS = DenseInterface()
-
-
-def dense_linear(
-    config,
-    linear: nn.Module,
-    inputs: torch.Tensor,
-    *,
-    activation: nn.Module | None = None,
-    dropout: nn.Module | None = None,
-    residual: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``dropout(activation(linear(inputs))) + residual`` (each part optional), by ``config.dense_implementation``."""
-    implementation = ALL_DENSE_IMPLEMENTATIONS.get_interface(config.dense_implementation)
-    return implementation.linear(linear, inputs, activation, dropout, residual)
-
-
-def dense_joined(config, linears: Sequence[nn.Module], inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """``tuple(linear(inputs) for linear in linears)``, by ``config.dense_implementation``."""
-    return ALL_DENSE_IMPLEMENTATIONS.get_interface(config.dense_implementation).joined(linears, inputs)
-
-
-@dataclass
-class CompactBertModelOutput(ModelOutput):
-    """Output of a base model.
-
-    Args:
-        last_hidden_state: ``[batch, seq, hidden]`` output of the last layer (the inter-block feature map
-            for the bottleneck family).
-        pooler_output: ``[batch, hidden]`` pooled first token, when the model has a pooler.
-        hidden_states: embeddings output plus every layer's output, with ``output_hidden_states=True``;
-            these are the feature maps of feature-map transfer (paper 001 eq. 2).
-        attentions: per layer ``[batch, heads, seq, seq]`` attention probabilities, with
-            ``output_attentions=True`` (attention transfer, paper 001 eq. 3).
-        router_logits: per MoE block ``[batch, seq, num_experts]`` float32 router logits, with
-            ``output_router_logits=True`` (top-1 gating only).
-        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks.
-        expert_load: ``[num_moe_blocks, num_experts]`` fraction of real tokens routed to each expert.
-        dropped_token_fraction: ``[num_moe_blocks]`` fraction of real tokens dropped by the capacity limit.
-    """
-
-    last_hidden_state: torch.FloatTensor | None = None
-    pooler_output: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
-
-
-@dataclass
-class CompactBertMaskedLMOutput(ModelOutput):
-    """Masked-LM head output; ``loss`` (with labels) includes the backbone's ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
-
-
-@dataclass
-class CompactBertPreTrainingOutput(ModelOutput):
-    """MLM + next-sentence-prediction output; ``loss`` is the sum of both losses (paper 001 eq. 4, α = 1)."""
-
-    loss: torch.FloatTensor | None = None
-    prediction_logits: torch.FloatTensor | None = None
-    seq_relationship_logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-
-
-@dataclass
-class CompactBertClassifierOutput(ModelOutput):
-    """Sequence- or token-classification output; ``loss`` (with labels) includes ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
-
-
-@dataclass
-class CompactBertQuestionAnsweringOutput(ModelOutput):
-    """Extractive QA output; ``loss`` (with start/end positions) includes ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    start_logits: torch.FloatTensor | None = None
-    end_logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
-
-
-# Config fields a tensor dimension can be; the first whose value matches a differing dimension is named, after
-# the fields that the tensor's name points at (``_FIELDS_BY_TENSOR_NAME``).
-_SIZE_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "moe_intermediate_size",
-    "num_experts",
-    "num_attention_experts",
-    "embedding_size",
-    "intra_bottleneck_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "num_labels",
-    "num_attention_heads",
-)
-
-
-_FIELDS_BY_TENSOR_NAME = (
-    (re.compile(r"attention.*experts|attention.*router"), "num_attention_experts"),
-    (re.compile(r"experts|router"), "num_experts"),
-    (re.compile(r"word_embeddings|predictions\.(bias|decoder)"), "vocab_size"),
-    (re.compile(r"position_embeddings"), "max_position_embeddings"),
-    (re.compile(r"token_type_embeddings"), "type_vocab_size"),
-    (re.compile(r"classifier|qa_outputs"), "num_labels"),
-    (re.compile(r"intermediate|ffn"), "intermediate_size"),
-)
-
-
-_LAYER_INDEX = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
-
-
-_SHOWN_PER_FIELD = 3
-
-
-class CheckpointMismatchError(ValueError):
-    """The checkpoint's weights do not fit the config, or hold non-finite values."""
-
-
-def check_loaded_checkpoint(
-    model, loading_info: dict, source, ignore_mismatched_sizes: bool, hub_kwargs: dict
-) -> None:
-    """Raise ``CheckpointMismatchError`` for what the module docstring lists; ``loading_info`` is the dict that
-    ``from_pretrained(..., output_loading_info=True)`` returns on either transformers line."""
-    problems = _layer_count_problems(model, loading_info)
-    mismatched = _mismatched_shapes(model, loading_info.get("mismatched_keys") or (), source, hub_kwargs)
-    if ignore_mismatched_sizes:
-        mismatched = [entry for entry in mismatched if not _in_task_head(model, entry[0])]
-    problems += _describe_mismatches(model.config, mismatched)
-    if problems:
-        head_hint = (
-            ""
-            if ignore_mismatched_sizes
-            else " (`ignore_mismatched_sizes=True` re-initializes task-head tensors only, e.g. for a new number of labels)"
-        )
-        raise CheckpointMismatchError(
-            f"The config of {type(model).__name__} disagrees with the checkpoint at {source}: "
-            + "; ".join(problems)
-            + f". Load it with the config it was saved with, or fix the field(s) in config.json{head_hint}."
-        )
-    _check_finite(model, source, hub_kwargs)
-
-
-def _in_task_head(model, key: str) -> bool:
-    """Tensors outside the base model: a classifier or other head, not embeddings, encoder or pooler."""
-    prefix = getattr(model, "base_model_prefix", "")
-    has_backbone = bool(prefix) and getattr(model, prefix, None) is not None and model.base_model is not model
-    return has_backbone and not key.startswith(f"{prefix}.") and not key.startswith("cls.predictions.")
-
-
-def _layer_count_problems(model, loading_info: dict) -> list[str]:
-    """transformers only warns about these: extra layers are dropped, missing layers randomly initialized."""
-    configured = model.config.num_hidden_layers
-    extra = {
-        int(match.group(1)) for key in loading_info.get("unexpected_keys") or () if (match := _LAYER_INDEX.search(key))
-    }
-    extra = {index for index in extra if index >= configured}
-    if extra:
-        return [
-            f"`num_hidden_layers` is {configured} in the config but the checkpoint has {max(extra) + 1} encoder layers"
-        ]
-    missing = set(loading_info.get("missing_keys") or ())
-    layer_keys: dict[int, set[str]] = {}
-    for key in model.state_dict():
-        if match := _LAYER_INDEX.search(key):
-            layer_keys.setdefault(int(match.group(1)), set()).add(key)
-    absent = sorted(index for index, keys in layer_keys.items() if keys <= missing)
-    if absent and absent == list(range(absent[0], configured)):
-        return [f"`num_hidden_layers` is {configured} in the config but the checkpoint has {absent[0]} encoder layers"]
-    return []
-
-
-def _mismatched_shapes(model, mismatched_keys, source, hub_kwargs) -> list[tuple[str, tuple, tuple]]:
-    """(key, checkpoint shape, model shape) per mismatched tensor. transformers 5 reports the shapes; 4.57 only
-    the keys, whose checkpoint shapes are then read from the safetensors headers (no tensor data is read)."""
-    entries = [entry if isinstance(entry, tuple) else (entry, None, None) for entry in mismatched_keys]
-    if not entries:
-        return []
-    parameters = dict(model.state_dict())
-    header_shapes = None
-    resolved = []
-    for key, checkpoint_shape, model_shape in sorted(entries, key=lambda entry: entry[0]):
-        if model_shape is None:
-            model_key = key if key in parameters else key.split(".", 1)[-1]
-            model_shape = tuple(parameters[model_key].shape) if model_key in parameters else None
-        if checkpoint_shape is None:
-            if header_shapes is None:
-                header_shapes = {name: shape for name, (shape, _) in _checkpoint_headers(source, hub_kwargs).items()}
-            prefix = f"{model.base_model_prefix}."
-            for candidate in (key, prefix + key, key.removeprefix(prefix)):
-                if candidate in header_shapes:
-                    checkpoint_shape = header_shapes[candidate]
-                    break
-        resolved.append(
-            (
-                key,
-                tuple(checkpoint_shape) if checkpoint_shape is not None else None,
-                tuple(model_shape) if model_shape is not None else None,
-            )
-        )
-    return resolved
-
-
-def _describe_mismatches(config, mismatched) -> list[str]:
-    """One sentence per config field: its value, the checkpoint's value and the tensors that show it."""
-    by_field: dict[tuple[str, object, object], list[str]] = {}
-    for key, checkpoint_shape, model_shape in mismatched:
-        field, configured, saved = _field_of(config, key, checkpoint_shape, model_shape)
-        shapes = f"{key} has shape {_shape(checkpoint_shape)} in the checkpoint, {_shape(model_shape)} in the model"
-        by_field.setdefault((field, configured, saved), []).append(shapes)
-    sentences = []
-    for (field, configured, saved), tensors in by_field.items():
-        more = f" (and {len(tensors) - _SHOWN_PER_FIELD} more tensors)" if len(tensors) > _SHOWN_PER_FIELD else ""
-        if field is None:
-            subject = "a size derived from the config differs"
-        else:
-            subject = f"{field} is {configured} in the config but {saved} in the checkpoint"
-        sentences.append(f"{subject}: " + ", ".join(tensors[:_SHOWN_PER_FIELD]) + more)
-    return sentences
-
-
-def _field_of(config, key: str, checkpoint_shape, model_shape) -> tuple[str | None, object, object]:
-    """The config field(s) (as text) whose value is the differing dimension of the model's tensor."""
-    if checkpoint_shape is None or model_shape is None or len(checkpoint_shape) != len(model_shape):
-        return None, None, None
-    differing = [
-        (model_size, saved) for model_size, saved in zip(model_shape, checkpoint_shape) if model_size != saved
-    ]
-    if not differing:
-        return None, None, None
-    model_size, saved = differing[0]
-    values = {name: getattr(config, name, None) for name in _SIZE_FIELDS}
-    hinted = [field for pattern, field in _FIELDS_BY_TENSOR_NAME if pattern.search(key)]
-    matching = [name for name in hinted if values.get(name) == model_size]
-    matching = matching[:1] or [name for name, value in values.items() if value == model_size]
-    if not matching:
-        return None, None, None
-    return " or ".join(f"`{name}`" for name in matching), model_size, saved
-
-
-def _shape(shape) -> str:
-    return "unknown" if shape is None else f"[{', '.join(str(size) for size in shape)}]"
-
-
-def _is_finite(tensor: torch.Tensor) -> bool:
-    """A sum per tensor (no temporary, about 5 times faster than ``isfinite().all()`` on CPU) is NaN or infinite
-    whenever an element is; only then, since a finite float32 sum could also overflow, is every element checked.
-    Half-precision tensors are summed in float32, which their largest values cannot overflow."""
-    accumulate = torch.float32 if tensor.element_size() < 4 else None
-    return bool(torch.isfinite(tensor.sum(dtype=accumulate))) or bool(torch.isfinite(tensor).all())
-
-
-def _check_finite(model, source, hub_kwargs) -> None:
-    """One reduction per floating tensor: 0.13 s of the 1.4 s that loading MobileBERT with its MLM head (36.6M
-    parameters) took on two busy CPU cores."""
-    bad = [
-        name
-        for name, tensor in model.state_dict().items()
-        if tensor.is_floating_point() and tensor.device.type != "meta" and not _is_finite(tensor)
-    ]
-    if not bad:
-        return
-    files = {name: file for name, (_, file) in _checkpoint_headers(source, hub_kwargs).items()}
-    prefix = f"{model.base_model_prefix}."
-    located = []
-    for name in bad[:10]:
-        file = next((files[key] for key in (name, prefix + name, name.removeprefix(prefix)) if key in files), None)
-        located.append(f"{name} (in {file})" if file else name)
-    more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
-    raise CheckpointMismatchError(
-        f"The checkpoint at {source} holds NaN or infinite values in {len(bad)} tensor(s): {', '.join(located)}{more}. "
-        "The file is corrupted (or was saved from a diverged run); every output of this model would be NaN. "
-        "Re-download it or load an earlier checkpoint."
-    )
-
-
-def _checkpoint_headers(source, hub_kwargs: dict) -> dict[str, tuple[tuple, str]]:
-    """Tensor name → (shape, file) from the safetensors headers of a local folder or a cached Hub repo; empty when
-    the weights are not safetensors or cannot be found (the messages then say "unknown")."""
-    files = []
-    try:
-        index = _resolve(source, "model.safetensors.index.json", hub_kwargs)
-        if index is not None:
-            shards = sorted(set(json.loads(Path(index).read_text(encoding="utf-8"))["weight_map"].values()))
-            files = [_resolve(source, shard, hub_kwargs) for shard in shards]
-        else:
-            files = [_resolve(source, "model.safetensors", hub_kwargs)]
-        headers = {}
-        for file in files:
-            if file is None:
-                continue
-            with open(file, "rb") as stream:
-                (length,) = struct.unpack("<Q", stream.read(8))
-                header = json.loads(stream.read(length))
-            headers.update(
-                {name: (tuple(entry["shape"]), str(file)) for name, entry in header.items() if name != "__metadata__"}
-            )
-        return headers
-    except (OSError, ValueError, KeyError, struct.error):
-        return {}
-
-
-def _resolve(source, filename: str, hub_kwargs: dict):
-    if source is None:
-        return None
-    folder = Path(str(source)) / (hub_kwargs.get("subfolder") or "")
-    if folder.is_dir():
-        path = folder / filename
-        return path if path.is_file() else None
-    from transformers.utils import cached_file
-
-    try:
-        return cached_file(
-            str(source),
-            filename,
-            _raise_exceptions_for_missing_entries=False,
-            _raise_exceptions_for_connection_errors=False,
-            **hub_kwargs,
-        )
-    except Exception:
-        return None
-
-
-def _loaded(tensor: torch.Tensor) -> bool:
-    """transformers 5 flags every tensor it filled from a checkpoint; those must not be re-initialized.
-    (4.57 never sets the flag on tensors and only initializes modules with missing weights.)"""
-    return bool(getattr(tensor, "_is_hf_initialized", False))
-
-
-def normal_unless_loaded(tensor: torch.Tensor, std: float) -> None:
-    if not _loaded(tensor):
-        tensor.normal_(mean=0.0, std=std)
-
-
-def fill_unless_loaded(tensor: torch.Tensor, value: float) -> None:
-    if not _loaded(tensor):
-        tensor.fill_(value)
-
-
-def copy_unless_loaded(tensor: torch.Tensor, value: torch.Tensor) -> None:
-    if not _loaded(tensor):
-        tensor.copy_(value)
-
-
-# ``from_pretrained`` arguments that locate a Hub checkpoint's files (to read their safetensors headers).
-_HUB_ARGUMENTS = ("subfolder", "revision", "cache_dir", "token", "local_files_only")
-
-
-class CompactBertPreTrainedModel(PreTrainedModel):
-    """Shared behaviour; each family subclasses it with its ``config_class`` and ``base_model_prefix``.
-
-    Saving is transformers' own: importing compact-bert registers each family class for its Auto class
-    (``register_for_auto_class``), so ``save_pretrained`` and ``push_to_hub`` copy the class's generated module
-    (``models/<model_type>/modeling_<model_type>.py``) and its configuration module next to the weights, and
-    ``AutoModel*.from_pretrained(dir or repo_id, trust_remote_code=True)`` works in a process that never
-    installed compact-bert.
-    """
-
+            query = key = value = layer_input = hidden_states
+        attention_output, probs = self.attention(query, key, value, layer_input, attention_mask, output_attentions)
+        for ffn in getattr(self, "ffn", ()):
+            attention_output = ffn(attention_output)
+        return self.output(self.intermediate(attention_output), attention_output, hidden_states), probs
+
+
+class CompactMobileBertEncoder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layer = nn.ModuleList([CompactMobileBertLayer(config) for _ in range(config.num_hidden_layers)])
+        self.gradient_checkpointing = False
+
+    def forward(self, hidden_states, attention_mask, output_attentions: bool, output_hidden_states: bool):
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layer:
+            hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (probs,)
+        return hidden_states, all_hidden_states, all_attentions
+
+
+class CompactMobileBertPooler(nn.Module):
+    """First token through dense + tanh, or the raw first token with ``classifier_activation=False``."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.do_activate = config.classifier_activation
+        if self.do_activate:
+            self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states):
+        first_token = hidden_states[:, 0]
+        return torch.tanh(self.dense(first_token)) if self.do_activate else first_token
+
+
+class CompactMobileBertPredictionHeadTransform(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        # A real LayerNorm in either normalization type, as in MobileBERT's released models.
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states):
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class CompactMobileBertLMPredictionHead(nn.Module):
+    """MLM decoder matching the factorized embedding: the output matrix is the (tied) ``embedding_size`` table
+    stacked with ``hidden_size - embedding_size`` extra learned rows."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.transform = CompactMobileBertPredictionHeadTransform(config)
+        self.dense = nn.Linear(config.vocab_size, config.hidden_size - config.embedding_size, bias=False)
+        self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder.bias = self.bias
+
+    def _tie_weights(self) -> None:
+        # Loading replaces parameters, which breaks the alias; transformers calls this after loading.
+        self.decoder.bias = self.bias
+
+    def forward(self, hidden_states):
+        hidden_states = self.transform(hidden_states)
+        # [vocab, embedding_size] tied rows next to [vocab, hidden - embedding_size] extra ones; one fused matmul +
+        # bias (a separate add over [batch, seq, vocab] logits costs as much as the matmul).
+        output_matrix = torch.cat([self.decoder.weight, self.dense.weight.t()], dim=1)
+        return F.linear(hidden_states, output_matrix, self.decoder.bias)
+
+
+class CompactMobileBertOnlyMLMHead(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.predictions = CompactMobileBertLMPredictionHead(config)
+
+    def forward(self, sequence_output):
+        return self.predictions(sequence_output)
+
+
+class CompactMobileBertPreTrainingHeads(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.predictions = CompactMobileBertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, sequence_output, pooled_output):
+        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+
+class CompactMobileBertPreTrainedModel(PreTrainedModel):
+    config_class = CompactMobileBertConfig
+    base_model_prefix = "mobilebert"
     supports_gradient_checkpointing = True
-    # Attention is PyTorch's fused SDPA kernel or the explicit ("eager") computation, selected with
-    # ``attn_implementation`` in ``from_pretrained`` / ``from_config`` or on the config.
+    _no_split_modules = ["CompactMobileBertLayer"]
     _supports_sdpa = True
-    # Head losses are per-batch means, so Trainer must scale them for gradient accumulation itself rather
-    # than pass ``num_items_in_batch``.
+    _supports_attention_backend = True
+    # Head losses are per-batch means, so Trainer scales them for gradient accumulation itself.
     accepts_loss_kwargs = False
-
-    @classmethod
-    def from_pretrained(
-        cls, *args, output_loading_info: bool = False, ignore_mismatched_sizes: bool = False, **kwargs
-    ):
-        """transformers' ``from_pretrained``, then ``check_loaded_checkpoint``: a config that disagrees with the
-        weights fails naming the config field, its value and the checkpoint's shape, and non-finite weights fail
-        naming the tensors.
-
-        transformers is always asked to re-initialize mismatched tensors and to report them, so that both lines
-        reach the same check; without ``ignore_mismatched_sizes`` any mismatch is then an error, with it only
-        task-head tensors may differ (a new number of labels), as ``compact-bert finetune`` relies on.
-
-        An override rather than a post-load hook: 4.57 raises a size mismatch from a leaf module's
-        ``load_state_dict`` before any model hook runs, and 5.x's hook (``_adjust_missing_and_unexpected_keys``) is
-        not told ``ignore_mismatched_sizes``, which only its load report reads.
-        """
-        loaded, loading_info = super().from_pretrained(
-            *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
-        )
-        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        hub_kwargs = {name: kwargs[name] for name in _HUB_ARGUMENTS if kwargs.get(name) is not None}
-        check_loaded_checkpoint(loaded, loading_info, source, ignore_mismatched_sizes, hub_kwargs)
-        return (loaded, loading_info) if output_loading_info else loaded
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Initialize every parameter *and* every buffer the checkpoint does not hold.
-
-        transformers 5 materializes a loaded model from the meta device and leaves whatever a checkpoint
-        lacks uninitialized — non-persistent buffers (``position_ids``) included — unless this method
-        covers it; a task head added to a saved base model relies on it on both lines. Each architecture
-        adds its own modules (NoNorm, experts, hash tables).
-        """
+        """Initialize every parameter and buffer a checkpoint does not hold: transformers 5 materializes a loaded
+        model from the meta device and leaves the rest (non-persistent buffers included) uninitialized otherwise;
+        4.57 initializes only modules with missing weights. A task head added to a saved base model relies on it."""
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):
-            normal_unless_loaded(module.weight, std)
+            init_unless_loaded(module.weight, std=std)
             if module.bias is not None:
-                fill_unless_loaded(module.bias, 0.0)
+                init_unless_loaded(module.bias, value=0.0)
         elif isinstance(module, nn.Embedding):
-            if not _loaded(module.weight):
+            if not getattr(module.weight, "_is_hf_initialized", False):
                 module.weight.normal_(mean=0.0, std=std)
                 if module.padding_idx is not None:
                     module.weight[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
-            fill_unless_loaded(module.weight, 1.0)
-            fill_unless_loaded(module.bias, 0.0)
-        elif isinstance(getattr(module, "decoder", None), nn.Linear) and isinstance(module.bias, nn.Parameter):
-            # The stand-alone output bias of masked-LM prediction heads.
-            fill_unless_loaded(module.bias, 0.0)
-        if isinstance(getattr(module, "position_ids", None), torch.Tensor):
-            positions = torch.arange(module.position_ids.shape[-1], device=module.position_ids.device)
-            copy_unless_loaded(module.position_ids, positions.expand_as(module.position_ids))
+        elif isinstance(module, (nn.LayerNorm, CompactMobileBertNoNorm)):
+            init_unless_loaded(module.weight, value=1.0)
+            init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, CompactMobileBertLMPredictionHead):
+            init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, CompactMobileBertEmbeddings):
+            init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
-    if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):
-        # Layers return routing decisions (balance loss included) next to the hidden states, and reentrant
-        # checkpointing would detach them: non-reentrant by default. transformers 5 (which renames the
-        # method ``activation_checkpointing_enable``) already defaults to it; 4.57 does not.
-        def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
-            kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
-            super().gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-
-    def check_inputs(
-        self,
-        input_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-    ) -> None:
-        """Fail with a clear message instead of a shape error or a bare ``IndexError`` deep inside ``forward``.
-
-        The value checks read the ids once (a reduction each); they are skipped while tracing for
-        ``torch.compile`` / export, where data-dependent checks would break the graph. On CPU the ids are read on
-        the host, so the message can name the values found. On an accelerator reading them would synchronise the
-        device with the host at every call: the check is queued on the device instead (``torch._assert_async``)
-        and fails the run with the same message, naming the range, when the device reaches it.
-        """
+    def check_inputs(self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None) -> None:
+        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``. The ids'
+        range is read on the host on CPU only, and not while tracing; on an accelerator the check is queued on the
+        device (``torch._assert_async``) instead of making every call wait for it."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
         shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
         if len(shape) != 2:
             raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
-        if shape[0] == 0 or shape[1] == 0:
+        if 0 in shape:
             raise ValueError(
                 f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
                 "adds [CLS] and [SEP] even to an empty text)."
@@ -1108,94 +484,88 @@ class CompactBertPreTrainedModel(PreTrainedModel):
                     f"`{name}` must lie in [0, {size}) (the model's `{size_field}`): is the tokenizer the one this "
                     "model was trained with?",
                 )
-                continue
-            low, high = int(ids.min()), int(ids.max())
-            if low < 0 or high >= size:
-                raise ValueError(
-                    f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
-                    f"{high}: is the tokenizer the one this model was trained with?"
-                )
+            else:
+                low, high = int(ids.min()), int(ids.max())
+                if low < 0 or high >= size:
+                    raise ValueError(
+                        f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
+                        f"{high}: is the tokenizer the one this model was trained with?"
+                    )
 
 
-def tied_masked_lm_weights(base_model_prefix: str) -> dict[str, str]:
-    """transformers' tied-weights mapping (target → source) for a masked-LM decoder tied to the word
-    embeddings; transformers 5 ties from this mapping, 4.57 reads its keys."""
-    return {
-        "cls.predictions.decoder.weight": f"{base_model_prefix}.embeddings.word_embeddings.weight",
+def init_unless_loaded(tensor: torch.Tensor, std=None, value=None, table=None) -> None:
+    """Initialize ``tensor`` (normal with ``std``, filled with ``value`` or copied from ``table``) unless transformers 5
+    flagged it as filled from the checkpoint."""
+    if getattr(tensor, "_is_hf_initialized", False):
+        return
+    if std is not None:
+        tensor.normal_(mean=0.0, std=std)
+    elif table is not None:
+        tensor.copy_(table.expand_as(tensor))
+    else:
+        tensor.fill_(value)
+
+
+class CompactMobileBertModel(CompactMobileBertPreTrainedModel):
+    """The base model: factorized embeddings, bottleneck encoder, pooler."""
+
+    def __init__(self, config, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = CompactMobileBertEmbeddings(config)
+        self.encoder = CompactMobileBertEncoder(config)
+        self.pooler = CompactMobileBertPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> BaseModelOutputWithPooling:
+        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        additive_mask = None
+        if attention_mask is not None:
+            # [batch, seq] 1/0 → [batch, 1, 1, seq] additive: 0 keeps a key, the dtype's minimum masks it.
+            keep = attention_mask[:, None, None, :].to(hidden_states.dtype)
+            additive_mask = (1.0 - keep) * torch.finfo(hidden_states.dtype).min
+        last_hidden_state, all_hidden_states, all_attentions = self.encoder(
+            hidden_states, additive_mask, bool(output_attentions), bool(output_hidden_states)
+        )
+        return BaseModelOutputWithPooling(
+            last_hidden_state=last_hidden_state,
+            pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+        )
+
+
+class CompactMobileBertForMaskedLM(CompactMobileBertPreTrainedModel):
+    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
+
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "mobilebert.embeddings.word_embeddings.weight",
         "cls.predictions.decoder.bias": "cls.predictions.bias",
     }
 
-
-def classifier_dropout_probability(config) -> float:
-    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-
-
-def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the positions whose label is not -100 (masked LM, token classification)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
-
-
-def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
-    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE), decided as transformers does."""
-    num_labels = logits.shape[-1]
-    problem_type = config.problem_type
-    if problem_type is None:
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "regression":
-        return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
-    if problem_type == "single_label_classification":
-        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-
-
-def question_answering_loss(
-    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
-) -> torch.Tensor:
-    """Mean of the start and end cross-entropy; positions outside the sequence (answers truncated away)
-    are clamped to an ignored index, as BERT does."""
-    ignored = start_logits.shape[1]
-    start = start_positions.view(-1).clamp(0, ignored)
-    end = end_positions.view(-1).clamp(0, ignored)
-    start_loss = F.cross_entropy(start_logits, start, ignore_index=ignored)
-    end_loss = F.cross_entropy(end_logits, end, ignore_index=ignored)
-    return (start_loss + end_loss) / 2
-
-
-def add_balance_loss(loss: torch.Tensor | None, aux_loss: torch.Tensor | None) -> torch.Tensor | None:
-    """A head's loss includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
-    if loss is None or aux_loss is None:
-        return loss
-    return loss + aux_loss.to(loss.dtype)
-
-
-# What every head returns of its backbone's output: per-layer states and the routing fields.
-_PASSED_THROUGH = ("hidden_states", "attentions", "router_logits", "aux_loss", "expert_load", "dropped_token_fraction")
-
-
-def passed_through(backbone_outputs) -> dict:
-    return {name: backbone_outputs.get(name) for name in _PASSED_THROUGH}
-
-
-class CompactBertForMaskedLM(CompactBertPreTrainedModel):
-    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored.
-
-    ``mlm_head_class`` is the architecture's prediction head module, stored as ``cls`` as in BERT.
-    """
-
-    backbone_class: type[CompactBertPreTrainedModel]
-    mlm_head_class: type[nn.Module]
-    add_pooling_layer = False
-
     def __init__(self, config):
         super().__init__(config)
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=self.add_pooling_layer))
-        self.cls = self.mlm_head_class(config)
-        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
+        self.mobilebert = CompactMobileBertModel(config, add_pooling_layer=False)
+        self.cls = CompactMobileBertOnlyMLMHead(config)
         self.post_init()
 
     def get_output_embeddings(self):
@@ -1215,27 +585,79 @@ class CompactBertForMaskedLM(CompactBertPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         **kwargs,
-    ) -> CompactBertMaskedLMOutput:
-        outputs = self.base_model(
+    ) -> MaskedLMOutput:
+        outputs = self.mobilebert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.cls(outputs.last_hidden_state)
-        loss = None if labels is None else token_cross_entropy(logits, labels)
-        return CompactBertMaskedLMOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
 
 
-class CompactBertForSequenceClassification(CompactBertPreTrainedModel):
-    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
+class CompactMobileBertForPreTraining(CompactMobileBertPreTrainedModel):
+    """MLM + next-sentence prediction, the pre-training objective of MobileBERT and IB-BERT."""
 
-    backbone_class: type[CompactBertPreTrainedModel]
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "mobilebert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.mobilebert = CompactMobileBertModel(config)
+        self.cls = CompactMobileBertPreTrainingHeads(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        next_sentence_label: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> CompactMobileBertForPreTrainingOutput:
+        outputs = self.mobilebert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        prediction_logits, seq_relationship_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
+        losses = []
+        if labels is not None:
+            losses.append(F.cross_entropy(prediction_logits.view(-1, prediction_logits.shape[-1]), labels.view(-1)))
+        if next_sentence_label is not None:
+            losses.append(F.cross_entropy(seq_relationship_logits.view(-1, 2), next_sentence_label.view(-1)))
+        return CompactMobileBertForPreTrainingOutput(
+            loss=sum(losses) if losses else None,
+            prediction_logits=prediction_logits,
+            seq_relationship_logits=seq_relationship_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class CompactMobileBertForSequenceClassification(CompactMobileBertPreTrainedModel):
+    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
 
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.mobilebert = CompactMobileBertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -1249,27 +671,45 @@ class CompactBertForSequenceClassification(CompactBertPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
         **kwargs,
-    ) -> CompactBertClassifierOutput:
-        outputs = self.base_model(
+    ) -> SequenceClassifierOutput:
+        outputs = self.mobilebert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
-        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
-        return CompactBertClassifierOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        loss = None
+        if labels is not None:
+            loss = sequence_classification_loss(logits, labels, self.config)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
 
 
-class CompactBertForTokenClassification(CompactBertPreTrainedModel):
-    """Per-token dropout → linear classifier; labels of -100 are ignored."""
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
+    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE), decided as transformers decides."""
+    problem_type = config.problem_type
+    if problem_type is None:
+        if config.num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
+    if problem_type == "single_label_classification":
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
-    backbone_class: type[CompactBertPreTrainedModel]
+
+class CompactMobileBertForTokenClassification(CompactMobileBertPreTrainedModel):
+    """Per-token dropout → linear classifier; labels of -100 are ignored."""
 
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
+        self.mobilebert = CompactMobileBertModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -1283,26 +723,26 @@ class CompactBertForTokenClassification(CompactBertPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         **kwargs,
-    ) -> CompactBertClassifierOutput:
-        outputs = self.base_model(
+    ) -> TokenClassifierOutput:
+        outputs = self.mobilebert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None if labels is None else token_cross_entropy(logits, labels)
-        return CompactBertClassifierOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
 
 
-class CompactBertForQuestionAnswering(CompactBertPreTrainedModel):
-    """Extractive QA: per-token start/end logits."""
-
-    backbone_class: type[CompactBertPreTrainedModel]
+class CompactMobileBertForQuestionAnswering(CompactMobileBertPreTrainedModel):
+    """Extractive QA: per-token start/end logits; positions outside the sequence are ignored, as in BERT."""
 
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = 2
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
+        self.mobilebert = CompactMobileBertModel(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
@@ -1317,496 +757,23 @@ class CompactBertForQuestionAnswering(CompactBertPreTrainedModel):
         start_positions: torch.LongTensor | None = None,
         end_positions: torch.LongTensor | None = None,
         **kwargs,
-    ) -> CompactBertQuestionAnsweringOutput:
-        outputs = self.base_model(
+    ) -> QuestionAnsweringModelOutput:
+        outputs = self.mobilebert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:
-            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
-        return CompactBertQuestionAnsweringOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
+            ignored = start_logits.shape[1]
+            start_loss = F.cross_entropy(
+                start_logits, start_positions.view(-1).clamp(0, ignored), ignore_index=ignored
+            )
+            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, ignored), ignore_index=ignored)
+            loss = (start_loss + end_loss) / 2
+        return QuestionAnsweringModelOutput(
+            loss=loss,
             start_logits=start_logits.contiguous(),
             end_logits=end_logits.contiguous(),
-            **passed_through(outputs),
-        )
-
-
-def _norm(config, size: int) -> nn.Module:
-    return build_normalization(config.normalization_type, size, config.layer_norm_eps)
-
-
-class BottleneckBertEmbeddings(nn.Module):
-    """Factorized embedding (§3.4): a ``embedding_size`` table, the kernel-3 "convolution" (concatenate
-    the embeddings of positions t+1, t, t-1 and project to ``hidden_size``), then position + token type,
-    normalization and dropout."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.trigram_input = config.trigram_input
-        self.needs_transformation = config.trigram_input or config.embedding_size != config.hidden_size
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        if self.needs_transformation:
-            width = config.embedding_size * (3 if config.trigram_input else 1)
-            self.embedding_transformation = nn.Linear(width, config.hidden_size)
-        self.LayerNorm = _norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False)
-
-    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
-        if inputs_embeds is None:
-            inputs_embeds = self.word_embeddings(input_ids)
-        seq_length = inputs_embeds.shape[1]
-        if self.trigram_input:
-            following = F.pad(inputs_embeds[:, 1:], (0, 0, 0, 1))
-            preceding = F.pad(inputs_embeds[:, :-1], (0, 0, 1, 0))
-            inputs_embeds = torch.cat([following, inputs_embeds, preceding], dim=2)
-        if self.needs_transformation:
-            inputs_embeds = self.embedding_transformation(inputs_embeds)
-        if position_ids is None:
-            position_ids = self.position_ids[:, :seq_length]
-        if token_type_ids is None:
-            token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        embeddings = (
-            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
-        )
-        return self.dropout(self.LayerNorm(embeddings))
-
-
-class BottleneckBertSelfAttention(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        self.num_attention_heads = config.num_attention_heads
-        self.dropout_prob = config.attention_probs_dropout_prob
-        all_head_size = config.true_hidden_size
-        query_key_input = config.hidden_size if config.attention_input == "inter_block" else config.true_hidden_size
-        value_input = config.true_hidden_size if config.attention_input == "intra_bottleneck" else config.hidden_size
-        self.query = nn.Linear(query_key_input, all_head_size)
-        self.key = nn.Linear(query_key_input, all_head_size)
-        self.value = nn.Linear(value_input, all_head_size)
-
-    def forward(self, query_input, key_input, value_input, additive_mask, output_attentions):
-        query, key, value = self._project(query_input, key_input, value_input)
-        query, key, value = (split_heads(states, self.num_attention_heads) for states in (query, key, value))
-        dropout_p = self.dropout_prob if self.training else 0.0
-        eager = uses_eager_attention(self.config, output_attentions)
-        context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, eager)
-        return merge_heads(context), probs
-
-    def _project(self, query_input, key_input, value_input):
-        """Q, K, V; the projections of one input tensor (query and key in MobileBERT, all three in IB-BERT and
-        MobileBERT-TINY) joined, as one GEMM where ``dense_implementation`` joins them."""
-        if query_input is not key_input:
-            return tuple(
-                dense_linear(self.config, linear, states)
-                for linear, states in ((self.query, query_input), (self.key, key_input), (self.value, value_input))
-            )
-        if key_input is value_input:
-            return dense_joined(self.config, (self.query, self.key, self.value), query_input)
-        query, key = dense_joined(self.config, (self.query, self.key), query_input)
-        return query, key, dense_linear(self.config, self.value, value_input)
-
-
-class BottleneckBertSelfOutput(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.use_bottleneck = config.use_bottleneck
-        self.dense = nn.Linear(config.true_hidden_size, config.true_hidden_size)
-        self.LayerNorm = _norm(config, config.true_hidden_size)
-        if not self.use_bottleneck:
-            self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
-
-    def forward(self, hidden_states, residual):
-        dropout = getattr(self, "dropout", None)
-        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states, dropout=dropout, residual=residual))
-
-
-class BottleneckBertAttention(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.self = BottleneckBertSelfAttention(config)
-        self.output = BottleneckBertSelfOutput(config)
-
-    def forward(self, query_input, key_input, value_input, layer_input, additive_mask, output_attentions):
-        context, probs = self.self(query_input, key_input, value_input, additive_mask, output_attentions)
-        return self.output(context, layer_input), probs
-
-
-class BottleneckBertIntermediate(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.true_hidden_size, config.intermediate_size)
-        self.intermediate_act_fn = ACT2FN[config.hidden_act]
-        self.config = config
-
-    def forward(self, hidden_states):
-        return dense_linear(self.config, self.dense, hidden_states, activation=self.intermediate_act_fn)
-
-
-class BottleneckBertOutputBottleneck(nn.Module):
-    """The output (inverted) bottleneck: intra → inter, residual from the layer input, normalization."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.true_hidden_size, config.hidden_size)
-        self.LayerNorm = _norm(config, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
-
-    def forward(self, hidden_states, residual):
-        output = dense_linear(self.config, self.dense, hidden_states, dropout=self.dropout, residual=residual)
-        return self.LayerNorm(output)
-
-
-class BottleneckBertOutput(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.use_bottleneck = config.use_bottleneck
-        self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
-        self.LayerNorm = _norm(config, config.true_hidden_size)
-        if self.use_bottleneck:
-            self.bottleneck = BottleneckBertOutputBottleneck(config)
-        else:
-            self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
-
-    def forward(self, intermediate_states, ffn_residual, layer_residual):
-        dropout = getattr(self, "dropout", None)
-        output = dense_linear(self.config, self.dense, intermediate_states, dropout=dropout, residual=ffn_residual)
-        output = self.LayerNorm(output)
-        return self.bottleneck(output, layer_residual) if self.use_bottleneck else output
-
-
-class BottleneckBertBottleneckLayer(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intra_bottleneck_size)
-        self.LayerNorm = _norm(config, config.intra_bottleneck_size)
-        self.config = config
-
-    def forward(self, hidden_states):
-        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states))
-
-
-class AttentionInputs(NamedTuple):
-    query: torch.Tensor
-    key: torch.Tensor
-    value: torch.Tensor
-    layer_input: torch.Tensor
-
-
-class BottleneckBertBottleneck(nn.Module):
-    """Input bottleneck inter → intra, plus the shared query/key bottleneck of MobileBERT."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.attention_input = config.attention_input
-        self.input = BottleneckBertBottleneckLayer(config)
-        if self.attention_input == "shared_bottleneck":
-            self.attention = BottleneckBertBottleneckLayer(config)
-
-    def forward(self, hidden_states) -> AttentionInputs:
-        if self.attention_input == "shared_bottleneck":
-            # Both bottlenecks read the same features: one GEMM where ``dense_implementation`` joins them.
-            bottlenecks = (self.input, self.attention)
-            projected = dense_joined(self.input.config, [layer.dense for layer in bottlenecks], hidden_states)
-            layer_input, shared = (layer.LayerNorm(states) for layer, states in zip(bottlenecks, projected))
-            return AttentionInputs(shared, shared, hidden_states, layer_input)
-        layer_input = self.input(hidden_states)
-        if self.attention_input == "intra_bottleneck":
-            return AttentionInputs(layer_input, layer_input, layer_input, layer_input)
-        return AttentionInputs(hidden_states, hidden_states, hidden_states, layer_input)
-
-
-class BottleneckBertFFNOutput(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.true_hidden_size)
-        self.LayerNorm = _norm(config, config.true_hidden_size)
-        self.config = config
-
-    def forward(self, hidden_states, residual):
-        return self.LayerNorm(dense_linear(self.config, self.dense, hidden_states, residual=residual))
-
-
-class BottleneckBertFFNLayer(nn.Module):
-    """One of the extra stacked FFNs of §3.2 (the last FFN of a layer is its ``intermediate``/``output``)."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.intermediate = BottleneckBertIntermediate(config)
-        self.output = BottleneckBertFFNOutput(config)
-
-    def forward(self, hidden_states):
-        return self.output(self.intermediate(hidden_states), hidden_states)
-
-
-class BottleneckBertLayerOutput(NamedTuple):
-    hidden_states: torch.Tensor
-    attention_probs: torch.Tensor | None
-
-
-class BottleneckBertLayer(GradientCheckpointingLayer):
-    """Input bottleneck → MHA → ``num_feedforward_networks`` stacked FFNs → output bottleneck."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.use_bottleneck = config.use_bottleneck
-        self.attention = BottleneckBertAttention(config)
-        self.intermediate = BottleneckBertIntermediate(config)
-        self.output = BottleneckBertOutput(config)
-        if self.use_bottleneck:
-            self.bottleneck = BottleneckBertBottleneck(config)
-        if config.num_feedforward_networks > 1:
-            self.ffn = nn.ModuleList(
-                [BottleneckBertFFNLayer(config) for _ in range(config.num_feedforward_networks - 1)]
-            )
-
-    def forward(self, hidden_states, additive_mask, output_attentions=False) -> BottleneckBertLayerOutput:
-        if self.use_bottleneck:
-            inputs = self.bottleneck(hidden_states)
-        else:
-            inputs = AttentionInputs(hidden_states, hidden_states, hidden_states, hidden_states)
-        attention_output, probs = self.attention(
-            inputs.query, inputs.key, inputs.value, inputs.layer_input, additive_mask, output_attentions
-        )
-        for ffn in getattr(self, "ffn", ()):
-            attention_output = ffn(attention_output)
-        layer_output = self.output(self.intermediate(attention_output), attention_output, hidden_states)
-        return BottleneckBertLayerOutput(layer_output, probs)
-
-
-class BottleneckBertEncoder(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.layer = nn.ModuleList([BottleneckBertLayer(config) for _ in range(config.num_hidden_layers)])
-        self.gradient_checkpointing = False
-
-    def forward(self, hidden_states, additive_mask, output_attentions: bool, output_hidden_states: bool):
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layer:
-            layer_output = layer(hidden_states, additive_mask, output_attentions=output_attentions)
-            hidden_states = layer_output.hidden_states
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_attentions += (layer_output.attention_probs,)
-        return CompactBertModelOutput(
-            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
-        )
-
-
-class BottleneckBertPooler(nn.Module):
-    """First token through dense + tanh, or the raw first token with ``classifier_activation=False``."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.do_activate = config.classifier_activation
-        if self.do_activate:
-            self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-
-    def forward(self, hidden_states):
-        first_token = hidden_states[:, 0]
-        return torch.tanh(self.dense(first_token)) if self.do_activate else first_token
-
-
-class BottleneckBertPredictionHeadTransform(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.transform_act_fn = ACT2FN[config.hidden_act]
-        # A real LayerNorm in either normalization type, as in MobileBERT's released models.
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-
-    def forward(self, hidden_states):
-        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
-
-
-class BottleneckBertLMPredictionHead(nn.Module):
-    """MLM decoder matching the factorized embedding: the output matrix is the (tied) ``embedding_size``
-    table stacked with ``hidden_size - embedding_size`` extra learned rows."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.transform = BottleneckBertPredictionHeadTransform(config)
-        self.dense = nn.Linear(config.vocab_size, config.hidden_size - config.embedding_size, bias=False)
-        self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.decoder.bias = self.bias
-
-    def _tie_weights(self) -> None:
-        # Loading replaces parameters, which breaks the alias; transformers calls this after loading.
-        self.decoder.bias = self.bias
-
-    def forward(self, hidden_states):
-        hidden_states = self.transform(hidden_states)
-        # [vocab, embedding_size] tied rows next to [vocab, hidden - embedding_size] extra ones; one fused
-        # matmul + bias (a separate add over [batch, seq, vocab] logits costs as much as the matmul).
-        output_matrix = torch.cat([self.decoder.weight, self.dense.weight.t()], dim=1)
-        return F.linear(hidden_states, output_matrix, self.decoder.bias)
-
-
-class BottleneckBertOnlyMLMHead(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.predictions = BottleneckBertLMPredictionHead(config)
-
-    def forward(self, sequence_output):
-        return self.predictions(sequence_output)
-
-
-class BottleneckBertPreTrainingHeads(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.predictions = BottleneckBertLMPredictionHead(config)
-        self.seq_relationship = nn.Linear(config.hidden_size, 2)
-
-    def forward(self, sequence_output, pooled_output):
-        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
-
-
-class BottleneckBertPreTrainedModel(CompactBertPreTrainedModel):
-    """Weight init and settings of the architecture; each family names its config and weight prefix."""
-
-    config_class = BottleneckBertConfig
-    base_model_prefix = "bottleneck_bert"
-    _no_split_modules = ["BottleneckBertLayer"]
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, NoNorm):
-            fill_unless_loaded(module.weight, 1.0)
-            fill_unless_loaded(module.bias, 0.0)
-
-
-class BottleneckBertModel(BottleneckBertPreTrainedModel):
-    """The base model: factorized embeddings, bottleneck encoder, pooler."""
-
-    def __init__(self, config, add_pooling_layer: bool = True):
-        super().__init__(config)
-        self.embeddings = BottleneckBertEmbeddings(config)
-        self.encoder = BottleneckBertEncoder(config)
-        self.pooler = BottleneckBertPooler(config) if add_pooling_layer else None
-        self.post_init()
-
-    def get_input_embeddings(self):
-        return self.embeddings.word_embeddings
-
-    def set_input_embeddings(self, value):
-        self.embeddings.word_embeddings = value
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-    ) -> CompactBertModelOutput:
-        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        if output_hidden_states is None:
-            output_hidden_states = self.config.output_hidden_states
-        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
-        encoded = self.encoder(hidden_states, additive_mask, bool(output_attentions), bool(output_hidden_states))
-        return CompactBertModelOutput(
-            last_hidden_state=encoded.last_hidden_state,
-            pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
-            hidden_states=encoded.hidden_states,
-            attentions=encoded.attentions,
-        )
-
-
-class BottleneckBertForMaskedLM(BottleneckBertPreTrainedModel, CompactBertForMaskedLM):
-    backbone_class = BottleneckBertModel
-    mlm_head_class = BottleneckBertOnlyMLMHead
-
-
-class BottleneckBertForPreTraining(BottleneckBertForMaskedLM):
-    """MLM + next-sentence prediction, the pre-training objective of MobileBERT and IB-BERT."""
-
-    mlm_head_class = BottleneckBertPreTrainingHeads
-    add_pooling_layer = True
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        next_sentence_label: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> CompactBertPreTrainingOutput:
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
-        prediction_logits, seq_relationship_logits = self.cls(outputs.last_hidden_state, outputs.pooler_output)
-        losses = []
-        if labels is not None:
-            losses.append(token_cross_entropy(prediction_logits, labels))
-        if next_sentence_label is not None:
-            losses.append(F.cross_entropy(seq_relationship_logits.view(-1, 2), next_sentence_label.view(-1)))
-        return CompactBertPreTrainingOutput(
-            loss=sum(losses) if losses else None,
-            prediction_logits=prediction_logits,
-            seq_relationship_logits=seq_relationship_logits,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
-
-
-class BottleneckBertForSequenceClassification(BottleneckBertPreTrainedModel, CompactBertForSequenceClassification):
-    backbone_class = BottleneckBertModel
-
-
-class BottleneckBertForTokenClassification(BottleneckBertPreTrainedModel, CompactBertForTokenClassification):
-    backbone_class = BottleneckBertModel
-
-
-class BottleneckBertForQuestionAnswering(BottleneckBertPreTrainedModel, CompactBertForQuestionAnswering):
-    backbone_class = BottleneckBertModel
-
-
-class CompactMobileBertPreTrainedModel(BottleneckBertPreTrainedModel):
-    config_class = CompactMobileBertConfig
-    base_model_prefix = "mobilebert"
-
-
-class CompactMobileBertModel(CompactMobileBertPreTrainedModel, BottleneckBertModel):
-    """Base model; see ``BottleneckBertModel.forward`` for the arguments."""
-
-
-class CompactMobileBertForPreTraining(CompactMobileBertPreTrainedModel, BottleneckBertForPreTraining):
-    backbone_class = CompactMobileBertModel
-
-
-class CompactMobileBertForMaskedLM(CompactMobileBertPreTrainedModel, BottleneckBertForMaskedLM):
-    backbone_class = CompactMobileBertModel
-
-
-class CompactMobileBertForSequenceClassification(
-    CompactMobileBertPreTrainedModel, BottleneckBertForSequenceClassification
-):
-    backbone_class = CompactMobileBertModel
-
-
-class CompactMobileBertForTokenClassification(CompactMobileBertPreTrainedModel, BottleneckBertForTokenClassification):
-    backbone_class = CompactMobileBertModel
-
-
-class CompactMobileBertForQuestionAnswering(CompactMobileBertPreTrainedModel, BottleneckBertForQuestionAnswering):
-    backbone_class = CompactMobileBertModel

@@ -46,26 +46,15 @@ def family_auto_map(config_class: type, model_suffixes: dict[str, str], given: d
     return {**auto_map, **(given or {})}
 
 
-# ``dense_implementation`` / ``moe_implementation``: what computes the dense projections and the experts
-# (``modeling/dense_implementations.py``, ``modeling/moe_implementations.py``).
-DENSE_IMPLEMENTATIONS = ("auto", "eager", "onednn")
+# Fields of configs saved by compact-bert 0.1.0 that chose the kernels inside ``forward``; the kernels are now chosen
+# by an explicit call on a loaded model (``compact_bert.optimize_for_inference``), so loading such a config drops them.
+FIELDS_OF_RELEASE_0_1 = ("dense_implementation", "moe_implementation", "pack_inference_weights")
 
 
-MOE_IMPLEMENTATIONS = ("auto", "eager", "grouped_mm", "onednn", "batched")
-
-
-def implementation_fields(
-    owner: str, dense_implementation: str, moe_implementation: str, pack_inference_weights: bool | None
-) -> tuple[str, str]:
-    """The two implementation fields, checked, with a config saved before they existed read as it meant:
-    ``pack_inference_weights=False`` asked for the plain modules and the per-expert loop (``"eager"``)."""
-    if pack_inference_weights is not None:
-        require_bool(owner, "pack_inference_weights", pack_inference_weights)
-        if not pack_inference_weights:
-            dense_implementation = moe_implementation = "eager"
-    require_choice(owner, "dense_implementation", dense_implementation, DENSE_IMPLEMENTATIONS)
-    require_choice(owner, "moe_implementation", moe_implementation, MOE_IMPLEMENTATIONS)
-    return dense_implementation, moe_implementation
+def drop_fields_of_release_0_1(kwargs: dict) -> None:
+    """Remove the kernel-selection fields of a 0.1.0 ``config.json`` (``FIELDS_OF_RELEASE_0_1``) from ``kwargs``."""
+    for field in FIELDS_OF_RELEASE_0_1:
+        kwargs.pop(field, None)
 
 
 def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
@@ -180,18 +169,6 @@ class SparseBertConfigBase(PretrainedConfig):
         hash_seed: seed of the random token-id → expert table of hash routing.
         use_auxiliary_attention: append an auxiliary MHA block after the last layer, used only to align
             self-attention relations during distillation (paper 002 §3.2, after MiniLMv2).
-        dense_implementation: what computes the dense projections (``modeling.dense_implementations``):
-            ``"eager"`` the ``nn.Linear`` modules as written; ``"onednn"`` at inference on CPU, GEMMs on weights
-            packed once for oneDNN with bias, activation and residual add fused and projections of one input
-            joined (same outputs to float32 rounding; the copies take about as much memory as the weights:
-            ``packed_weight_bytes(model)``); ``"auto"`` (default) ``"onednn"`` from the size at which it pays on
-            this machine (measured once and cached). Also a ``from_pretrained`` argument.
-        moe_implementation: what computes the experts (``modeling.moe_implementations``): ``"eager"`` a loop
-            over experts; ``"grouped_mm"`` one ``torch._grouped_mm`` call; ``"onednn"`` at inference on CPU, the
-            loop on expert matrices packed once for oneDNN; ``"batched"`` each token through its own expert's
-            weights, no loop (the static form exported graphs use); ``"auto"`` (default) the fastest at inference
-            on this machine for the call's shape (measured once and cached), the grouped GEMM in training and on
-            CUDA. Also a ``from_pretrained`` argument.
         teacher_initialization: the record of how the weights were first copied from a pretrained teacher (layer
             map, kept channels, heads and neurons, how the experts were made), written by
             ``distillation.teacher_init``; ``None`` for a randomly initialized model. The model never reads it.
@@ -229,13 +206,11 @@ class SparseBertConfigBase(PretrainedConfig):
         router_aux_loss_coef: float = 0.01,
         hash_seed: int = 0,
         use_auxiliary_attention: bool = False,
-        dense_implementation: str = "auto",
-        moe_implementation: str = "auto",
-        pack_inference_weights: bool | None = None,
         teacher_initialization: dict | None = None,
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
+        drop_fields_of_release_0_1(kwargs)
         reject_misspelt_fields(type(self), kwargs)
         kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
@@ -264,10 +239,6 @@ class SparseBertConfigBase(PretrainedConfig):
         self.router_aux_loss_coef = router_aux_loss_coef
         self.hash_seed = hash_seed
         self.use_auxiliary_attention = use_auxiliary_attention
-        # ``pack_inference_weights``: the field of configs saved before the implementation fields existed.
-        self.dense_implementation, self.moe_implementation = implementation_fields(
-            type(self).__name__, dense_implementation, moe_implementation, pack_inference_weights
-        )
         self.teacher_initialization = teacher_initialization
         self._validate()
 

@@ -3,50 +3,26 @@
 The modeling code of the ``moe_bert`` model type: what compact-bert runs and what a saved folder ships
 as Hub remote code, importing only torch, transformers and the standard library. Generated from these
 modules, where any change belongs (then run `python -m utils.hub_code` in the repository):
-    compact_bert.modeling.grouped_gemm, compact_bert.modeling.packed_weights,
-    compact_bert.modeling.implementation_probe, compact_bert.modeling.implementation_interface,
-    compact_bert.modeling.batched_experts, compact_bert.modeling.moe_implementations,
-    compact_bert.modeling.moe_layer, compact_bert.modeling.dense_implementations,
-    compact_bert.modeling.attention, compact_bert.modeling.outputs,
-    compact_bert.modeling.checkpoint_checks, compact_bert.modeling.pretrained_base,
-    compact_bert.modeling.checkpoint_keys, compact_bert.modeling.task_losses,
-    compact_bert.modeling.task_heads, compact_bert.modeling.modeling_sparse_bert,
-    compact_bert.modeling.modular_moe_bert
+    compact_bert.modeling.modeling_sparse_bert
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
-import os
-import platform
-import re
-import statistics
-import struct
-import time
-import weakref
 from collections.abc import Callable
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from types import SimpleNamespace
-from typing import NamedTuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.weak import WeakIdKeyDictionary
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
-from transformers.activations import GELUActivation
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 from transformers.utils import can_return_tuple
-from transformers.utils.generic import GeneralInterface
 
 from .configuration_moe_bert import MoEBertConfig
-from .configuration_moe_bert import SparseBertConfigBase
 
 __all__ = [
     "MoEBertForMaskedLM",
@@ -54,1306 +30,22 @@ __all__ = [
     "MoEBertForSequenceClassification",
     "MoEBertForTokenClassification",
     "MoEBertModel",
+    "MoEBertPreTrainedModel",
 ]
 
 
-def grouped_gemm_supported(weight: torch.Tensor) -> bool:
-    """Whether the experts of ``weight`` (``[E, out, in]``) can run as one grouped GEMM now (module docstring)."""
-    if not hasattr(torch, "_grouped_mm"):
-        return False
-    if torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing():
-        return False
-    if any(size * weight.element_size() % 16 for size in weight.shape[-2:]):
-        return False  # the op needs 16-byte-aligned rows (e.g. widths divisible by 4 in float32)
-    return weight.device.type in ("cuda", "cpu") and _probe(weight.device, weight.dtype)
-
-
-@functools.cache
-def _probe(device: torch.device, dtype: torch.dtype) -> bool:
-    """One small grouped product against the per-expert loop (an unsupported dtype or GPU raises or differs)."""
-    try:
-        generator = torch.Generator().manual_seed(0)
-        rows = torch.randn(48, 32, generator=generator).to(device, dtype)
-        weight = torch.randn(3, 16, 32, generator=generator).to(device, dtype)
-        counts = [16, 0, 32]
-        grouped = _grouped(rows, weight, _offsets(counts, device))
-        expected = torch.cat([part @ matrix.T for part, matrix in zip(rows.split(counts), weight)])
-    except (RuntimeError, NotImplementedError, TypeError):
-        return False
-    tolerance = 1e-4 if dtype == torch.float32 else 5e-2
-    return bool(torch.allclose(grouped.float(), expected.float(), rtol=tolerance, atol=tolerance))
-
-
-def _offsets(counts: list[int], device: torch.device) -> torch.Tensor:
-    """``torch._grouped_mm``'s ``offs``: where each expert's rows end, as int32."""
-    return torch.tensor(counts, dtype=torch.int32).cumsum(0, dtype=torch.int32).to(device)
-
-
-class _ContiguousGradient(torch.autograd.Function):
-    """Identity whose backward makes the incoming gradient contiguous (see the module docstring)."""
-
-    @staticmethod
-    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.view_as(tensor)
-
-    @staticmethod
-    def backward(ctx, gradient: torch.Tensor) -> torch.Tensor:
-        return gradient.contiguous()
-
-
-def _grouped(rows: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    products = torch._grouped_mm(rows, weight.transpose(-2, -1), offs=offsets)
-    return _ContiguousGradient.apply(products) if products.requires_grad else products
-
-
-def grouped_linear_rows(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, counts: list[int], row_experts: torch.Tensor
-) -> torch.Tensor:
-    """``rows`` sorted by expert (``counts`` rows each) times each expert's ``[out, in]`` matrix, plus its bias:
-    ``F.linear(rows_e, weight[e], bias[e])`` for every expert ``e``, in one call."""
-    products = _grouped(rows, weight, _offsets(counts, rows.device))
-    return products + bias.index_select(0, row_experts)
-
-
-# Activations the packed GEMM applies in its epilogue with the same numerics as ``ACT2FN[name]``:
-# name -> (oneDNN post-op, its algorithm argument).
-FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "relu": ("relu", "")}
-
-
-# Elements compared per expert matrix to notice edits through ``param.data`` (see the module docstring).
-SAMPLED_ELEMENTS_PER_MATRIX = 64
-
-
-class ParameterStamp:
-    """What a packed copy was built from, to tell whether its parameter changed since (module docstring): the
-    version counter, the storage address, and a sample of the values both as kept then and as a live view of the
-    parameter's storage (comparing the two is one small ``torch.equal`` per call)."""
-
-    __slots__ = ("data_ptr", "live_sample", "sample", "version")
-
-    def __init__(self, parameter: torch.Tensor):
-        self.version = parameter._version
-        self.data_ptr = parameter.data_ptr()
-        self.live_sample = _sample(parameter)
-        self.sample = self.live_sample.clone()
-
-    def matches(self, parameter: torch.Tensor) -> bool:
-        return (
-            self.version == parameter._version
-            and self.data_ptr == parameter.data_ptr()
-            and torch.equal(self.sample, self.live_sample)
-        )
-
-
 @dataclass
-class PackedWeights:
-    """The packed copy of one ``[out, in]`` or ``[experts, out, in]`` parameter and what it was built from."""
-
-    matrices: list[torch.Tensor]
-    stamp: ParameterStamp
-    nbytes: int
-
-
-@dataclass
-class PackedLinearGroup:
-    """One packed ``[sum of outs, in]`` matrix for linear maps that read the same input, their biases joined
-    (the bias parameter itself for a group of one: no copy to keep current), and the output widths."""
-
-    matrix: torch.Tensor
-    bias: torch.Tensor | None
-    widths: tuple[int, ...]
-    stamps: tuple[ParameterStamp, ...]  # of each weight, and of each bias that was joined
-    nbytes: int
-
-
-_PACKED_COPIES = WeakIdKeyDictionary()
-
-
-# Groups keyed by their first module (a C-level weak reference: the lookup is fast), then by the identities of
-# all their modules.
-_PACKED_GROUPS = weakref.WeakKeyDictionary()
-
-
-@functools.cache
-def packing_available() -> bool:
-    """Whether oneDNN's private linear ops exist here and reproduce ``F.linear`` on a small probe."""
-    if not torch.backends.mkldnn.is_available():
-        return False
-    # The probe is cached for the process: it must not run in whatever autocast region first asks.
-    with torch.autocast("cpu", enabled=False):
-        return _probe_packing()
-
-
-def _probe_packing() -> bool:
-    try:
-        weight = torch.arange(12, dtype=torch.float32).view(3, 4) / 7
-        inputs = torch.linspace(-1, 1, 8).view(2, 4)
-        bias = torch.tensor([0.5, -0.25, 1.0])
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
-        result = torch.ops.mkldnn._linear_pointwise(inputs, packed, bias, "none", [], "")
-    except (AttributeError, RuntimeError, NotImplementedError):
-        return False
-    return bool(torch.allclose(result, F.linear(inputs, weight, bias), rtol=0, atol=1e-6))
-
-
-def _sample(weight: torch.Tensor) -> torch.Tensor:
-    """A view of a fixed spread of elements of every matrix of ``weight`` (``[..., out, in]``, or a bias)."""
-    width = weight.shape[-2] * weight.shape[-1] if weight.dim() > 1 else weight.shape[-1]
-    matrices = weight.detach().reshape(-1, width)
-    return matrices[:, :: max(1, width // SAMPLED_ELEMENTS_PER_MATRIX)]
-
-
-def _packing_applies(weight: torch.Tensor, module: nn.Module) -> bool:
-    """Whether ``module`` may multiply with a packed copy of ``weight`` now (see the module docstring)."""
-    return packing_applies_now() and _packable(weight, module)
-
-
-def packing_applies_now() -> bool:
-    """The conditions that do not depend on the module (module docstring)."""
-    return not (
-        torch.is_grad_enabled()
-        or torch.compiler.is_compiling()
-        or torch.compiler.is_exporting()
-        or torch.jit.is_tracing()
-        # Under CPU autocast (e.g. Accelerate's bf16 evaluation) F.linear computes in the autocast dtype; the packed
-        # fp32 op would not, so the plain path keeps autocast's semantics.
-        or torch.is_autocast_enabled("cpu")
-        or not torch.backends.mkldnn.enabled  # switched off by the user: torch.backends.mkldnn.flags(enabled=False)
-        or not packing_available()
-    )
-
-
-def _packable(weight: torch.Tensor, module: nn.Module) -> bool:
-    return (
-        not module.training
-        and isinstance(weight, nn.Parameter)
-        and weight.device.type == "cpu"
-        and weight.dtype == torch.float32
-    )
-
-
-def packed_expert_weights(weight: torch.Tensor, module: nn.Module) -> list[torch.Tensor] | None:
-    """The packed copies of ``weight``'s matrices (one per expert for ``[E, out, in]``), or ``None`` when the
-    caller must run the plain ``F.linear`` path (see the module docstring for when)."""
-    if not _packing_applies(weight, module):
-        return None
-    entry = _PACKED_COPIES.get(weight)
-    if entry is None or not entry.stamp.matches(weight):
-        entry = _pack(weight)
-        _PACKED_COPIES[weight] = entry
-    return entry.matrices
-
-
-def _pack(weight: torch.Tensor) -> PackedWeights:
-    stacked = weight.detach().reshape(-1, weight.shape[-2], weight.shape[-1])
-    matrices = [torch.ops.mkldnn._reorder_linear_weight(matrix.contiguous(), None) for matrix in stacked]
-    return PackedWeights(
-        matrices=matrices,
-        stamp=ParameterStamp(weight),
-        nbytes=sum(matrix.numel() * matrix.element_size() for matrix in matrices),
-    )
-
-
-def packed_linear_group(linears: tuple[nn.Linear, ...]) -> PackedLinearGroup | None:
-    """One packed matrix for ``linears`` (``nn.Linear`` maps of the same input width), their outputs side by side
-    in the given order; ``None`` when the caller must call the modules (a module in training mode or a weight that
-    cannot be packed; the caller checks ``packing_applies_now`` first). Called for every dense layer large enough
-    to fuse, on every forward pass: a current group is found and checked in a few microseconds."""
-    groups = _PACKED_GROUPS.get(linears[0])
-    key = tuple(map(id, linears))
-    group = None if groups is None else groups.get(key)
-    parameters = _tracked_parameters(linears)
-    if (
-        group is not None
-        and not any(linear.training for linear in linears)
-        and all(stamp.matches(parameter) for stamp, parameter in zip(group.stamps, parameters))
-    ):
-        return group
-    if not all(_packable(linear.weight, linear) for linear in linears):
-        return None
-    group = _pack_group(linears, parameters)
-    _PACKED_GROUPS.setdefault(linears[0], {})[key] = group
-    return group
-
-
-def _tracked_parameters(linears: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, ...]:
-    """What a group's copies are built from: the weights, and the biases a larger group joins (a group of one reads
-    its bias parameter live). Read from ``_parameters``: ``nn.Module.__getattr__`` costs more than the rest."""
-    if len(linears) == 1:
-        return (linears[0]._parameters["weight"],)
-    return tuple(
-        p for linear in linears for p in (linear._parameters["weight"], linear._parameters["bias"]) if p is not None
-    )
-
-
-def _pack_group(linears: tuple[nn.Linear, ...], parameters: tuple[torch.Tensor, ...]) -> PackedLinearGroup:
-    weights = [linear.weight.detach() for linear in linears]
-    matrix = torch.ops.mkldnn._reorder_linear_weight(torch.cat(weights).contiguous(), None)
-    if len(linears) == 1:
-        bias = linears[0].bias
-    elif all(linear.bias is None for linear in linears):
-        bias = None
-    else:
-        bias = torch.cat(
-            [
-                linear.bias.detach() if linear.bias is not None else weight.new_zeros(weight.shape[0])
-                for linear, weight in zip(linears, weights)
-            ]
-        )
-    joined_bytes = bias.numel() * bias.element_size() if bias is not None and len(linears) > 1 else 0
-    return PackedLinearGroup(
-        matrix=matrix,
-        bias=bias,
-        widths=tuple(weight.shape[0] for weight in weights),
-        stamps=tuple(ParameterStamp(p) for p in parameters),
-        nbytes=sum(weight.numel() * weight.element_size() for weight in weights) + joined_bytes,
-    )
-
-
-def packed_linear(
-    rows: torch.Tensor, packed_weight: torch.Tensor, bias: torch.Tensor | None, activation: str | None = None
-) -> torch.Tensor:
-    """``activation(F.linear(rows, W, bias))`` with ``W`` packed; ``activation`` one of ``FUSED_ACTIVATIONS``."""
-    post_op, algorithm = FUSED_ACTIVATIONS[activation] if activation is not None else ("none", "")
-    return _onednn_ops().unary(rows.contiguous(), packed_weight, bias, post_op, [], algorithm)
-
-
-def packed_linear_add(
-    rows: torch.Tensor, others: torch.Tensor, packed_weight: torch.Tensor, bias: torch.Tensor | None
-) -> torch.Tensor:
-    """``F.linear(rows, W, bias) + others`` with ``W`` packed, the addition in the GEMM's epilogue."""
-    return _onednn_ops().binary(rows.contiguous(), others.contiguous(), packed_weight, bias, "add")
-
-
-@functools.cache
-def _onednn_ops() -> SimpleNamespace:
-    """The oneDNN linear overloads, looked up once (``torch.ops`` attribute chains cost a microsecond per call)."""
-    return SimpleNamespace(
-        unary=torch.ops.mkldnn._linear_pointwise.default, binary=torch.ops.mkldnn._linear_pointwise.binary
-    )
-
-
-# A faster implementation must be this much faster (time ratio) to be chosen: timing noise must not flip a default.
-CHOICE_MARGIN = 0.97
-
-
-def compact_bert_cache_root() -> Path:
-    """``$COMPACT_BERT_CACHE``, else ``$XDG_CACHE_HOME/compact_bert``, else ``~/.cache/compact_bert``."""
-    root = os.environ.get("COMPACT_BERT_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "compact_bert"
-    )
-    return Path(root)
-
-
-def probe_file() -> Path:
-    return compact_bert_cache_root() / "implementation_probe.json"
-
-
-def machine_key() -> str:
-    """What a measurement holds for: the CPU model, the torch version and the number of threads."""
-    return f"{_cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
-
-
-@functools.cache
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def probed_choice(name: str, measure: Callable[[], object], fallback: object) -> object:
-    """The measured answer ``name`` for this machine: from the probe file, else ``measure()`` (then saved);
-    ``fallback`` with ``COMPACT_BERT_PROBE=off``. Looked up once per process and name (``functools.cache``)."""
-    return _probed_choice(name, measure, fallback, machine_key())
-
-
-@functools.cache
-def _probed_choice(name: str, measure: Callable[[], object], fallback: object, key: str) -> object:
-    if os.environ.get("COMPACT_BERT_PROBE", "").lower() == "off":
-        return fallback
-    saved = _read_probe_file().get(key, {})
-    if name in saved:
-        return saved[name]
-    # The probe must not run in whatever autocast, inference or grad mode first asks for the answer (its packed
-    # copies keep version counters, which inference tensors lack).
-    with torch.autocast("cpu", enabled=False), torch.inference_mode(False), torch.no_grad():
-        value = measure()
-    record_probe(name, value, key)
-    return value
-
-
-# What ``forget_probed_choices`` clears besides this module's cache: the derived caches of the implementations.
-_FORGET_CALLBACKS: list[Callable[[], None]] = []
-
-
-def on_forget(callback: Callable[[], None]) -> None:
-    _FORGET_CALLBACKS.append(callback)
-
-
-def _read_probe_file() -> dict:
-    try:
-        entries = json.loads(probe_file().read_text())
-    except (OSError, ValueError):
-        return {}
-    return entries if isinstance(entries, dict) else {}
-
-
-def record_probe(name: str, value: object, key: str | None = None) -> None:
-    """Save one measured answer for ``key`` (this machine by default); the file is replaced atomically, so
-    processes probing at the same time never leave it half written."""
-    key = key or machine_key()
-    entries = _read_probe_file()
-    entries.setdefault(key, {})[name] = value
-    path = probe_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(entries, indent=1, sort_keys=True))
-        os.replace(partial, path)
-    except OSError:
-        pass  # a read-only cache: the answer still holds for this process
-
-
-def median_seconds(calls: dict[str, Callable[[], object]], rounds: int = 7) -> dict[str, float]:
-    """The median time of each call over ``rounds`` interleaved rounds (one warm-up call each first)."""
-    samples: dict[str, list[float]] = {label: [] for label in calls}
-    for call in calls.values():
-        call()
-    for _ in range(rounds):
-        for label, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[label].append(time.perf_counter() - start)
-    return {label: statistics.median(times) for label, times in samples.items()}
-
-
-class ImplementationInterface(GeneralInterface):
-    """Name → implementation for the config field ``config_field``; ``register(name, implementation)`` adds one."""
-
-    config_field = ""
-
-    def get_interface(self, name: str):
-        implementation = self._local_mapping.get(name) or self._global_mapping.get(name)
-        if implementation is None:
-            raise ValueError(
-                f"`{self.config_field}={name!r}` is not a registered implementation; valid: {', '.join(sorted(self))}."
-            )
-        return implementation
-
-
-def _gathered_linear(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor
-) -> torch.Tensor:
-    """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` for every token ``t`` with one batched product."""
-    return torch.matmul(rows.unsqueeze(1), weight[expert].transpose(1, 2)).squeeze(1) + bias[expert]
-
-
-# Up to this many experts, every token runs through every expert and keeps its own expert's result; above it, each
-# token gathers its own expert's matrices. Per token, the first costs E x the FFN's multiply-adds, compute-bound
-# (E x 4 d f flops); the second reads one expert's matrices, memory-bound (8 d f bytes at fp32) and not shared
-# with other tokens. At this CPU's order of 50 GFLOP/s against 10 GB/s the two break even near E = 10. On the main
-# job's MiniMoE 4L;192H (4 experts), batch 1 x 128, the all-experts form runs through onnxruntime at about eager
-# PyTorch's latency (see README, Shipping).
-ALL_EXPERTS_MAX = 8
-
-
-def _all_experts_linear(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor
-) -> torch.Tensor:
-    """``rows[t] @ weight[expert[t]].T + bias[expert[t]]`` by computing every expert on every row and keeping each
-    row's own expert. The experts' ``[E, out, in]`` matrices act as one ``[E * out, in]`` matrix, so the graph has
-    a plain 2-D ``MatMul`` with a constant weight: what int8 quantization (per output channel) handles."""
-    num_experts, out_features, in_features = weight.shape
-    every = torch.matmul(rows, weight.reshape(num_experts * out_features, in_features).t()) + bias.reshape(-1)
-    return _pick(every.view(rows.shape[0], num_experts, out_features), expert)
-
-
-def _pick(every: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
-    """``every[t, expert[t]]`` for ``every`` of shape ``[T, E, out]``."""
-    index = expert.view(-1, 1, 1).expand(every.shape[0], 1, every.shape[2])
-    return every.gather(1, index).squeeze(1)
-
-
-def _expert_and_keep(dispatch, num_experts: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each token's expert (clamped to a valid index) and whether the eager layer would run it at all."""
-    target = dispatch.target
-    keep = target < num_experts
-    return target.clamp(max=num_experts - 1), keep
-
-
-def _batched_ffn(experts: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
-    """``MoEExperts.forward`` in batched form: ``fc2(act(fc1(x)))`` with each token's own expert."""
-    expert, keep = _expert_and_keep(dispatch, experts.num_experts)
-    if experts.num_experts <= ALL_EXPERTS_MAX:
-        hidden = experts.act(_all_experts_linear(inputs, experts.fc1_weight, experts.fc1_bias, expert))
-        outputs = _all_experts_linear(hidden, experts.fc2_weight, experts.fc2_bias, expert)
-    else:
-        hidden = experts.act(_gathered_linear(inputs, experts.fc1_weight, experts.fc1_bias, expert))
-        outputs = _gathered_linear(hidden, experts.fc2_weight, experts.fc2_bias, expert)
-    return outputs * keep.unsqueeze(-1).to(outputs.dtype)
-
-
-def _batched_linear(layer: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
-    """``ExpertLinear.forward`` in batched form."""
-    expert, keep = _expert_and_keep(dispatch, layer.num_experts)
-    linear = _all_experts_linear if layer.num_experts <= ALL_EXPERTS_MAX else _gathered_linear
-    outputs = linear(inputs, layer.weight, layer.bias, expert)
-    return outputs * keep.unsqueeze(-1).to(outputs.dtype)
-
-
-class BatchedExperts:
-    """``moe_implementation="batched"``: each token through its own expert's weights, one batched product per
-    projection (module docstring). Correct at any time; the form for export."""
-
-    def linear(self, module: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
-        return _batched_linear(module, inputs, dispatch)
-
-    def ffn(self, module: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
-        return _batched_ffn(module, inputs, dispatch)
-
-
-def exporting() -> bool:
-    """Whether the call is traced (export, compile, TorchScript): the dispatch takes its static form."""
-    return torch.compiler.is_exporting() or torch.compiler.is_compiling() or torch.jit.is_tracing()
-
-
-class ExpertDispatch:
-    """The kept tokens grouped by expert for a ``RoutingDecision``, found once for every expert matrix that
-    follows (MoE attention applies four)."""
-
-    def __init__(self, decision, num_experts: int):
-        # ``decision``: a ``moe_layer.RoutingDecision`` (its ``expert_index``, ``gate`` and ``keep`` are read).
-        self.num_experts = num_experts
-        self.num_tokens = decision.expert_index.shape[0]
-        self.gate = decision.gate
-        target = torch.where(decision.keep, decision.expert_index, num_experts)
-        # Each token's expert, ``num_experts`` for a token no expert runs: the export hook. The batched form
-        # that exported graphs use (``batched_experts``) reads it instead of the grouping.
-        self.target = target
-        self.exporting = exporting()
-        self._grouping: tuple[torch.Tensor, list[int]] | None = None
-
-    @property
-    def grouping(self) -> tuple[torch.Tensor, list[int]]:
-        """The kept tokens' positions sorted by expert (stable: in token order within an expert) and each expert's
-        token count. Found on first use: the batched export form never asks, and traced eagerly it would only slow
-        the export down. (Not ``functools.cached_property``: on Python 3.11 it takes an ``RLock``, which
-        ``torch.compile`` cannot trace.)"""
-        if self._grouping is None:
-            order = torch.argsort(self.target, stable=True)
-            counts = torch.bincount(self.target, minlength=self.num_experts + 1).tolist()
-            self._grouping = order[: sum(counts[: self.num_experts])], counts[: self.num_experts]
-        return self._grouping
-
-    def run(
-        self, inputs: torch.Tensor, expert_fn: Callable[[torch.Tensor, int], torch.Tensor], out_features: int
-    ) -> torch.Tensor:
-        """``expert_fn(rows, expert)`` applied to each expert's rows of ``inputs`` ``[T, in]``; dropped and
-        padding tokens get zeros.
-
-        Eager: one gather puts the kept rows in expert order, each expert multiplies its contiguous slice, and one
-        scatter puts the results back (two index operations for any number of experts). Traced (compile, export):
-        a fixed loop over every expert selects its rows with ``nonzero``, which stays right for any routing."""
-        outputs = inputs.new_zeros(self.num_tokens, out_features)
-        if self.exporting:
-            for expert in range(self.num_experts):
-                positions = (self.target == expert).nonzero().squeeze(-1)
-                expert_outputs = expert_fn(inputs.index_select(0, positions), expert)
-                outputs.index_add_(0, positions, expert_outputs.to(outputs.dtype))
-            return outputs
-        order, counts = self.grouping
-        slices = inputs.index_select(0, order).split(counts)
-        results = [expert_fn(rows, expert) for expert, rows in enumerate(slices) if rows.shape[0] > 0]
-        if results:
-            outputs.index_copy_(0, order, torch.cat(results).to(outputs.dtype))
-        return outputs
-
-    def run_grouped(
-        self,
-        inputs: torch.Tensor,
-        grouped_fn: Callable[[torch.Tensor, list[int], torch.Tensor], torch.Tensor],
-        out_features: int,
-    ) -> torch.Tensor:
-        """``grouped_fn(rows, counts, row_experts)`` applied once to the kept rows of ``inputs`` sorted by expert
-        (``counts`` rows per expert, ``row_experts`` each row's expert): the grouped-GEMM form of ``run``."""
-        outputs = inputs.new_zeros(self.num_tokens, out_features)
-        order, counts = self.grouping
-        if order.numel() > 0:
-            results = grouped_fn(inputs.index_select(0, order), counts, self.target.index_select(0, order))
-            outputs.index_copy_(0, order, results.to(outputs.dtype))
-        return outputs
-
-
-class EagerExperts:
-    """The per-expert loop; the other implementations fall back to it where they cannot run."""
-
-    def linear(self, module: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
-        # One unbind per call, not weight[expert] per expert: the backward of each indexing writes a zero gradient
-        # the size of all experts (64 experts: 64 full-size writes per step); unbind's backward stacks once.
-        weights, biases = module.weight.unbind(0), module.bias.unbind(0)
-        return dispatch.run(
-            inputs, lambda rows, expert: F.linear(rows, weights[expert], biases[expert]), module.out_features
-        )
-
-    def ffn(self, module: nn.Module, inputs: torch.Tensor, dispatch) -> torch.Tensor:
-        fc1_weights, fc1_biases = module.fc1_weight.unbind(0), module.fc1_bias.unbind(0)
-        fc2_weights, fc2_biases = module.fc2_weight.unbind(0), module.fc2_bias.unbind(0)
-
-        def expert_ffn(rows: torch.Tensor, expert: int) -> torch.Tensor:
-            hidden = module.act(F.linear(rows, fc1_weights[expert], fc1_biases[expert]))
-            return F.linear(hidden, fc2_weights[expert], fc2_biases[expert])
-
-        return dispatch.run(inputs, expert_ffn, module.hidden_size)
-
-
-class GroupedExperts(EagerExperts):
-    """Every expert's product in one ``torch._grouped_mm`` call, where the op runs."""
-
-    def linear(self, module, inputs, dispatch):
-        if not grouped_gemm_supported(module.weight):
-            return super().linear(module, inputs, dispatch)
-
-        def grouped(rows, counts, row_experts):
-            return grouped_linear_rows(rows, module.weight, module.bias, counts, row_experts)
-
-        return dispatch.run_grouped(inputs, grouped, module.out_features)
-
-    def ffn(self, module, inputs, dispatch):
-        if not grouped_gemm_supported(module.fc1_weight):
-            return super().ffn(module, inputs, dispatch)
-
-        def grouped(rows, counts, row_experts):
-            hidden = module.act(grouped_linear_rows(rows, module.fc1_weight, module.fc1_bias, counts, row_experts))
-            return grouped_linear_rows(hidden, module.fc2_weight, module.fc2_bias, counts, row_experts)
-
-        return dispatch.run_grouped(inputs, grouped, module.hidden_size)
-
-
-class OneDNNExperts(EagerExperts):
-    """The loop on expert matrices packed once for oneDNN, at inference on CPU."""
-
-    def linear(self, module, inputs, dispatch):
-        packed = packed_expert_weights(module.weight, module) if packing_applies_now() else None
-        if packed is None:
-            return super().linear(module, inputs, dispatch)
-        biases = module.bias.unbind(0)
-        return dispatch.run(
-            inputs, lambda rows, expert: packed_linear(rows, packed[expert], biases[expert]), module.out_features
-        )
-
-    def ffn(self, module, inputs, dispatch):
-        packed_fc1 = packed_expert_weights(module.fc1_weight, module) if packing_applies_now() else None
-        # A LoRA-computed fc1 (no parameter to pack) runs the loop: no fc2 copy for nothing.
-        packed_fc2 = None if packed_fc1 is None else packed_expert_weights(module.fc2_weight, module)
-        if packed_fc2 is None:
-            return super().ffn(module, inputs, dispatch)
-        packed = list(zip(packed_fc1, module.fc1_bias.unbind(0), packed_fc2, module.fc2_bias.unbind(0)))
-
-        def expert_ffn(rows, expert):
-            fc1, fc1_bias, fc2, fc2_bias = packed[expert]
-            if module.fused_activation is not None:
-                hidden = packed_linear(rows, fc1, fc1_bias, module.fused_activation)
-            else:
-                hidden = module.act(packed_linear(rows, fc1, fc1_bias))
-            return packed_linear(hidden, fc2, fc2_bias)
-
-        return dispatch.run(inputs, expert_ffn, module.hidden_size)
-
-
-class ExpertShape(NamedTuple):
-    """An expert call as the implementation choice sees it: an FFN (``inner_features`` wide inside) or one linear
-    map per expert (``inner_features`` 0), the experts, the widths, and the tokens rounded up to a power of two."""
-
-    num_experts: int
-    in_features: int
-    inner_features: int
-    out_features: int
-    tokens: int
-
-
-def _measure_expert_kernel(shape: ExpertShape) -> str:
-    """The probe of ``implementation_probe`` for one shape: each implementation, with its dispatch, at inference on
-    ``shape.tokens`` tokens routed at random over the experts; the fastest, unless it is not 3% faster than the
-    loop."""
-    generator = torch.Generator().manual_seed(0)
-    experts, width_in, inner, width_out, tokens = shape
-    # A stand-in for ExpertLinear / MoEExperts: the attributes the implementations read.
-    module = nn.Module().eval()
-    module.num_experts, module.hidden_size, module.out_features = experts, width_out, width_out
-    module.act, module.fused_activation = nn.GELU(), "gelu"
-    if inner:
-        module.fc1_weight = nn.Parameter(torch.randn(experts, inner, width_in, generator=generator) * 0.05)
-        module.fc1_bias = nn.Parameter(torch.zeros(experts, inner))
-        module.fc2_weight = nn.Parameter(torch.randn(experts, width_out, inner, generator=generator) * 0.05)
-        module.fc2_bias = nn.Parameter(torch.zeros(experts, width_out))
-    else:
-        module.weight = nn.Parameter(torch.randn(experts, width_out, width_in, generator=generator) * 0.05)
-        module.bias = nn.Parameter(torch.zeros(experts, width_out))
-    routed = SimpleNamespace(
-        expert_index=torch.randint(0, experts, (tokens,), generator=generator),
-        gate=torch.ones(tokens),
-        keep=torch.ones(tokens, dtype=torch.bool),
-    )
-    inputs = torch.randn(tokens, width_in, generator=generator)
-
-    def run(implementation: EagerExperts) -> None:
-        compute = implementation.ffn if inner else implementation.linear
-        compute(module, inputs, ExpertDispatch(routed, experts))
-
-    candidates = {"eager": _EAGER, "grouped_mm": _GROUPED, "onednn": _ONEDNN}
-    times = median_seconds({name: lambda impl=impl: run(impl) for name, impl in candidates.items()}, rounds=9)
-    fastest = min(times, key=times.get)
-    return fastest if times[fastest] < CHOICE_MARGIN * times["eager"] else "eager"
-
-
-def probed_expert_kernel(shape: ExpertShape) -> str:
-    """The expert implementation ``"auto"`` uses at inference on CPU for ``shape`` here: measured the first time
-    the shape is seen (milliseconds to a second), then read from the probe file; ``"onednn"`` with probing off."""
-    name = "experts {}x{}>{}>{} tokens {}".format(*shape)
-    return probed_choice(name, functools.partial(_measure_expert_kernel, shape), "onednn")
-
-
-class AutoExperts(EagerExperts):
-    """At CPU inference the probed fastest for the call's shape; in training and on CUDA the grouped GEMM where
-    it runs; else the loop (module docstring)."""
-
-    def __init__(self):
-        # (shape fields..., threads) → implementation: one dictionary lookup per call once a shape has been seen.
-        self._choices: dict[tuple[int, ...], EagerExperts] = {}
-        on_forget(self._choices.clear)
-
-    def _choice(self, weight: torch.Tensor, inputs: torch.Tensor, inner: int) -> EagerExperts:
-        if weight.device.type == "cpu" and packing_applies_now():
-            key = (
-                weight.shape[0],
-                inputs.shape[-1],
-                inner,
-                weight.shape[-2] if not inner else inputs.shape[-1],
-                inputs.shape[0],
-                torch.get_num_threads(),
-            )
-            choice = self._choices.get(key)
-            if choice is None:
-                tokens = 1 << max(inputs.shape[0] - 1, 0).bit_length()
-                name = probed_expert_kernel(ExpertShape(*key[:4], tokens))
-                choice = self._choices[key] = ALL_MOE_IMPLEMENTATIONS.get_interface(name)
-            return choice
-        if weight.device.type == "cuda" or torch.is_grad_enabled():
-            return _GROUPED
-        return _EAGER
-
-    def linear(self, module, inputs, dispatch):
-        return self._choice(module.weight, inputs, 0).linear(module, inputs, dispatch)
-
-    def ffn(self, module, inputs, dispatch):
-        return self._choice(module.fc1_weight, inputs, module.fc1_weight.shape[1]).ffn(module, inputs, dispatch)
-
-
-_EAGER, _GROUPED, _ONEDNN = EagerExperts(), GroupedExperts(), OneDNNExperts()
-
-
-class MoEInterface(ImplementationInterface):
-    """Name → expert implementation; ``MoEInterface.register(name, implementation)`` adds one."""
-
-    config_field = "moe_implementation"
-    _global_mapping = {
-        "eager": _EAGER,
-        "grouped_mm": _GROUPED,
-        "onednn": _ONEDNN,
-        "batched": BatchedExperts(),
-        "auto": AutoExperts(),
-    }
-
-
-ALL_MOE_IMPLEMENTATIONS = MoEInterface()
-
-
-@dataclass
-class RoutingDecision:
-    """Where each of ``T`` flattened tokens goes.
-
-    Attributes:
-        expert_index: ``[T]`` chosen expert (for padding tokens: meaningless).
-        gate: ``[T]`` float32 weight of the expert output: the router probability of the chosen expert
-            (eq. 3 of paper 003), 1 for hash routing.
-        keep: ``[T]`` bool, real token within its expert's capacity.
-        router_logits: ``[T, num_experts]`` float32, ``None`` for hash routing.
-        aux_loss: unweighted balance loss of this block (0 for hash routing, which has nothing to learn).
-        expert_load: ``[num_experts]`` fraction of real tokens whose top-1 choice is each expert.
-        dropped_fraction: fraction of real tokens dropped by the capacity limit.
-    """
-
-    expert_index: torch.Tensor
-    gate: torch.Tensor
-    keep: torch.Tensor
-    router_logits: torch.Tensor | None
-    aux_loss: torch.Tensor
-    expert_load: torch.Tensor
-    dropped_fraction: torch.Tensor
-
-
-def load_balancing_loss(
-    router_probs: torch.Tensor,
-    expert_index: torch.Tensor,
-    valid: torch.Tensor,
-    loss_type: str,
-    fractions: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Balance loss over the real tokens (``valid``) of one MoE block (``fractions``: the f_j below, where the
-    caller has them already: ``route_tokens`` shares its expert load).
-
-    ``switch``: ``m · Σ_j f_j · P_j`` (paper 002 §3.2, α applied by the caller), f_j the fraction of tokens
-    whose top-1 expert is j, P_j the mean router probability of j; equals 1 for uniform routing, its minimum.
-    ``kl_uniform``: ``KL(u ‖ q) = Σ_j u_j log(u_j / q_j)`` with u uniform and q the mean router
-    distribution (paper 003 eq. 4-5); 0 for a uniform q.
-    """
-    num_experts = router_probs.shape[-1]
-    weights = valid.to(router_probs.dtype)
-    num_tokens = weights.sum().clamp(min=1.0)
-    mean_probs = (weights @ router_probs) / num_tokens
-    if loss_type == "switch":
-        if fractions is None:
-            fractions = _token_fractions(expert_index, weights, num_experts, num_tokens)
-        return num_experts * (fractions * mean_probs).sum()
-    if loss_type == "kl_uniform":
-        divergence = (
-            -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
-        )
-        # A block that saw no real token (a fully padded batch) has no distribution to balance.
-        return divergence * (weights.sum() > 0).to(divergence.dtype)
-    raise ValueError(f"`router_aux_loss_type` must be 'switch' or 'kl_uniform', got {loss_type!r}.")
-
-
-def _one_hot(expert_index: torch.Tensor, num_experts: int) -> torch.Tensor:
-    """``F.one_hot`` as a comparison: equal values, but without one_hot's run-time range assert, an op that
-    litert-torch (the TFLite exporter) has no lowering for."""
-    return (expert_index.unsqueeze(-1) == torch.arange(num_experts, device=expert_index.device)).long()
-
-
-def _token_fractions(expert_index: torch.Tensor, weights: torch.Tensor, num_experts: int, num_tokens) -> torch.Tensor:
-    """Fraction of the (weighted) tokens whose top-1 choice is each expert."""
-    if exporting():
-        # bincount's output size is data-dependent, which export cannot express.
-        counts = (_one_hot(expert_index, num_experts).to(weights.dtype) * weights.unsqueeze(-1)).sum(0)
-    else:
-        counts = torch.bincount(expert_index, weights=weights, minlength=num_experts).to(weights.dtype)
-    return counts / num_tokens
-
-
-def _capacity_keep(expert_index: torch.Tensor, valid: torch.Tensor, num_experts: int, capacity_factor: float):
-    """Keep the first ``ceil(capacity_factor · real_tokens / num_experts)`` tokens of each expert, in order.
-
-    Tokens are ranked within their expert by position (Switch Transformers), so the overflow that is
-    dropped is exactly each expert's last ``count - capacity`` tokens.
-    """
-    capacity = torch.ceil(capacity_factor * valid.sum() / num_experts)
-    assignment = _one_hot(expert_index, num_experts) * valid.unsqueeze(-1)
-    rank = (assignment.cumsum(0) * assignment).sum(-1) - 1
-    return valid & (rank < capacity)
-
-
-def route_tokens(
-    expert_index: torch.Tensor,
-    gate: torch.Tensor,
-    router_logits: torch.Tensor | None,
-    router_probs: torch.Tensor | None,
-    valid: torch.Tensor,
-    num_experts: int,
-    capacity_factor: float | None,
-    aux_loss_type: str,
-) -> RoutingDecision:
-    """Apply the capacity limit to a top-1 choice and compute the balance loss and load statistics."""
-    valid = valid.to(torch.bool)
-    weights = valid.to(torch.float32)
-    num_real = weights.sum().clamp(min=1.0)
-    expert_load = _token_fractions(expert_index, weights, num_experts, num_real)
-    if router_probs is None:
-        aux_loss = torch.zeros((), device=expert_index.device)
-    else:
-        aux_loss = load_balancing_loss(router_probs, expert_index, valid, aux_loss_type, fractions=expert_load)
-    if capacity_factor is None:  # nothing is dropped
-        keep, dropped_fraction = valid, torch.zeros((), device=expert_index.device)
-    else:
-        keep = _capacity_keep(expert_index, valid, num_experts, capacity_factor)
-        dropped_fraction = (valid & ~keep).sum() / num_real
-    return RoutingDecision(
-        expert_index=expert_index,
-        gate=gate,
-        keep=keep,
-        router_logits=router_logits,
-        aux_loss=aux_loss,
-        expert_load=expert_load.detach(),
-        dropped_fraction=dropped_fraction.detach(),
-    )
-
-
-def _rename_legacy_router_keys(module, state_dict, prefix, *args) -> None:
-    """``load_state_dict`` pre-hook: a router's ``classifier.*`` keys of before 0.2 are its ``gate.*``."""
-    for name in ("weight", "bias"):
-        legacy_key = f"{prefix}classifier.{name}"
-        if legacy_key in state_dict and f"{prefix}gate.{name}" not in state_dict:
-            state_dict[f"{prefix}gate.{name}"] = state_dict.pop(legacy_key)
-
-
-class TopOneRouter(nn.Module):
-    """Learned gate ``p = softmax(W x + b)`` in float32; top-1 choice ``k = argmax p``, weight ``p_k``.
-
-    The linear map is named ``gate`` (as Mixtral names its router's). Checkpoints written before 0.2 call it
-    ``classifier``, a name PEFT treats as a task head (``modules_to_save=["classifier"]`` for ``SEQ_CLS``),
-    which made every router trainable and saved it in each adapter; ``from_pretrained`` renames those keys
-    through transformers' own renaming on each line (``checkpoint_keys``), and for ``load_state_dict`` the
-    router registers torch's load-state-dict pre-hook that does the same.
-    """
-
-    def __init__(self, hidden_size: int, num_experts: int):
-        super().__init__()
-        self.gate = nn.Linear(hidden_size, num_experts)
-        self.register_load_state_dict_pre_hook(_rename_legacy_router_keys)
-
-    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None):
-        router_logits = self.gate(hidden_states).float()
-        router_probs = torch.softmax(router_logits, dim=-1)
-        gate, expert_index = router_probs.max(dim=-1)
-        return expert_index, gate, router_logits, router_probs
-
-
-def hash_routing_table(vocab_size: int, num_experts: int, hash_seed: int) -> torch.Tensor:
-    """A balanced random partition of the vocabulary: each expert gets ``vocab / m`` token ids."""
-    generator = torch.Generator().manual_seed(hash_seed)
-    permutation = torch.randperm(vocab_size, generator=generator)
-    table = torch.empty(vocab_size, dtype=torch.long)
-    table[permutation] = torch.arange(vocab_size) % num_experts
-    return table
-
-
-class HashRouter(nn.Module):
-    """Fixed random hash of the token id → expert (Roller et al., 2021; paper 002 appendix B).
-
-    The table is generated from ``hash_seed`` and saved with the weights, so it never changes between
-    library versions; a checkpoint without it gets the same table back from the seed.
-    """
-
-    def __init__(self, vocab_size: int, num_experts: int, hash_seed: int):
-        super().__init__()
-        self.table_arguments = (vocab_size, num_experts, hash_seed)
-        self.register_buffer("token_to_expert", hash_routing_table(*self.table_arguments))
-
-    def forward(self, hidden_states: torch.Tensor, input_ids: torch.Tensor | None):
-        if input_ids is None:
-            raise ValueError("Hash routing picks experts from token ids: pass `input_ids`, not `inputs_embeds`.")
-        expert_index = self.token_to_expert[input_ids]
-        return expert_index, torch.ones_like(expert_index, dtype=torch.float32), None, None
-
-
-def build_router(config, hidden_size: int, num_experts: int) -> nn.Module:
-    if config.router_type == "hash":
-        return HashRouter(config.vocab_size, num_experts, config.hash_seed)
-    return TopOneRouter(hidden_size, num_experts)
-
-
-class ExpertLinear(nn.Module):
-    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight (for MoE attention), computed by
-    the expert implementation ``config.moe_implementation`` selects (``moe_implementations``)."""
-
-    def __init__(self, config, num_experts: int, in_features: int, out_features: int):
-        super().__init__()
-        self.config = config
-        self.num_experts = num_experts
-        self.in_features = in_features
-        self.out_features = out_features
-        self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
-        self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
-
-    def extra_repr(self) -> str:
-        # Shown in PEFT's "Target module ... is not supported" when this is named in `target_modules`.
-        return (
-            f"num_experts={self.num_experts}, in_features={self.in_features}, out_features={self.out_features}; "
-            "stacked [experts, out, in] weight: adapt it with LoRA `target_parameters=['<name>.weight']`"
-        )
-
-    def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
-        implementation = ALL_MOE_IMPLEMENTATIONS.get_interface(self.config.moe_implementation)
-        return implementation.linear(self, inputs, dispatch)
-
-
-class MoEExperts(nn.Module):
-    """``config.num_experts`` standard FFNs (``hidden → expert_intermediate_size → hidden``) stored as batched
-    weights, computed by the expert implementation ``config.moe_implementation`` selects (``moe_implementations``).
-
-    ``fc1_weight`` is ``[E, intermediate, hidden]`` and ``fc2_weight`` ``[E, hidden, intermediate]``
-    (PyTorch's ``[out, in]`` per expert), targetable by PEFT's parameter targeting. ``fused_activation``: the name
-    under which oneDNN's GEMM epilogue computes ``hidden_act`` exactly (``FUSED_ACTIVATIONS``), else ``None``.
-    """
-
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        self.num_experts = config.num_experts
-        self.hidden_size = config.hidden_size
-        hidden_act, intermediate_size = config.hidden_act, config.expert_intermediate_size
-        self.fused_activation = hidden_act if isinstance(hidden_act, str) and hidden_act in FUSED_ACTIVATIONS else None
-        self.fc1_weight = nn.Parameter(torch.empty(self.num_experts, intermediate_size, self.hidden_size))
-        self.fc1_bias = nn.Parameter(torch.zeros(self.num_experts, intermediate_size))
-        self.fc2_weight = nn.Parameter(torch.empty(self.num_experts, self.hidden_size, intermediate_size))
-        self.fc2_bias = nn.Parameter(torch.zeros(self.num_experts, self.hidden_size))
-        self.act = ACT2FN[hidden_act]
-
-    def extra_repr(self) -> str:
-        # Shown in PEFT's "Target module ... is not supported" when `experts` is named in `target_modules`.
-        return (
-            f"num_experts={self.num_experts}, hidden_size={self.hidden_size}, "
-            f"intermediate_size={self.fc1_weight.shape[1]}; stacked [experts, out, in] weights: adapt them with "
-            "LoRA `target_parameters=['experts.fc1_weight', 'experts.fc2_weight']`"
-        )
-
-    def forward(self, inputs: torch.Tensor, dispatch: ExpertDispatch) -> torch.Tensor:
-        return ALL_MOE_IMPLEMENTATIONS.get_interface(self.config.moe_implementation).ffn(self, inputs, dispatch)
-
-
-def route(
-    router: nn.Module,
-    hidden_states: torch.Tensor,
-    token_mask: torch.Tensor,
-    input_ids: torch.Tensor | None,
-    num_experts: int,
-    capacity_factor: float | None,
-    aux_loss_type: str,
-) -> tuple[RoutingDecision, ExpertDispatch]:
-    """Route the ``[batch, seq, hidden]`` tokens of one MoE block and group them by expert."""
-    flat = hidden_states.reshape(-1, hidden_states.shape[-1])
-    flat_ids = None if input_ids is None else input_ids.reshape(-1)
-    expert_index, gate, router_logits, router_probs = router(flat, flat_ids)
-    decision = route_tokens(
-        expert_index,
-        gate,
-        router_logits,
-        router_probs,
-        token_mask.reshape(-1),
-        num_experts,
-        capacity_factor,
-        aux_loss_type,
-    )
-    return decision, ExpertDispatch(decision, num_experts)
-
-
-class MoEFeedForward(nn.Module):
-    """Top-1 MoE FFN block: ``p_k(x) · FFN_k(x)`` (paper 002 §3.2; paper 003 eq. 1-3)."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.num_experts = config.num_experts
-        self.capacity_factor = config.capacity_factor
-        self.eval_capacity_factor = config.eval_capacity_factor
-        self.aux_loss_type = config.router_aux_loss_type
-        self.router = build_router(config, config.hidden_size, config.num_experts)
-        self.experts = MoEExperts(config)
-
-    def forward(
-        self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids: torch.Tensor | None
-    ) -> tuple[torch.Tensor, RoutingDecision]:
-        capacity_factor = self.capacity_factor if self.training else self.eval_capacity_factor
-        decision, dispatch = route(
-            self.router, hidden_states, token_mask, input_ids, self.num_experts, capacity_factor, self.aux_loss_type
-        )
-        flat = hidden_states.reshape(-1, hidden_states.shape[-1])
-        outputs = self.experts(flat, dispatch) * decision.gate.unsqueeze(-1).to(flat.dtype)
-        return outputs.view_as(hidden_states), decision
-
-
-def summarize_routing(
-    decisions: list[RoutingDecision], config, batch: int, seq: int, output_router_logits: bool
-) -> dict[str, torch.Tensor | tuple | None]:
-    """The routing fields of a model output from every MoE block's decision (empty for a dense model)."""
-    if not decisions:
-        return {}
-    aux_loss = config.router_aux_loss_coef * torch.stack([decision.aux_loss for decision in decisions]).mean()
-    router_logits = None
-    if output_router_logits and config.router_type == "top1":
-        router_logits = tuple(decision.router_logits.view(batch, seq, -1) for decision in decisions)
-    loads = [decision.expert_load for decision in decisions]
-    # MHA and FFN blocks may have different expert counts: pad loads to the widest for one tensor.
-    width = max(load.shape[0] for load in loads)
-    return {
-        "aux_loss": aux_loss,
-        "router_logits": router_logits,
-        "expert_load": torch.stack([F.pad(load, (0, width - load.shape[0])) for load in loads]),
-        "dropped_token_fraction": torch.stack([decision.dropped_fraction for decision in decisions]),
-    }
-
-
-class DenseImplementation:
-    """The plain modules (``"eager"``); other implementations override both methods and may fall back to these."""
-
-    def linear(
-        self,
-        linear: nn.Module,
-        inputs: torch.Tensor,
-        activation: nn.Module | None = None,
-        dropout: nn.Module | None = None,
-        residual: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        outputs = linear(inputs)
-        if activation is not None:
-            outputs = activation(outputs)
-        if dropout is not None:
-            outputs = dropout(outputs)
-        return outputs if residual is None else outputs + residual
-
-    def joined(self, linears: Sequence[nn.Module], inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(linear(inputs) for linear in linears)
-
-
-def _fused_activation(activation: nn.Module | None) -> str | None:
-    """oneDNN's epilogue name for ``activation`` where it computes the same function, else ``None``."""
-    if isinstance(activation, nn.ReLU):
-        return "relu"
-    if isinstance(activation, GELUActivation) and activation.act is nn.functional.gelu:
-        return "gelu"
-    return None
-
-
-# From this many multiply-adds per call the fused and the plain GEMM took about the same time on the development
-# machine (0.9-1.1x at 512 rows, every shape tried), and one measurement would take seconds: fused, unmeasured.
-_ALWAYS_FUSED_FROM = 1 << 28
-
-
-# The prior of ``probed_fusion`` (the rule measured on the development machine), and the measured time ratios
-# (fused / plain) that clearly overturn it.
-_FUSED_FROM = 1 << 25
-
-
-_CLEAR_WIN, _CLEAR_LOSS = 0.90, 1.10
-
-
-class DenseShape(NamedTuple):
-    """A dense call as the fusion decision sees it: what follows the GEMM (``"gelu"``, ``"relu"``, ``"residual"``
-    or ``"none"``), the widths, how many projections are joined, and the rows rounded up to a power of two (so that
-    sequence lengths share verdicts)."""
-
-    epilogue: str
-    in_features: int
-    out_features: int
-    projections: int
-    rows: int
-
-    @property
-    def multiply_adds(self) -> int:
-        return self.rows * self.in_features * self.out_features
-
-
-class OneDNNDense(DenseImplementation):
-    """Packed, epilogue-fused, joined GEMMs where ``fuses(shape)`` says they pay (module docstring); elsewhere, or
-    where the packed path cannot run, the plain modules."""
-
-    def __init__(self, fuses: Callable[[DenseShape], bool]):
-        self.fuses = fuses
-        # (epilogue, widths, projections, rows, threads) → verdict: one dictionary lookup per call once seen.
-        self._verdicts: dict[tuple[str, int, int, int, int, int], bool] = {}
-        on_forget(self._verdicts.clear)
-
-    def _group(self, linears: tuple[nn.Module, ...], inputs: torch.Tensor, epilogue: str) -> PackedLinearGroup | None:
-        """The packed group for ``linears`` where the packed path applies now and pays, else ``None``.
-        Runs for every dense layer of a forward pass: cheapest checks first, the plain path in about a microsecond
-        (training, compiling, tracing: before anything else, so that a traced graph never reaches the probe)."""
-        if torch.is_grad_enabled() or torch.compiler.is_compiling() or torch.jit.is_tracing():
-            return None
-        if len(linears) == 1:
-            if type(linears[0]) is not nn.Linear:
-                return None
-            out_features = linears[0].out_features
-        elif any(type(linear) is not nn.Linear for linear in linears):
-            return None
-        else:
-            out_features = sum(linear.out_features for linear in linears)
-        width = linears[0].in_features
-        rows = inputs.numel() // width
-        key = (epilogue, width, out_features, len(linears), rows, torch.get_num_threads())
-        fuses = self._verdicts.get(key)
-        if fuses is None:
-            bucket = 1 << max(rows - 1, 0).bit_length()
-            fuses = self._verdicts[key] = bool(
-                self.fuses(DenseShape(epilogue, width, out_features, len(linears), bucket))
-            )
-        if not fuses or not packing_applies_now():
-            return None
-        return packed_linear_group(linears)
-
-    def linear(self, linear, inputs, activation=None, dropout=None, residual=None):
-        fused_name = None if activation is None else _fused_activation(activation)
-        group = None
-        if (activation is None or fused_name is not None) and (dropout is None or not dropout.training):
-            epilogue = fused_name or ("residual" if residual is not None else "none")
-            group = self._group((linear,), inputs, epilogue)
-        if group is None:
-            return super().linear(linear, inputs, activation, dropout, residual)
-        rows = inputs.reshape(-1, inputs.shape[-1])
-        if residual is not None and fused_name is None:
-            others = residual.reshape(rows.shape[0], -1).contiguous()
-            outputs = packed_linear_add(rows, others, group.matrix, group.bias)
-        else:
-            outputs = packed_linear(rows, group.matrix, group.bias, fused_name)
-            if residual is not None:  # the activation comes before the addition: not one epilogue
-                outputs = outputs + residual.reshape(rows.shape[0], -1)
-        return outputs.view(*inputs.shape[:-1], outputs.shape[-1])
-
-    def joined(self, linears, inputs):
-        group = self._group(tuple(linears), inputs, "none")
-        if group is None:
-            return super().joined(linears, inputs)
-        joined = packed_linear(inputs.reshape(-1, inputs.shape[-1]), group.matrix, group.bias)
-        return tuple(part.view(*inputs.shape[:-1], part.shape[-1]) for part in joined.split(group.widths, dim=-1))
-
-
-def _measure_fusion(shape: DenseShape) -> float:
-    """The probe of ``implementation_probe`` for one shape: eight different projections of that shape (the weights
-    of a model are not all in cache: eight sets of weights keep the GEMM's weight reads about as cold as a model's;
-    one set, always in cache, hides the per-call re-packing that fusing saves), fused against the plain modules, 11
-    interleaved rounds; the fused path's time over the plain one's (medians)."""
-    generator = torch.Generator().manual_seed(0)
-    width = shape.out_features // shape.projections
-    activation = {"gelu": GELUActivation(), "relu": nn.ReLU()}.get(shape.epilogue)
-    groups = []
-    for _ in range(8):
-        linears = tuple(nn.Linear(shape.in_features, width).eval() for _ in range(shape.projections))
-        with torch.no_grad():
-            for linear in linears:
-                linear.weight.copy_(torch.randn(linear.weight.shape, generator=generator) * 0.05)
-        groups.append(linears)
-    inputs = torch.randn(shape.rows, shape.in_features, generator=generator)
-    residual = torch.randn(shape.rows, width, generator=generator) if shape.epilogue == "residual" else None
-
-    def run(implementation: DenseImplementation) -> None:
-        for linears in groups:
-            if len(linears) > 1:
-                implementation.joined(linears, inputs)
-            else:
-                implementation.linear(linears[0], inputs, activation, None, residual)
-
-    eager, fused = DenseImplementation(), OneDNNDense(lambda shape: True)
-    times = median_seconds({"eager": lambda: run(eager), "fused": lambda: run(fused)}, rounds=11)
-    return round(times["fused"] / times["eager"], 3)
-
-
-def probed_fusion(shape: DenseShape) -> bool:
-    """Whether ``"auto"`` fuses a call of ``shape`` on this machine.
-
-    The prior is the rule measured on the development machine: fuse from 2^25 multiply-adds per call. The
-    shape's measured time ratio (fused / plain, measured the first time the shape is seen, then read from the
-    probe file) overrides it only where it is clear: a shape below 2^25 fuses if fusing measured at most 0.90x,
-    one above stays plain if fusing measured more than 1.10x. Why not the bare measurement: a single shape's ratio
-    moves by ±10% between runs on a shared 2-core machine (0.91-1.12x for MiniLM's GELU projection), while a whole
-    MiniLM runs 5-10% faster with those borderline shapes fused; a clear difference (MobileBERT's 128-wide
-    projections: 1.1-2.9x; a machine where fusing pays from batch 1: 0.76x) is not noise. With probing off: the
-    prior."""
-    prior = shape.multiply_adds >= _FUSED_FROM
-    if shape.multiply_adds >= _ALWAYS_FUSED_FROM:
-        return True
-    name = "dense {} {}x{}/{} rows {}".format(*shape)
-    ratio = probed_choice(name, functools.partial(_measure_fusion, shape), None)
-    if ratio is None:
-        return prior
-    return ratio <= _CLEAR_LOSS if prior else ratio <= _CLEAR_WIN
-
-
-class DenseInterface(ImplementationInterface):
-    """Name → dense implementation; ``DenseInterface.register(name, implementation)`` adds one."""
-
-    config_field = "dense_implementation"
-    _global_mapping = {
-        "eager": DenseImplementation(),
-        "onednn": OneDNNDense(lambda shape: True),
-        "auto": OneDNNDense(probed_fusion),
-    }
-
-
-ALL_DENSE_IMPLEMENTATIONS = DenseInterface()
-
-
-def dense_linear(
-    config,
-    linear: nn.Module,
-    inputs: torch.Tensor,
-    *,
-    activation: nn.Module | None = None,
-    dropout: nn.Module | None = None,
-    residual: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``dropout(activation(linear(inputs))) + residual`` (each part optional), by ``config.dense_implementation``."""
-    implementation = ALL_DENSE_IMPLEMENTATIONS.get_interface(config.dense_implementation)
-    return implementation.linear(linear, inputs, activation, dropout, residual)
-
-
-def dense_joined(config, linears: Sequence[nn.Module], inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """``tuple(linear(inputs) for linear in linears)``, by ``config.dense_implementation``."""
-    return ALL_DENSE_IMPLEMENTATIONS.get_interface(config.dense_implementation).joined(linears, inputs)
-
-
-def additive_attention_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """``[batch, seq]`` 1/0 padding mask → ``[batch, 1, 1, seq]`` additive mask (0 keeps, dtype-min masks)."""
-    if attention_mask is None:
-        return None
-    keep = attention_mask[:, None, None, :].to(dtype)
-    return (1.0 - keep) * torch.finfo(dtype).min
-
-
-def split_heads(states: torch.Tensor, num_heads: int) -> torch.Tensor:
-    batch, seq, width = states.shape
-    return states.view(batch, seq, num_heads, width // num_heads).transpose(1, 2)
-
-
-def merge_heads(states: torch.Tensor) -> torch.Tensor:
-    batch, heads, seq, head_size = states.shape
-    return states.transpose(1, 2).reshape(batch, seq, heads * head_size)
-
-
-def uses_eager_attention(config, output_attentions: bool) -> bool:
-    """The explicit path when probabilities are requested or ``attn_implementation="eager"`` is selected."""
-    return output_attentions or getattr(config, "_attn_implementation", None) == "eager"
-
-
-def scaled_dot_product_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    additive_mask: torch.Tensor | None,
-    dropout_p: float,
-    eager: bool,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Attention over ``[batch, heads, seq, head_size]`` tensors; returns the context and, on the eager
-    path, the probabilities (``None`` from the fused kernel).
-
-    ``dropout_p`` must already be 0 outside training.
-    """
-    if not eager:
-        context = F.scaled_dot_product_attention(query, key, value, attn_mask=additive_mask, dropout_p=dropout_p)
-        return context, None
-    scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(query.shape[-1])
-    if additive_mask is not None:
-        scores = scores + additive_mask
-    probs = torch.softmax(scores, dim=-1)
-    context = torch.matmul(F.dropout(probs, p=dropout_p, training=dropout_p > 0), value)
-    return context, probs
-
-
-@dataclass
-class CompactBertModelOutput(ModelOutput):
-    """Output of a base model.
+class MoEBertModelOutput(ModelOutput):
+    """Output of the base model; heads return the same per-layer and routing fields next to their own.
 
     Args:
-        last_hidden_state: ``[batch, seq, hidden]`` output of the last layer (the inter-block feature map
-            for the bottleneck family).
+        last_hidden_state: ``[batch, seq, hidden]`` output of the last layer.
         pooler_output: ``[batch, hidden]`` pooled first token, when the model has a pooler.
-        hidden_states: embeddings output plus every layer's output, with ``output_hidden_states=True``;
-            these are the feature maps of feature-map transfer (paper 001 eq. 2).
-        attentions: per layer ``[batch, heads, seq, seq]`` attention probabilities, with
-            ``output_attentions=True`` (attention transfer, paper 001 eq. 3).
+        hidden_states: embeddings output plus every layer's output, with ``output_hidden_states=True``.
+        attentions: per layer ``[batch, heads, seq, seq]`` attention probabilities, with ``output_attentions=True``.
         router_logits: per MoE block ``[batch, seq, num_experts]`` float32 router logits, with
             ``output_router_logits=True`` (top-1 gating only).
-        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks.
+        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks (``None`` when dense).
         expert_load: ``[num_moe_blocks, num_experts]`` fraction of real tokens routed to each expert.
         dropped_token_fraction: ``[num_moe_blocks]`` fraction of real tokens dropped by the capacity limit.
     """
@@ -1369,8 +61,8 @@ class CompactBertModelOutput(ModelOutput):
 
 
 @dataclass
-class CompactBertMaskedLMOutput(ModelOutput):
-    """Masked-LM head output; ``loss`` (with labels) includes the backbone's ``aux_loss``."""
+class MoEBertMaskedLMOutput(ModelOutput):
+    """Masked-LM output; ``loss`` (with labels) includes the backbone's ``aux_loss``."""
 
     loss: torch.FloatTensor | None = None
     logits: torch.FloatTensor | None = None
@@ -1383,7 +75,7 @@ class CompactBertMaskedLMOutput(ModelOutput):
 
 
 @dataclass
-class CompactBertClassifierOutput(ModelOutput):
+class MoEBertClassifierOutput(ModelOutput):
     """Sequence- or token-classification output; ``loss`` (with labels) includes ``aux_loss``."""
 
     loss: torch.FloatTensor | None = None
@@ -1397,7 +89,7 @@ class CompactBertClassifierOutput(ModelOutput):
 
 
 @dataclass
-class CompactBertQuestionAnsweringOutput(ModelOutput):
+class MoEBertQuestionAnsweringOutput(ModelOutput):
     """Extractive QA output; ``loss`` (with start/end positions) includes ``aux_loss``."""
 
     loss: torch.FloatTensor | None = None
@@ -1411,374 +103,561 @@ class CompactBertQuestionAnsweringOutput(ModelOutput):
     dropped_token_fraction: torch.FloatTensor | None = None
 
 
-# Config fields a tensor dimension can be; the first whose value matches a differing dimension is named, after
-# the fields that the tensor's name points at (``_FIELDS_BY_TENSOR_NAME``).
-_SIZE_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "moe_intermediate_size",
-    "num_experts",
-    "num_attention_experts",
-    "embedding_size",
-    "intra_bottleneck_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "num_labels",
-    "num_attention_heads",
-)
+@dataclass
+class MoEBertRouting:
+    """Where each of ``T`` flattened tokens of one MoE block goes, and the block's balance terms.
 
-
-_FIELDS_BY_TENSOR_NAME = (
-    (re.compile(r"attention.*experts|attention.*router"), "num_attention_experts"),
-    (re.compile(r"experts|router"), "num_experts"),
-    (re.compile(r"word_embeddings|predictions\.(bias|decoder)"), "vocab_size"),
-    (re.compile(r"position_embeddings"), "max_position_embeddings"),
-    (re.compile(r"token_type_embeddings"), "type_vocab_size"),
-    (re.compile(r"classifier|qa_outputs"), "num_labels"),
-    (re.compile(r"intermediate|ffn"), "intermediate_size"),
-)
-
-
-_LAYER_INDEX = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
-
-
-_SHOWN_PER_FIELD = 3
-
-
-class CheckpointMismatchError(ValueError):
-    """The checkpoint's weights do not fit the config, or hold non-finite values."""
-
-
-def check_loaded_checkpoint(
-    model, loading_info: dict, source, ignore_mismatched_sizes: bool, hub_kwargs: dict
-) -> None:
-    """Raise ``CheckpointMismatchError`` for what the module docstring lists; ``loading_info`` is the dict that
-    ``from_pretrained(..., output_loading_info=True)`` returns on either transformers line."""
-    problems = _layer_count_problems(model, loading_info)
-    mismatched = _mismatched_shapes(model, loading_info.get("mismatched_keys") or (), source, hub_kwargs)
-    if ignore_mismatched_sizes:
-        mismatched = [entry for entry in mismatched if not _in_task_head(model, entry[0])]
-    problems += _describe_mismatches(model.config, mismatched)
-    if problems:
-        head_hint = (
-            ""
-            if ignore_mismatched_sizes
-            else " (`ignore_mismatched_sizes=True` re-initializes task-head tensors only, e.g. for a new number of labels)"
-        )
-        raise CheckpointMismatchError(
-            f"The config of {type(model).__name__} disagrees with the checkpoint at {source}: "
-            + "; ".join(problems)
-            + f". Load it with the config it was saved with, or fix the field(s) in config.json{head_hint}."
-        )
-    _check_finite(model, source, hub_kwargs)
-
-
-def _in_task_head(model, key: str) -> bool:
-    """Tensors outside the base model: a classifier or other head, not embeddings, encoder or pooler."""
-    prefix = getattr(model, "base_model_prefix", "")
-    has_backbone = bool(prefix) and getattr(model, prefix, None) is not None and model.base_model is not model
-    return has_backbone and not key.startswith(f"{prefix}.") and not key.startswith("cls.predictions.")
-
-
-def _layer_count_problems(model, loading_info: dict) -> list[str]:
-    """transformers only warns about these: extra layers are dropped, missing layers randomly initialized."""
-    configured = model.config.num_hidden_layers
-    extra = {
-        int(match.group(1)) for key in loading_info.get("unexpected_keys") or () if (match := _LAYER_INDEX.search(key))
-    }
-    extra = {index for index in extra if index >= configured}
-    if extra:
-        return [
-            f"`num_hidden_layers` is {configured} in the config but the checkpoint has {max(extra) + 1} encoder layers"
-        ]
-    missing = set(loading_info.get("missing_keys") or ())
-    layer_keys: dict[int, set[str]] = {}
-    for key in model.state_dict():
-        if match := _LAYER_INDEX.search(key):
-            layer_keys.setdefault(int(match.group(1)), set()).add(key)
-    absent = sorted(index for index, keys in layer_keys.items() if keys <= missing)
-    if absent and absent == list(range(absent[0], configured)):
-        return [f"`num_hidden_layers` is {configured} in the config but the checkpoint has {absent[0]} encoder layers"]
-    return []
-
-
-def _mismatched_shapes(model, mismatched_keys, source, hub_kwargs) -> list[tuple[str, tuple, tuple]]:
-    """(key, checkpoint shape, model shape) per mismatched tensor. transformers 5 reports the shapes; 4.57 only
-    the keys, whose checkpoint shapes are then read from the safetensors headers (no tensor data is read)."""
-    entries = [entry if isinstance(entry, tuple) else (entry, None, None) for entry in mismatched_keys]
-    if not entries:
-        return []
-    parameters = dict(model.state_dict())
-    header_shapes = None
-    resolved = []
-    for key, checkpoint_shape, model_shape in sorted(entries, key=lambda entry: entry[0]):
-        if model_shape is None:
-            model_key = key if key in parameters else key.split(".", 1)[-1]
-            model_shape = tuple(parameters[model_key].shape) if model_key in parameters else None
-        if checkpoint_shape is None:
-            if header_shapes is None:
-                header_shapes = {name: shape for name, (shape, _) in _checkpoint_headers(source, hub_kwargs).items()}
-            prefix = f"{model.base_model_prefix}."
-            for candidate in (key, prefix + key, key.removeprefix(prefix)):
-                if candidate in header_shapes:
-                    checkpoint_shape = header_shapes[candidate]
-                    break
-        resolved.append(
-            (
-                key,
-                tuple(checkpoint_shape) if checkpoint_shape is not None else None,
-                tuple(model_shape) if model_shape is not None else None,
-            )
-        )
-    return resolved
-
-
-def _describe_mismatches(config, mismatched) -> list[str]:
-    """One sentence per config field: its value, the checkpoint's value and the tensors that show it."""
-    by_field: dict[tuple[str, object, object], list[str]] = {}
-    for key, checkpoint_shape, model_shape in mismatched:
-        field, configured, saved = _field_of(config, key, checkpoint_shape, model_shape)
-        shapes = f"{key} has shape {_shape(checkpoint_shape)} in the checkpoint, {_shape(model_shape)} in the model"
-        by_field.setdefault((field, configured, saved), []).append(shapes)
-    sentences = []
-    for (field, configured, saved), tensors in by_field.items():
-        more = f" (and {len(tensors) - _SHOWN_PER_FIELD} more tensors)" if len(tensors) > _SHOWN_PER_FIELD else ""
-        if field is None:
-            subject = "a size derived from the config differs"
-        else:
-            subject = f"{field} is {configured} in the config but {saved} in the checkpoint"
-        sentences.append(f"{subject}: " + ", ".join(tensors[:_SHOWN_PER_FIELD]) + more)
-    return sentences
-
-
-def _field_of(config, key: str, checkpoint_shape, model_shape) -> tuple[str | None, object, object]:
-    """The config field(s) (as text) whose value is the differing dimension of the model's tensor."""
-    if checkpoint_shape is None or model_shape is None or len(checkpoint_shape) != len(model_shape):
-        return None, None, None
-    differing = [
-        (model_size, saved) for model_size, saved in zip(model_shape, checkpoint_shape) if model_size != saved
-    ]
-    if not differing:
-        return None, None, None
-    model_size, saved = differing[0]
-    values = {name: getattr(config, name, None) for name in _SIZE_FIELDS}
-    hinted = [field for pattern, field in _FIELDS_BY_TENSOR_NAME if pattern.search(key)]
-    matching = [name for name in hinted if values.get(name) == model_size]
-    matching = matching[:1] or [name for name, value in values.items() if value == model_size]
-    if not matching:
-        return None, None, None
-    return " or ".join(f"`{name}`" for name in matching), model_size, saved
-
-
-def _shape(shape) -> str:
-    return "unknown" if shape is None else f"[{', '.join(str(size) for size in shape)}]"
-
-
-def _is_finite(tensor: torch.Tensor) -> bool:
-    """A sum per tensor (no temporary, about 5 times faster than ``isfinite().all()`` on CPU) is NaN or infinite
-    whenever an element is; only then, since a finite float32 sum could also overflow, is every element checked.
-    Half-precision tensors are summed in float32, which their largest values cannot overflow."""
-    accumulate = torch.float32 if tensor.element_size() < 4 else None
-    return bool(torch.isfinite(tensor.sum(dtype=accumulate))) or bool(torch.isfinite(tensor).all())
-
-
-def _check_finite(model, source, hub_kwargs) -> None:
-    """One reduction per floating tensor: 0.13 s of the 1.4 s that loading MobileBERT with its MLM head (36.6M
-    parameters) took on two busy CPU cores."""
-    bad = [
-        name
-        for name, tensor in model.state_dict().items()
-        if tensor.is_floating_point() and tensor.device.type != "meta" and not _is_finite(tensor)
-    ]
-    if not bad:
-        return
-    files = {name: file for name, (_, file) in _checkpoint_headers(source, hub_kwargs).items()}
-    prefix = f"{model.base_model_prefix}."
-    located = []
-    for name in bad[:10]:
-        file = next((files[key] for key in (name, prefix + name, name.removeprefix(prefix)) if key in files), None)
-        located.append(f"{name} (in {file})" if file else name)
-    more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
-    raise CheckpointMismatchError(
-        f"The checkpoint at {source} holds NaN or infinite values in {len(bad)} tensor(s): {', '.join(located)}{more}. "
-        "The file is corrupted (or was saved from a diverged run); every output of this model would be NaN. "
-        "Re-download it or load an earlier checkpoint."
-    )
-
-
-def _checkpoint_headers(source, hub_kwargs: dict) -> dict[str, tuple[tuple, str]]:
-    """Tensor name → (shape, file) from the safetensors headers of a local folder or a cached Hub repo; empty when
-    the weights are not safetensors or cannot be found (the messages then say "unknown")."""
-    files = []
-    try:
-        index = _resolve(source, "model.safetensors.index.json", hub_kwargs)
-        if index is not None:
-            shards = sorted(set(json.loads(Path(index).read_text(encoding="utf-8"))["weight_map"].values()))
-            files = [_resolve(source, shard, hub_kwargs) for shard in shards]
-        else:
-            files = [_resolve(source, "model.safetensors", hub_kwargs)]
-        headers = {}
-        for file in files:
-            if file is None:
-                continue
-            with open(file, "rb") as stream:
-                (length,) = struct.unpack("<Q", stream.read(8))
-                header = json.loads(stream.read(length))
-            headers.update(
-                {name: (tuple(entry["shape"]), str(file)) for name, entry in header.items() if name != "__metadata__"}
-            )
-        return headers
-    except (OSError, ValueError, KeyError, struct.error):
-        return {}
-
-
-def _resolve(source, filename: str, hub_kwargs: dict):
-    if source is None:
-        return None
-    folder = Path(str(source)) / (hub_kwargs.get("subfolder") or "")
-    if folder.is_dir():
-        path = folder / filename
-        return path if path.is_file() else None
-    from transformers.utils import cached_file
-
-    try:
-        return cached_file(
-            str(source),
-            filename,
-            _raise_exceptions_for_missing_entries=False,
-            _raise_exceptions_for_connection_errors=False,
-            **hub_kwargs,
-        )
-    except Exception:
-        return None
-
-
-def _loaded(tensor: torch.Tensor) -> bool:
-    """transformers 5 flags every tensor it filled from a checkpoint; those must not be re-initialized.
-    (4.57 never sets the flag on tensors and only initializes modules with missing weights.)"""
-    return bool(getattr(tensor, "_is_hf_initialized", False))
-
-
-def normal_unless_loaded(tensor: torch.Tensor, std: float) -> None:
-    if not _loaded(tensor):
-        tensor.normal_(mean=0.0, std=std)
-
-
-def fill_unless_loaded(tensor: torch.Tensor, value: float) -> None:
-    if not _loaded(tensor):
-        tensor.fill_(value)
-
-
-def copy_unless_loaded(tensor: torch.Tensor, value: torch.Tensor) -> None:
-    if not _loaded(tensor):
-        tensor.copy_(value)
-
-
-# ``from_pretrained`` arguments that locate a Hub checkpoint's files (to read their safetensors headers).
-_HUB_ARGUMENTS = ("subfolder", "revision", "cache_dir", "token", "local_files_only")
-
-
-class CompactBertPreTrainedModel(PreTrainedModel):
-    """Shared behaviour; each family subclasses it with its ``config_class`` and ``base_model_prefix``.
-
-    Saving is transformers' own: importing compact-bert registers each family class for its Auto class
-    (``register_for_auto_class``), so ``save_pretrained`` and ``push_to_hub`` copy the class's generated module
-    (``models/<model_type>/modeling_<model_type>.py``) and its configuration module next to the weights, and
-    ``AutoModel*.from_pretrained(dir or repo_id, trust_remote_code=True)`` works in a process that never
-    installed compact-bert.
+    Attributes:
+        expert_index: ``[T]`` chosen expert (meaningless for padding tokens).
+        weight: ``[T]`` float32 weight of the expert output: the router probability of the chosen expert (eq. 3 of
+            paper 003), 1 for hash routing, 0 for padding and for tokens over their expert's capacity.
+        router_logits: ``[T, num_experts]`` float32, ``None`` for hash routing.
+        aux_loss: unweighted balance loss (0 for hash routing, which has nothing to learn).
+        expert_load: ``[num_experts]`` fraction of real tokens whose top-1 choice is each expert.
+        dropped_fraction: fraction of real tokens dropped by the capacity limit.
     """
 
+    expert_index: torch.Tensor
+    weight: torch.Tensor
+    router_logits: torch.Tensor | None
+    aux_loss: torch.Tensor
+    expert_load: torch.Tensor
+    dropped_fraction: torch.Tensor
+
+
+class MoEBertEmbeddings(nn.Module):
+    """BERT embeddings: word + position + token type, LayerNorm, dropout."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False)
+
+    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        if position_ids is None:
+            position_ids = self.position_ids[:, : inputs_embeds.shape[1]]
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
+        embeddings = (
+            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
+        )
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention written out, over ``[batch, heads, seq, head_size]`` tensors and an additive mask: the
+    only path with probabilities (attention transfer, paper 001 eq. 3). Returns ``[batch, seq, heads, head_size]``."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = torch.softmax(weights, dim=-1)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def attention_function(config, output_attentions: bool) -> Callable:
+    """The attention implementation ``config._attn_implementation`` names in transformers' registry
+    (``ALL_ATTENTION_FUNCTIONS``: ``sdpa``, and what the installed transformers or the user registers), or
+    ``eager_attention_forward``; always the latter when probabilities are asked for, which fused kernels never
+    compute. Registered functions receive the ``[batch, 1, 1, seq]`` additive padding mask."""
+    if output_attentions or config._attn_implementation == "eager":
+        return eager_attention_forward
+    if not hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers 4.57: a plain mapping
+        return ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
+    return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
+
+
+class MoEBertExpertLinear(nn.Module):
+    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight, for MoE attention: each token goes
+    through its routed expert's map; a token of routing weight 0 (padding) gets zeros."""
+
+    def __init__(self, num_experts: int, in_features: int, out_features: int):
+        super().__init__()
+        self.num_experts = num_experts
+        self.out_features = out_features
+        self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
+        self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
+
+    def extra_repr(self) -> str:
+        # Shown in PEFT's "Target module ... is not supported" when this is named in `target_modules`.
+        return (
+            f"num_experts={self.num_experts}, out_features={self.out_features}; stacked [experts, out, in] weight: "
+            "adapt it with LoRA `target_parameters=['<name>.weight']`"
+        )
+
+    def forward(self, hidden_states: torch.Tensor, routing: MoEBertRouting) -> torch.Tensor:
+        flat = hidden_states.reshape(-1, hidden_states.shape[-1])
+        target = torch.where(routing.weight != 0, routing.expert_index, self.num_experts)
+        outputs = flat.new_zeros(flat.shape[0], self.out_features)
+        # One unbind per call, not ``weight[e]`` per expert: each indexing's backward writes a zero gradient the size
+        # of all experts; unbind's backward stacks once.
+        weights, biases = self.weight.unbind(0), self.bias.unbind(0)
+        # A fixed loop over the experts, each selecting its rows with ``nonzero``: right for any routing, compiled too.
+        for expert in range(self.num_experts):
+            positions = (target == expert).nonzero().squeeze(-1)
+            outputs.index_add_(
+                0, positions, F.linear(flat.index_select(0, positions), weights[expert], biases[expert])
+            )
+        return outputs.view(*hidden_states.shape[:-1], self.out_features)
+
+
+class MoEBertSelfAttention(nn.Module):
+    """Multi-head self-attention; with ``num_attention_experts > 1`` every token's Q/K/V projections come from its
+    routed expert (Switch Transformers' MoE attention, paper 002 appendix B)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.head_size = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_size**-0.5
+        self.dropout_prob = config.attention_probs_dropout_prob
+        self.is_causal = False
+        width, experts = config.hidden_size, config.num_attention_experts
+        for name in ("query", "key", "value"):
+            setattr(
+                self, name, nn.Linear(width, width) if experts == 1 else MoEBertExpertLinear(experts, width, width)
+            )
+
+    def forward(self, hidden_states, attention_mask, routing=None, output_attentions=False):
+        shape = (*hidden_states.shape[:-1], -1, self.head_size)
+        if routing is None:
+            query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
+        else:
+            query, key, value = (layer(hidden_states, routing) for layer in (self.query, self.key, self.value))
+        context, probs = attention_function(self.config, output_attentions)(
+            self,
+            query.view(shape).transpose(1, 2),
+            key.view(shape).transpose(1, 2),
+            value.view(shape).transpose(1, 2),
+            attention_mask,
+            dropout=self.dropout_prob if self.training else 0.0,
+            scaling=self.scaling,
+        )
+        return context.reshape(*hidden_states.shape[:-1], -1), probs
+
+
+class MoEBertSelfOutput(nn.Module):
+    """Output projection (per expert and gate-weighted for MoE attention), dropout, residual, LayerNorm."""
+
+    def __init__(self, config):
+        super().__init__()
+        width, experts = config.hidden_size, config.num_attention_experts
+        self.dense = nn.Linear(width, width) if experts == 1 else MoEBertExpertLinear(experts, width, width)
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, input_tensor, routing=None):
+        if routing is None:
+            return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        output = self.dense(hidden_states, routing) * routing.weight.view(*hidden_states.shape[:-1], 1)
+        return self.LayerNorm(self.dropout(output.to(hidden_states.dtype)) + input_tensor)
+
+
+def load_balancing_loss(
+    router_probs: torch.Tensor, expert_index: torch.Tensor, valid: torch.Tensor, loss_type: str
+) -> torch.Tensor:
+    """Balance loss over the real tokens (``valid``) of one MoE block.
+
+    ``switch``: ``m · Σ_j f_j · P_j`` (paper 002 §3.2, α applied by the caller), f_j the fraction of tokens whose
+    top-1 expert is j, P_j the mean router probability of j; equals 1 for uniform routing, its minimum.
+    ``kl_uniform``: ``KL(u ‖ q) = Σ_j u_j log(u_j / q_j)`` with u uniform and q the mean router distribution
+    (paper 003 eq. 4-5); 0 for a uniform q.
+    """
+    num_experts = router_probs.shape[-1]
+    weights = valid.to(router_probs.dtype)
+    num_tokens = weights.sum().clamp(min=1.0)
+    mean_probs = (weights @ router_probs) / num_tokens
+    if loss_type == "switch":
+        return num_experts * (expert_fractions(expert_index, weights, num_experts) * mean_probs).sum()
+    divergence = -math.log(num_experts) - torch.log(mean_probs.clamp(min=torch.finfo(mean_probs.dtype).tiny)).mean()
+    # A block that saw no real token (a fully padded batch) has no distribution to balance.
+    return divergence * (weights.sum() > 0).to(divergence.dtype)
+
+
+def expert_fractions(expert_index: torch.Tensor, weights: torch.Tensor, num_experts: int) -> torch.Tensor:
+    """Fraction of the (weighted) tokens whose top-1 choice is each expert; a comparison rather than ``bincount``,
+    whose data-dependent output size export cannot express."""
+    chosen = expert_index.unsqueeze(-1) == torch.arange(num_experts, device=expert_index.device)
+    return (chosen.to(weights.dtype) * weights.unsqueeze(-1)).sum(0) / weights.sum().clamp(min=1.0)
+
+
+def capacity_keep(expert_index: torch.Tensor, valid: torch.Tensor, num_experts: int, capacity_factor: float):
+    """Keep the first ``ceil(capacity_factor · real_tokens / num_experts)`` real tokens of each expert, in order
+    (Switch Transformers): the dropped overflow is exactly each expert's last ``count - capacity`` tokens."""
+    capacity = torch.ceil(capacity_factor * valid.sum() / num_experts)
+    assignment = (expert_index.unsqueeze(-1) == torch.arange(num_experts, device=expert_index.device)).long()
+    assignment = assignment * valid.unsqueeze(-1)
+    rank = (assignment.cumsum(0) * assignment).sum(-1) - 1
+    return valid & (rank < capacity)
+
+
+def hash_routing_table(vocab_size: int, num_experts: int, hash_seed: int) -> torch.Tensor:
+    """A balanced random partition of the vocabulary: each expert gets ``vocab / m`` token ids."""
+    generator = torch.Generator().manual_seed(hash_seed)
+    table = torch.empty(vocab_size, dtype=torch.long)
+    table[torch.randperm(vocab_size, generator=generator)] = torch.arange(vocab_size) % num_experts
+    return table
+
+
+class MoEBertRouter(nn.Module):
+    """Top-1 routing of one MoE block, with the capacity limit and the balance terms.
+
+    ``router_type="top1"``: a learned gate ``p = softmax(W x + b)`` in float32 (``gate``, as Mixtral names its
+    router's), expert ``argmax p``, weight ``p_k``. ``router_type="hash"``: a fixed random hash of the token id
+    (Roller et al., 2021; paper 002 appendix B), weight 1; its table is saved with the weights and regenerated from
+    ``hash_seed`` for a checkpoint without it. Padding tokens are never routed: they take no capacity, do not count in
+    the balance loss and get weight 0.
+    """
+
+    def __init__(self, config, num_experts: int, capacity_factor: float | None, eval_capacity_factor: float | None):
+        super().__init__()
+        self.num_experts = num_experts
+        self.capacity_factor = capacity_factor
+        self.eval_capacity_factor = eval_capacity_factor
+        self.aux_loss_type = config.router_aux_loss_type
+        self.hash_seed = config.hash_seed
+        if config.router_type == "hash":
+            self.register_buffer("token_to_expert", hash_routing_table(config.vocab_size, num_experts, self.hash_seed))
+        else:
+            self.gate = nn.Linear(config.hidden_size, num_experts)
+
+    def forward(self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids) -> MoEBertRouting:
+        valid = token_mask.reshape(-1)
+        router_logits = None
+        if hasattr(self, "gate"):
+            router_logits = self.gate(hidden_states.reshape(-1, hidden_states.shape[-1])).float()
+            router_probs = torch.softmax(router_logits, dim=-1)
+            weight, expert_index = router_probs.max(dim=-1)
+            aux_loss = load_balancing_loss(router_probs, expert_index, valid, self.aux_loss_type)
+        elif input_ids is None:
+            raise ValueError("Hash routing picks experts from token ids: pass `input_ids`, not `inputs_embeds`.")
+        else:
+            expert_index = self.token_to_expert[input_ids.reshape(-1)]
+            weight = torch.ones(expert_index.shape, device=expert_index.device)
+            aux_loss = torch.zeros((), device=expert_index.device)
+        capacity_factor = self.capacity_factor if self.training else self.eval_capacity_factor
+        keep = (
+            valid if capacity_factor is None else capacity_keep(expert_index, valid, self.num_experts, capacity_factor)
+        )
+        num_real = valid.sum().clamp(min=1)
+        return MoEBertRouting(
+            expert_index=expert_index,
+            weight=weight * keep,
+            router_logits=router_logits,
+            aux_loss=aux_loss,
+            expert_load=expert_fractions(expert_index, valid.float(), self.num_experts).detach(),
+            dropped_fraction=((valid & ~keep).sum() / num_real).detach(),
+        )
+
+
+class MoEBertAttention(nn.Module):
+    """MHA sublayer. MoE attention never drops tokens: a dropped token would vanish as key and value for every other
+    token of its sequence, so the capacity factor applies to FFN experts only."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.num_experts = config.num_attention_experts
+        if self.num_experts > 1:
+            self.router = MoEBertRouter(config, self.num_experts, None, None)
+        self.self = MoEBertSelfAttention(config)
+        self.output = MoEBertSelfOutput(config)
+
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions=False):
+        if self.num_experts == 1:
+            context, probs = self.self(hidden_states, attention_mask, output_attentions=output_attentions)
+            return self.output(context, hidden_states), probs, None
+        routing = self.router(hidden_states, token_mask, input_ids)
+        context, probs = self.self(hidden_states, attention_mask, routing, output_attentions)
+        return self.output(context, hidden_states, routing), probs, routing
+
+
+class MoEBertIntermediate(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+def use_experts_implementation(**options) -> Callable[[type], type]:
+    """transformers 5's experts interface (``integrations/moe.py``): the decorated ``forward`` runs the function
+    ``config._experts_implementation`` names in ``ALL_EXPERTS_FUNCTIONS`` (``grouped_mm``, ``batched_mm``, one a
+    user registers) or, for ``"eager"``, the class's own. transformers 4.57 has no such interface: the class's own."""
+    try:
+        from transformers.integrations.moe import use_experts_implementation as experts_interface
+    except ImportError:
+        return lambda experts_class: experts_class
+    return experts_interface(**options)
+
+
+@use_experts_implementation(has_gate=False, has_bias=True)
+class MoEBertExperts(nn.Module):
+    """``num_experts`` standard FFNs (``hidden → moe_intermediate_size → hidden``) stored as stacked weights:
+    ``up_proj`` ``[E, intermediate, hidden]`` and ``down_proj`` ``[E, hidden, intermediate]`` with their biases
+    (PyTorch's ``[out, in]`` per expert; PEFT adapts them with ``target_parameters``).
+
+    ``forward(hidden_states [T, hidden], top_k_index [T, 1], top_k_weights [T, 1])`` is the experts interface's
+    signature; a token of weight 0 (padding, over capacity) contributes nothing under every implementation, and this
+    eager loop does not compute it at all."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.num_experts = config.num_experts
+        intermediate_size = config.expert_intermediate_size
+        self.up_proj = nn.Parameter(torch.empty(self.num_experts, intermediate_size, config.hidden_size))
+        self.up_proj_bias = nn.Parameter(torch.zeros(self.num_experts, intermediate_size))
+        self.down_proj = nn.Parameter(torch.empty(self.num_experts, config.hidden_size, intermediate_size))
+        self.down_proj_bias = nn.Parameter(torch.zeros(self.num_experts, config.hidden_size))
+        self.act_fn = ACT2FN[config.hidden_act]
+
+    def extra_repr(self) -> str:
+        # Shown in PEFT's "Target module ... is not supported" when `experts` is named in `target_modules`.
+        return (
+            f"num_experts={self.num_experts}, up_proj={list(self.up_proj.shape)}; stacked [experts, out, in] weights: "
+            "adapt them with LoRA `target_parameters=['experts.up_proj', 'experts.down_proj']`"
+        )
+
+    def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
+        weight = top_k_weights.reshape(-1, 1).to(hidden_states.dtype)
+        target = torch.where(weight.view(-1) != 0, top_k_index.reshape(-1), self.num_experts)
+        outputs = torch.zeros_like(hidden_states)
+        # One unbind per call (see ``MoEBertExpertLinear``), and the same fixed loop over the experts.
+        up, up_bias = self.up_proj.unbind(0), self.up_proj_bias.unbind(0)
+        down, down_bias = self.down_proj.unbind(0), self.down_proj_bias.unbind(0)
+        for expert in range(self.num_experts):
+            positions = (target == expert).nonzero().squeeze(-1)
+            inner = self.act_fn(F.linear(hidden_states.index_select(0, positions), up[expert], up_bias[expert]))
+            expert_outputs = F.linear(inner, down[expert], down_bias[expert]) * weight.index_select(0, positions)
+            outputs.index_add_(0, positions, expert_outputs)
+        return outputs
+
+
+class MoEBertSparseFeedForward(nn.Module):
+    """Top-1 MoE FFN block: ``p_k(x) · FFN_k(x)`` (paper 002 §3.2; paper 003 eq. 1-3)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.router = MoEBertRouter(config, config.num_experts, config.capacity_factor, config.eval_capacity_factor)
+        self.experts = MoEBertExperts(config)
+
+    def forward(self, hidden_states, token_mask, input_ids) -> tuple[torch.Tensor, MoEBertRouting]:
+        routing = self.router(hidden_states, token_mask, input_ids)
+        flat = hidden_states.reshape(-1, hidden_states.shape[-1])
+        weights = routing.weight.unsqueeze(-1).to(flat.dtype)
+        outputs = self.experts(flat, routing.expert_index.unsqueeze(-1), weights)
+        return outputs.view_as(hidden_states), routing
+
+
+class MoEBertOutput(nn.Module):
+    """FFN output: the dense down-projection (dense FFN only), dropout, residual, LayerNorm."""
+
+    def __init__(self, config):
+        super().__init__()
+        if config.num_experts == 1:
+            self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states, input_tensor):
+        if hasattr(self, "dense"):  # an MoE block computed the FFN output itself
+            hidden_states = self.dense(hidden_states)
+        return self.LayerNorm(self.dropout(hidden_states) + input_tensor)
+
+
+class MoEBertLayer(GradientCheckpointingLayer):
+    """Post-LN layer: MHA (dense or MoE) then FFN (dense or MoE), each with residual + LayerNorm. Returns the hidden
+    states, the attention probabilities (or ``None``) and the routing of its MoE blocks."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.attention = MoEBertAttention(config)
+        if config.num_experts > 1:
+            self.moe = MoEBertSparseFeedForward(config)
+        else:
+            self.intermediate = MoEBertIntermediate(config)
+        self.output = MoEBertOutput(config)
+
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids=None, output_attentions=False):
+        attention_output, probs, attention_routing = self.attention(
+            hidden_states, attention_mask, token_mask, input_ids, output_attentions
+        )
+        routing = () if attention_routing is None else (attention_routing,)
+        if hasattr(self, "moe"):
+            ffn_output, ffn_routing = self.moe(attention_output, token_mask, input_ids)
+            routing = (*routing, ffn_routing)
+        else:
+            ffn_output = self.intermediate(attention_output)
+        return self.output(ffn_output, attention_output), probs, routing
+
+
+class MoEBertEncoder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layer = nn.ModuleList([MoEBertLayer(config) for _ in range(config.num_hidden_layers)])
+        if config.use_auxiliary_attention:
+            # Read only by self-attention relation distillation (paper 002 §3.2); its output is discarded.
+            self.auxiliary_attention = MoEBertAttention(config)
+        self.gradient_checkpointing = False
+
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_hidden_states):
+        """The last hidden states, every layer's hidden states and attentions (when asked) and every MoE block's
+        routing, in order."""
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        routings = []
+        for layer in self.layer:
+            hidden_states, probs, routing = layer(
+                hidden_states, attention_mask, token_mask, input_ids, output_attentions
+            )
+            routings.extend(routing)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (probs,)
+        return hidden_states, all_hidden_states, all_attentions, routings
+
+
+class MoEBertPooler(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states):
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+class MoEBertPredictionHeadTransform(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states):
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class MoEBertLMPredictionHead(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.transform = MoEBertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder.bias = self.bias
+
+    def _tie_weights(self) -> None:
+        # Loading replaces parameters, which breaks the alias; transformers calls this after loading.
+        self.decoder.bias = self.bias
+
+    def forward(self, hidden_states):
+        return self.decoder(self.transform(hidden_states))
+
+
+class MoEBertOnlyMLMHead(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.predictions = MoEBertLMPredictionHead(config)
+
+    def forward(self, sequence_output):
+        return self.predictions(sequence_output)
+
+
+def routing_outputs(routings: list[MoEBertRouting], config, shape, output_router_logits: bool) -> dict:
+    """The routing fields of a model output from every MoE block's routing (none for a dense model). MHA and FFN
+    blocks may have different expert counts: loads are padded to the widest, for one tensor."""
+    if not routings:
+        return {}
+    width = max(config.num_experts, config.num_attention_experts)
+    aux_losses, loads, dropped, router_logits = [], [], [], []
+    for routing in routings:
+        aux_losses.append(routing.aux_loss)
+        loads.append(F.pad(routing.expert_load, (0, width - routing.expert_load.shape[0])))
+        dropped.append(routing.dropped_fraction)
+        if routing.router_logits is not None:
+            router_logits.append(routing.router_logits.view(*shape, -1))
+    return {
+        "aux_loss": config.router_aux_loss_coef * torch.stack(aux_losses).mean(),
+        "router_logits": tuple(router_logits) if output_router_logits and router_logits else None,
+        "expert_load": torch.stack(loads),
+        "dropped_token_fraction": torch.stack(dropped),
+    }
+
+
+class MoEBertPreTrainedModel(PreTrainedModel):
+    config_class = MoEBertConfig
+    base_model_prefix = "moe_bert"
     supports_gradient_checkpointing = True
-    # Attention is PyTorch's fused SDPA kernel or the explicit ("eager") computation, selected with
-    # ``attn_implementation`` in ``from_pretrained`` / ``from_config`` or on the config.
+    _no_split_modules = ["MoEBertLayer"]
     _supports_sdpa = True
-    # Head losses are per-batch means, so Trainer must scale them for gradient accumulation itself rather
-    # than pass ``num_items_in_batch``.
+    _supports_attention_backend = True
+    # Head losses are per-batch means, so Trainer scales them for gradient accumulation itself.
     accepts_loss_kwargs = False
 
-    @classmethod
-    def from_pretrained(
-        cls, *args, output_loading_info: bool = False, ignore_mismatched_sizes: bool = False, **kwargs
-    ):
-        """transformers' ``from_pretrained``, then ``check_loaded_checkpoint``: a config that disagrees with the
-        weights fails naming the config field, its value and the checkpoint's shape, and non-finite weights fail
-        naming the tensors.
-
-        transformers is always asked to re-initialize mismatched tensors and to report them, so that both lines
-        reach the same check; without ``ignore_mismatched_sizes`` any mismatch is then an error, with it only
-        task-head tensors may differ (a new number of labels), as ``compact-bert finetune`` relies on.
-
-        An override rather than a post-load hook: 4.57 raises a size mismatch from a leaf module's
-        ``load_state_dict`` before any model hook runs, and 5.x's hook (``_adjust_missing_and_unexpected_keys``) is
-        not told ``ignore_mismatched_sizes``, which only its load report reads.
-        """
-        loaded, loading_info = super().from_pretrained(
-            *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
-        )
-        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        hub_kwargs = {name: kwargs[name] for name in _HUB_ARGUMENTS if kwargs.get(name) is not None}
-        check_loaded_checkpoint(loaded, loading_info, source, ignore_mismatched_sizes, hub_kwargs)
-        return (loaded, loading_info) if output_loading_info else loaded
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        """Initialize every parameter *and* every buffer the checkpoint does not hold.
-
-        transformers 5 materializes a loaded model from the meta device and leaves whatever a checkpoint
-        lacks uninitialized — non-persistent buffers (``position_ids``) included — unless this method
-        covers it; a task head added to a saved base model relies on it on both lines. Each architecture
-        adds its own modules (NoNorm, experts, hash tables).
-        """
-        std = self.config.initializer_range
-        if isinstance(module, nn.Linear):
-            normal_unless_loaded(module.weight, std)
-            if module.bias is not None:
-                fill_unless_loaded(module.bias, 0.0)
-        elif isinstance(module, nn.Embedding):
-            if not _loaded(module.weight):
-                module.weight.normal_(mean=0.0, std=std)
-                if module.padding_idx is not None:
-                    module.weight[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
-            fill_unless_loaded(module.weight, 1.0)
-            fill_unless_loaded(module.bias, 0.0)
-        elif isinstance(getattr(module, "decoder", None), nn.Linear) and isinstance(module.bias, nn.Parameter):
-            # The stand-alone output bias of masked-LM prediction heads.
-            fill_unless_loaded(module.bias, 0.0)
-        if isinstance(getattr(module, "position_ids", None), torch.Tensor):
-            positions = torch.arange(module.position_ids.shape[-1], device=module.position_ids.device)
-            copy_unless_loaded(module.position_ids, positions.expand_as(module.position_ids))
-
     if not hasattr(PreTrainedModel, "activation_checkpointing_enable"):
-        # Layers return routing decisions (balance loss included) next to the hidden states, and reentrant
-        # checkpointing would detach them: non-reentrant by default. transformers 5 (which renames the
-        # method ``activation_checkpointing_enable``) already defaults to it; 4.57 does not.
+        # Layers return their routing (balance loss included) next to the hidden states, and reentrant checkpointing
+        # would detach it: non-reentrant by default, as transformers 5 (which renames the method) already does.
         def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
             kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
             super().gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
-    def check_inputs(
-        self,
-        input_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-    ) -> None:
-        """Fail with a clear message instead of a shape error or a bare ``IndexError`` deep inside ``forward``.
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Initialize every parameter and buffer a checkpoint does not hold: transformers 5 materializes a loaded
+        model from the meta device and leaves the rest (non-persistent buffers included) uninitialized otherwise;
+        4.57 initializes only modules with missing weights. A task head added to a saved base model relies on it."""
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, MoEBertExpertLinear)):
+            init_unless_loaded(module.weight, std=std)
+            if module.bias is not None:
+                init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, nn.Embedding):
+            if not getattr(module.weight, "_is_hf_initialized", False):
+                module.weight.normal_(mean=0.0, std=std)
+                if module.padding_idx is not None:
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            init_unless_loaded(module.weight, value=1.0)
+            init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, MoEBertExperts):
+            for name in ("up_proj", "down_proj"):
+                init_unless_loaded(getattr(module, name), std=std)
+                init_unless_loaded(getattr(module, f"{name}_bias"), value=0.0)
+        elif isinstance(module, MoEBertLMPredictionHead):
+            init_unless_loaded(module.bias, value=0.0)
+        elif isinstance(module, MoEBertRouter) and hasattr(module, "token_to_expert"):
+            table = hash_routing_table(module.token_to_expert.shape[0], module.num_experts, module.hash_seed)
+            init_unless_loaded(module.token_to_expert, table=table)
+        elif isinstance(module, MoEBertEmbeddings):
+            init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
-        The value checks read the ids once (a reduction each); they are skipped while tracing for
-        ``torch.compile`` / export, where data-dependent checks would break the graph. On CPU the ids are read on
-        the host, so the message can name the values found. On an accelerator reading them would synchronise the
-        device with the host at every call: the check is queued on the device instead (``torch._assert_async``)
-        and fails the run with the same message, naming the range, when the device reaches it.
-        """
+    def check_inputs(self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None) -> None:
+        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``. The ids'
+        range is read on the host on CPU only, and not while tracing; on an accelerator the check is queued on the
+        device (``torch._assert_async``) instead of making every call wait for it."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
         shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
         if len(shape) != 2:
             raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
-        if shape[0] == 0 or shape[1] == 0:
+        if 0 in shape:
             raise ValueError(
                 f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
                 "adds [CLS] and [SEP] even to an empty text)."
@@ -1805,582 +684,40 @@ class CompactBertPreTrainedModel(PreTrainedModel):
                     f"`{name}` must lie in [0, {size}) (the model's `{size_field}`): is the tokenizer the one this "
                     "model was trained with?",
                 )
-                continue
-            low, high = int(ids.min()), int(ids.max())
-            if low < 0 or high >= size:
-                raise ValueError(
-                    f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
-                    f"{high}: is the tokenizer the one this model was trained with?"
-                )
+            else:
+                low, high = int(ids.min()), int(ids.max())
+                if low < 0 or high >= size:
+                    raise ValueError(
+                        f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
+                        f"{high}: is the tokenizer the one this model was trained with?"
+                    )
 
 
-def tied_masked_lm_weights(base_model_prefix: str) -> dict[str, str]:
-    """transformers' tied-weights mapping (target → source) for a masked-LM decoder tied to the word
-    embeddings; transformers 5 ties from this mapping, 4.57 reads its keys."""
-    return {
-        "cls.predictions.decoder.weight": f"{base_model_prefix}.embeddings.word_embeddings.weight",
-        "cls.predictions.decoder.bias": "cls.predictions.bias",
-    }
-
-
-# Regular expression on a checkpoint key → replacement (transformers' ``key_mapping`` form).
-LEGACY_CHECKPOINT_KEYS = {r"router\.classifier\.": "router.gate."}
-
-
-def renamed_legacy_key(key: str) -> str:
-    """``key`` with the first matching legacy pattern replaced (``key`` itself when none matches)."""
-    for pattern, replacement in LEGACY_CHECKPOINT_KEYS.items():
-        renamed, count = re.subn(pattern, replacement, key, count=1)
-        if count:
-            return renamed
-    return key
-
-
-def _weight_renaming_class() -> type:
-    """transformers 5's class of checkpoint-key renames, or ``object`` on 4.57, which registers none."""
-    try:
-        from transformers.core_model_loading import WeightRenaming
-    except ImportError:
-        return object
-    return WeightRenaming
-
-
-_WeightRenaming = _weight_renaming_class()
-
-
-class LegacyKeyRenaming(_WeightRenaming):
-    """A rename that transformers 5 applies when loading; its reverse, applied when saving, renames today's name to
-    itself. A plain ``WeightRenaming`` would be reversed too: on a model created from a config, transformers reverses
-    every mapping registered for its type, so the router would be saved as ``router.classifier``.
-
-    Defined at module level so that a model loaded from a legacy checkpoint, which keeps its conversions, pickles.
-    The reverse is built with the constructor alone (no ``copy``), which every 5.x release has."""
-
-    __slots__ = ()
-
-    def reverse_transform(self):
-        current = getattr(self, "_original_target_patterns", None) or self.target_patterns
-        current = list(current) if isinstance(current, (list, tuple)) else [current]
-        reverse = _WeightRenaming(source_patterns=current, target_patterns=list(current))
-        for name in ("scope_prefix", "base_model_prefix"):
-            if hasattr(self, name):
-                setattr(reverse, name, getattr(self, name))
-        return reverse
-
-
-def register_legacy_checkpoint_keys(model_type: str) -> None:
-    """Register the renames for ``model_type`` with transformers 5 (a no-op on 4.57, which has no registry).
-
-    The registry is per model type: in a process that imported this code, a ``moe_bert`` / ``minimoe`` class of
-    another origin (remote code saved before 0.2, whose routers were still named ``classifier``) is renamed too and
-    would load without its routers; re-save such a folder with this release."""
-    try:
-        from transformers.conversion_mapping import register_checkpoint_conversion_mapping
-    except ImportError:
+def init_unless_loaded(tensor: torch.Tensor, std=None, value=None, table=None) -> None:
+    """Initialize ``tensor`` (normal with ``std``, filled with ``value`` or copied from ``table``) unless transformers 5
+    flagged it as filled from the checkpoint."""
+    if getattr(tensor, "_is_hf_initialized", False):
         return
-    renamings = [LegacyKeyRenaming(pattern, replacement) for pattern, replacement in LEGACY_CHECKPOINT_KEYS.items()]
-    register_checkpoint_conversion_mapping(model_type, renamings, overwrite=True)
-
-
-def classifier_dropout_probability(config) -> float:
-    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-
-
-def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the positions whose label is not -100 (masked LM, token classification)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
-
-
-def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
-    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE), decided as transformers does."""
-    num_labels = logits.shape[-1]
-    problem_type = config.problem_type
-    if problem_type is None:
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "regression":
-        return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
-    if problem_type == "single_label_classification":
-        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-
-
-def question_answering_loss(
-    start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor
-) -> torch.Tensor:
-    """Mean of the start and end cross-entropy; positions outside the sequence (answers truncated away)
-    are clamped to an ignored index, as BERT does."""
-    ignored = start_logits.shape[1]
-    start = start_positions.view(-1).clamp(0, ignored)
-    end = end_positions.view(-1).clamp(0, ignored)
-    start_loss = F.cross_entropy(start_logits, start, ignore_index=ignored)
-    end_loss = F.cross_entropy(end_logits, end, ignore_index=ignored)
-    return (start_loss + end_loss) / 2
-
-
-def add_balance_loss(loss: torch.Tensor | None, aux_loss: torch.Tensor | None) -> torch.Tensor | None:
-    """A head's loss includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
-    if loss is None or aux_loss is None:
-        return loss
-    return loss + aux_loss.to(loss.dtype)
-
-
-# What every head returns of its backbone's output: per-layer states and the routing fields.
-_PASSED_THROUGH = ("hidden_states", "attentions", "router_logits", "aux_loss", "expert_load", "dropped_token_fraction")
-
-
-def passed_through(backbone_outputs) -> dict:
-    return {name: backbone_outputs.get(name) for name in _PASSED_THROUGH}
-
-
-class CompactBertForMaskedLM(CompactBertPreTrainedModel):
-    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored.
-
-    ``mlm_head_class`` is the architecture's prediction head module, stored as ``cls`` as in BERT.
-    """
-
-    backbone_class: type[CompactBertPreTrainedModel]
-    mlm_head_class: type[nn.Module]
-    add_pooling_layer = False
-
-    def __init__(self, config):
-        super().__init__(config)
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=self.add_pooling_layer))
-        self.cls = self.mlm_head_class(config)
-        self._tied_weights_keys = tied_masked_lm_weights(self.base_model_prefix)
-        self.post_init()
-
-    def get_output_embeddings(self):
-        return self.cls.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings):
-        self.cls.predictions.decoder = new_embeddings
-        self.cls.predictions.bias = new_embeddings.bias
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> CompactBertMaskedLMOutput:
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
-        logits = self.cls(outputs.last_hidden_state)
-        loss = None if labels is None else token_cross_entropy(logits, labels)
-        return CompactBertMaskedLMOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
-        )
-
-
-class CompactBertForSequenceClassification(CompactBertPreTrainedModel):
-    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
-
-    backbone_class: type[CompactBertPreTrainedModel]
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        labels: torch.Tensor | None = None,
-        **kwargs,
-    ) -> CompactBertClassifierOutput:
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
-        logits = self.classifier(self.dropout(outputs.pooler_output))
-        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
-        return CompactBertClassifierOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
-        )
-
-
-class CompactBertForTokenClassification(CompactBertPreTrainedModel):
-    """Per-token dropout → linear classifier; labels of -100 are ignored."""
-
-    backbone_class: type[CompactBertPreTrainedModel]
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.dropout = nn.Dropout(classifier_dropout_probability(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        labels: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> CompactBertClassifierOutput:
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None if labels is None else token_cross_entropy(logits, labels)
-        return CompactBertClassifierOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss), logits=logits, **passed_through(outputs)
-        )
-
-
-class CompactBertForQuestionAnswering(CompactBertPreTrainedModel):
-    """Extractive QA: per-token start/end logits."""
-
-    backbone_class: type[CompactBertPreTrainedModel]
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = 2
-        setattr(self, self.base_model_prefix, self.backbone_class(config, add_pooling_layer=False))
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.post_init()
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        start_positions: torch.LongTensor | None = None,
-        end_positions: torch.LongTensor | None = None,
-        **kwargs,
-    ) -> CompactBertQuestionAnsweringOutput:
-        outputs = self.base_model(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
-        )
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = question_answering_loss(start_logits, end_logits, start_positions, end_positions)
-        return CompactBertQuestionAnsweringOutput(
-            loss=add_balance_loss(loss, outputs.aux_loss),
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            **passed_through(outputs),
-        )
-
-
-class SparseBertEmbeddings(nn.Module):
-    """BERT embeddings: word + position + token type, LayerNorm, dropout."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False)
-
-    def forward(self, input_ids, token_type_ids, position_ids, inputs_embeds) -> torch.Tensor:
-        if inputs_embeds is None:
-            inputs_embeds = self.word_embeddings(input_ids)
-        seq_length = inputs_embeds.shape[1]
-        if position_ids is None:
-            position_ids = self.position_ids[:, :seq_length]
-        if token_type_ids is None:
-            token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        embeddings = (
-            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
-        )
-        return self.dropout(self.LayerNorm(embeddings))
-
-
-def _project(layer: nn.Module, hidden_states: torch.Tensor, dispatch: ExpertDispatch | None) -> torch.Tensor:
-    if dispatch is None:
-        return layer(hidden_states)
-    batch, seq, width = hidden_states.shape
-    return layer(hidden_states.reshape(batch * seq, width), dispatch).view(batch, seq, -1)
-
-
-class SparseBertSelfAttention(nn.Module):
-    """Multi-head self-attention; with ``num_attention_experts > 1`` every token's Q/K/V projections come
-    from its routed expert (Switch Transformers' MoE attention, paper 002 appendix B)."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        self.num_attention_heads = config.num_attention_heads
-        self.dropout_prob = config.attention_probs_dropout_prob
-        width, experts = config.hidden_size, config.num_attention_experts
-        for name in ("query", "key", "value"):
-            setattr(
-                self,
-                name,
-                nn.Linear(width, width) if experts == 1 else ExpertLinear(config, experts, width, width),
-            )
-
-    def forward(self, hidden_states, additive_mask, dispatch, output_attentions):
-        projections = (self.query, self.key, self.value)
-        if dispatch is None:  # dense projections of one input (one GEMM where ``dense_implementation`` joins them)
-            states = dense_joined(self.config, projections, hidden_states)
-        else:
-            states = (_project(layer, hidden_states, dispatch) for layer in projections)
-        query, key, value = (split_heads(projected, self.num_attention_heads) for projected in states)
-        dropout_p = self.dropout_prob if self.training else 0.0
-        eager = uses_eager_attention(self.config, output_attentions)
-        context, probs = scaled_dot_product_attention(query, key, value, additive_mask, dropout_p, eager)
-        return merge_heads(context), probs
-
-
-class SparseBertSelfOutput(nn.Module):
-    """Output projection (per expert, gate-weighted, for MoE attention), dropout, residual, LayerNorm."""
-
-    def __init__(self, config):
-        super().__init__()
-        width, experts = config.hidden_size, config.num_attention_experts
-        self.dense = nn.Linear(width, width) if experts == 1 else ExpertLinear(config, experts, width, width)
-        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
-
-    def forward(self, context, residual, dispatch):
-        if dispatch is None:
-            output = dense_linear(self.config, self.dense, context, dropout=self.dropout, residual=residual)
-            return self.LayerNorm(output)
-        output = _project(self.dense, context, dispatch)
-        output = output * dispatch.gate.view(*output.shape[:2], 1).to(output.dtype)
-        return self.LayerNorm(self.dropout(output) + residual)
-
-
-class SparseBertAttention(nn.Module):
-    """MHA sublayer. MoE attention never drops tokens: a dropped token would vanish as key and value for
-    every other token of its sequence, so the capacity factor applies to FFN experts only."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.num_experts = config.num_attention_experts
-        self.aux_loss_type = config.router_aux_loss_type
-        if self.num_experts > 1:
-            self.router = build_router(config, config.hidden_size, self.num_experts)
-        self.self = SparseBertSelfAttention(config)
-        self.output = SparseBertSelfOutput(config)
-
-    def forward(self, hidden_states, additive_mask, token_mask, input_ids, output_attentions):
-        decision = dispatch = None
-        if self.num_experts > 1:
-            decision, dispatch = route(
-                self.router, hidden_states, token_mask, input_ids, self.num_experts, None, self.aux_loss_type
-            )
-        context, probs = self.self(hidden_states, additive_mask, dispatch, output_attentions)
-        return self.output(context, hidden_states, dispatch), probs, decision
-
-
-class SparseBertIntermediate(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.intermediate_act_fn = ACT2FN[config.hidden_act]
-        self.config = config
-
-    def forward(self, hidden_states):
-        return dense_linear(self.config, self.dense, hidden_states, activation=self.intermediate_act_fn)
-
-
-class SparseBertOutput(nn.Module):
-    """FFN output: the dense down-projection (dense FFN only), dropout, residual, LayerNorm."""
-
-    def __init__(self, config, has_dense: bool):
-        super().__init__()
-        if has_dense:
-            self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.config = config
-
-    def forward(self, hidden_states, residual):
-        if not hasattr(self, "dense"):  # the MoE block computed the FFN output
-            return self.LayerNorm(self.dropout(hidden_states) + residual)
-        output = dense_linear(self.config, self.dense, hidden_states, dropout=self.dropout, residual=residual)
-        return self.LayerNorm(output)
-
-
-class SparseBertLayerOutput(NamedTuple):
-    hidden_states: torch.Tensor
-    attention_probs: torch.Tensor | None
-    routing: tuple[RoutingDecision, ...]
-
-
-class SparseBertLayer(GradientCheckpointingLayer):
-    """Post-LN layer: MHA (dense or MoE) then FFN (dense or MoE), each with residual + LayerNorm."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.attention = SparseBertAttention(config)
-        if config.num_experts > 1:
-            self.moe = MoEFeedForward(config)
-        else:
-            self.intermediate = SparseBertIntermediate(config)
-        self.output = SparseBertOutput(config, has_dense=config.num_experts == 1)
-
-    def forward(self, hidden_states, additive_mask, token_mask, input_ids=None, output_attentions=False):
-        attention_output, probs, attention_decision = self.attention(
-            hidden_states, additive_mask, token_mask, input_ids, output_attentions
-        )
-        routing = () if attention_decision is None else (attention_decision,)
-        if hasattr(self, "moe"):
-            ffn_output, ffn_decision = self.moe(attention_output, token_mask, input_ids)
-            routing = (*routing, ffn_decision)
-        else:
-            ffn_output = self.intermediate(attention_output)
-        return SparseBertLayerOutput(self.output(ffn_output, attention_output), probs, routing)
-
-
-class SparseBertEncoder(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.layer = nn.ModuleList([SparseBertLayer(config) for _ in range(config.num_hidden_layers)])
-        if config.use_auxiliary_attention:
-            # Read only by self-attention relation distillation (paper 002 §3.2); its output is discarded.
-            self.auxiliary_attention = SparseBertAttention(config)
-        self.gradient_checkpointing = False
-
-    def forward(
-        self, hidden_states, additive_mask, token_mask, input_ids, output_attentions: bool, output_hidden_states: bool
-    ) -> tuple[CompactBertModelOutput, list[RoutingDecision]]:
-        """The layers' outputs and every MoE block's routing decision, in order."""
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        decisions = []
-        for layer in self.layer:
-            layer_output = layer(hidden_states, additive_mask, token_mask, input_ids, output_attentions)
-            hidden_states = layer_output.hidden_states
-            decisions.extend(layer_output.routing)
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_attentions += (layer_output.attention_probs,)
-        output = CompactBertModelOutput(
-            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
-        )
-        return output, decisions
-
-
-class SparseBertPooler(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.activation = nn.Tanh()
-
-    def forward(self, hidden_states):
-        return self.activation(self.dense(hidden_states[:, 0]))
-
-
-class SparseBertPredictionHeadTransform(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.transform_act_fn = ACT2FN[config.hidden_act]
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-
-    def forward(self, hidden_states):
-        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
-
-
-class SparseBertLMPredictionHead(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.transform = SparseBertPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.decoder.bias = self.bias
-
-    def _tie_weights(self) -> None:
-        # Loading replaces parameters, which breaks the alias; transformers calls this after loading.
-        self.decoder.bias = self.bias
-
-    def forward(self, hidden_states):
-        return self.decoder(self.transform(hidden_states))
-
-
-class SparseBertOnlyMLMHead(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.predictions = SparseBertLMPredictionHead(config)
-
-    def forward(self, sequence_output):
-        return self.predictions(sequence_output)
-
-
-class SparseBertPreTrainedModel(CompactBertPreTrainedModel):
-    """Weight init and settings of the architecture; each family names its config and weight prefix."""
-
-    config_class = SparseBertConfigBase
-    base_model_prefix = "sparse_bert"
-    _no_split_modules = ["SparseBertLayer"]
-
-    def __init_subclass__(cls, **kwargs):
-        """Each family registers the renames of its earlier checkpoint keys with transformers 5 (``checkpoint_keys``)
-        when the class naming its config is defined (not again for each head), in the package and in the shipped
-        remote code alike."""
-        super().__init_subclass__(**kwargs)
-        model_type = getattr(cls.config_class, "model_type", "")
-        if "config_class" in vars(cls) and model_type:
-            register_legacy_checkpoint_keys(model_type)
-
-    if hasattr(PreTrainedModel, "_fix_state_dict_key_on_load"):
-        # transformers 4.57's per-class renaming of checkpoint keys on load (5.x uses the registered renames).
-        @staticmethod
-        def _fix_state_dict_key_on_load(key: str) -> tuple[str, bool]:
-            key, renamed = PreTrainedModel._fix_state_dict_key_on_load(key)
-            current = renamed_legacy_key(key)
-            return current, renamed or current != key
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, (ExpertLinear, MoEExperts)):
-            for name, parameter in module.named_parameters(recurse=False):
-                if name.endswith("weight"):
-                    normal_unless_loaded(parameter, self.config.initializer_range)
-                else:
-                    fill_unless_loaded(parameter, 0.0)
-        elif isinstance(module, HashRouter):
-            # The table is saved with the weights; a checkpoint without it gets the same table from the seed.
-            copy_unless_loaded(module.token_to_expert, hash_routing_table(*module.table_arguments))
-
-
-class SparseBertModel(SparseBertPreTrainedModel):
+    if std is not None:
+        tensor.normal_(mean=0.0, std=std)
+    elif table is not None:
+        tensor.copy_(table.expand_as(tensor))
+    else:
+        tensor.fill_(value)
+
+
+class MoEBertModel(MoEBertPreTrainedModel):
     """The base model: embeddings, encoder, optional pooler.
 
-    ``forward`` accepts BERT's arguments plus ``output_router_logits`` and ``run_auxiliary_attention``
-    (run the auxiliary MHA block so that distillation hooks can read its Q/K/V).
+    ``forward`` takes BERT's arguments plus ``output_router_logits`` and ``run_auxiliary_attention`` (run the
+    auxiliary MHA block so that distillation hooks can read its Q/K/V).
     """
 
     def __init__(self, config, add_pooling_layer: bool = True):
         super().__init__(config)
-        self.embeddings = SparseBertEmbeddings(config)
-        self.encoder = SparseBertEncoder(config)
-        self.pooler = SparseBertPooler(config) if add_pooling_layer else None
+        self.embeddings = MoEBertEmbeddings(config)
+        self.encoder = MoEBertEncoder(config)
+        self.pooler = MoEBertPooler(config) if add_pooling_layer else None
         self.post_init()
 
     def get_input_embeddings(self):
@@ -2401,7 +738,7 @@ class SparseBertModel(SparseBertPreTrainedModel):
         output_hidden_states: bool | None = None,
         output_router_logits: bool | None = None,
         run_auxiliary_attention: bool = False,
-    ) -> CompactBertModelOutput:
+    ) -> MoEBertModelOutput:
         self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
@@ -2409,62 +746,226 @@ class SparseBertModel(SparseBertPreTrainedModel):
         if run_auxiliary_attention and not hasattr(self.encoder, "auxiliary_attention"):
             raise ValueError("`run_auxiliary_attention=True` needs a config with `use_auxiliary_attention=True`.")
         hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        batch, seq = hidden_states.shape[:2]
         if attention_mask is None:
-            attention_mask = torch.ones(batch, seq, dtype=torch.long, device=hidden_states.device)
+            attention_mask = torch.ones(hidden_states.shape[:2], dtype=torch.long, device=hidden_states.device)
         token_mask = attention_mask.bool()
-        additive_mask = additive_attention_mask(attention_mask, hidden_states.dtype)
-        encoded, decisions = self.encoder(
+        # [batch, seq] 1/0 → [batch, 1, 1, seq] additive: 0 keeps a key, the dtype's minimum masks it.
+        additive_mask = (1.0 - attention_mask[:, None, None, :].to(hidden_states.dtype)) * torch.finfo(
+            hidden_states.dtype
+        ).min
+        last_hidden_state, all_hidden_states, all_attentions, routings = self.encoder(
             hidden_states, additive_mask, token_mask, input_ids, bool(output_attentions), bool(output_hidden_states)
         )
         if run_auxiliary_attention:
-            self.encoder.auxiliary_attention(encoded.last_hidden_state, additive_mask, token_mask, input_ids, False)
-        return CompactBertModelOutput(
-            last_hidden_state=encoded.last_hidden_state,
-            pooler_output=self.pooler(encoded.last_hidden_state) if self.pooler is not None else None,
-            hidden_states=encoded.hidden_states,
-            attentions=encoded.attentions,
-            **summarize_routing(decisions, self.config, batch, seq, bool(output_router_logits)),
+            self.encoder.auxiliary_attention(last_hidden_state, additive_mask, token_mask, input_ids)
+        return MoEBertModelOutput(
+            last_hidden_state=last_hidden_state,
+            pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+            **routing_outputs(routings, self.config, hidden_states.shape[:2], bool(output_router_logits)),
         )
 
 
-class SparseBertForMaskedLM(SparseBertPreTrainedModel, CompactBertForMaskedLM):
-    backbone_class = SparseBertModel
-    mlm_head_class = SparseBertOnlyMLMHead
+def with_balance_loss(loss: torch.Tensor | None, outputs: MoEBertModelOutput) -> torch.Tensor | None:
+    """A head's loss includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
+    if loss is None or outputs.aux_loss is None:
+        return loss
+    return loss + outputs.aux_loss.to(loss.dtype)
 
 
-class SparseBertForSequenceClassification(SparseBertPreTrainedModel, CompactBertForSequenceClassification):
-    backbone_class = SparseBertModel
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
+    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE), decided as transformers decides."""
+    problem_type = config.problem_type
+    if problem_type is None:
+        if config.num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
+    if problem_type == "single_label_classification":
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
-class SparseBertForTokenClassification(SparseBertPreTrainedModel, CompactBertForTokenClassification):
-    backbone_class = SparseBertModel
+class MoEBertForMaskedLM(MoEBertPreTrainedModel):
+    """Masked-LM head whose decoder is tied to the word embeddings; labels of -100 are ignored."""
+
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "moe_bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.moe_bert = MoEBertModel(config, add_pooling_layer=False)
+        self.cls = MoEBertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> MoEBertMaskedLMOutput:
+        outputs = self.moe_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return MoEBertMaskedLMOutput(
+            loss=with_balance_loss(loss, outputs),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+            aux_loss=outputs.aux_loss,
+            expert_load=outputs.expert_load,
+            dropped_token_fraction=outputs.dropped_token_fraction,
+        )
 
 
-class SparseBertForQuestionAnswering(SparseBertPreTrainedModel, CompactBertForQuestionAnswering):
-    backbone_class = SparseBertModel
+class MoEBertForSequenceClassification(MoEBertPreTrainedModel):
+    """Pooled first token → dropout → linear classifier (or regressor when ``num_labels == 1``)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.moe_bert = MoEBertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> MoEBertClassifierOutput:
+        outputs = self.moe_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        return MoEBertClassifierOutput(
+            loss=with_balance_loss(loss, outputs),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+            aux_loss=outputs.aux_loss,
+            expert_load=outputs.expert_load,
+            dropped_token_fraction=outputs.dropped_token_fraction,
+        )
 
 
-class MoEBertPreTrainedModel(SparseBertPreTrainedModel):
-    config_class = MoEBertConfig
-    base_model_prefix = "moe_bert"
+class MoEBertForTokenClassification(MoEBertPreTrainedModel):
+    """Per-token dropout → linear classifier; labels of -100 are ignored."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.moe_bert = MoEBertModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> MoEBertClassifierOutput:
+        outputs = self.moe_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return MoEBertClassifierOutput(
+            loss=with_balance_loss(loss, outputs),
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+            aux_loss=outputs.aux_loss,
+            expert_load=outputs.expert_load,
+            dropped_token_fraction=outputs.dropped_token_fraction,
+        )
 
 
-class MoEBertModel(MoEBertPreTrainedModel, SparseBertModel):
-    """Base model; see ``SparseBertModel.forward`` for the arguments."""
+class MoEBertForQuestionAnswering(MoEBertPreTrainedModel):
+    """Extractive QA: per-token start/end logits; positions outside the sequence are ignored, as in BERT."""
 
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.moe_bert = MoEBertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
 
-class MoEBertForMaskedLM(MoEBertPreTrainedModel, SparseBertForMaskedLM):
-    backbone_class = MoEBertModel
-
-
-class MoEBertForSequenceClassification(MoEBertPreTrainedModel, SparseBertForSequenceClassification):
-    backbone_class = MoEBertModel
-
-
-class MoEBertForTokenClassification(MoEBertPreTrainedModel, SparseBertForTokenClassification):
-    backbone_class = MoEBertModel
-
-
-class MoEBertForQuestionAnswering(MoEBertPreTrainedModel, SparseBertForQuestionAnswering):
-    backbone_class = MoEBertModel
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> MoEBertQuestionAnsweringOutput:
+        outputs = self.moe_bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored = start_logits.shape[1]
+            start_loss = F.cross_entropy(
+                start_logits, start_positions.view(-1).clamp(0, ignored), ignore_index=ignored
+            )
+            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, ignored), ignore_index=ignored)
+            loss = (start_loss + end_loss) / 2
+        return MoEBertQuestionAnsweringOutput(
+            loss=with_balance_loss(loss, outputs),
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+            aux_loss=outputs.aux_loss,
+            expert_load=outputs.expert_load,
+            dropped_token_fraction=outputs.dropped_token_fraction,
+        )

@@ -8,7 +8,6 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModel
 
 from compact_bert.configuration import PRESETS, preset_config
-from compact_bert.modeling.implementation_selection import selected_implementations
 from compact_bert.modeling.model_stats import count_parameters, estimate_flops, meta_model
 
 # (preset, paper total, relative tolerance, source)
@@ -53,12 +52,12 @@ def test_active_parameters_count_one_expert_per_token():
 
 def _counted_flops(config, sequence_length: int) -> int:
     model = AutoModel.from_config(config).eval()
+    if hasattr(model, "set_experts_implementation") and getattr(config, "num_experts", 1) > 1:
+        model.set_experts_implementation("eager")
     input_ids = torch.randint(1, config.vocab_size, (1, sequence_length))
-    # output_attentions takes the explicit-matmul attention path, and the eager implementations the plain dense
-    # modules and the expert loop (FlopCounterMode counts none of CPU SDPA, oneDNN's packed linear and
-    # torch._grouped_mm).
-    implementations = selected_implementations(model, dense="eager", moe="eager", missing_ok=True)
-    with FlopCounterMode(display=False) as counter, implementations:
+    # output_attentions takes the explicit-matmul attention path, and the eager experts the per-expert loop
+    # (FlopCounterMode counts neither CPU SDPA nor torch._grouped_mm).
+    with FlopCounterMode(display=False) as counter:
         model(input_ids=input_ids, output_attentions=True)
     return counter.get_total_flops()
 

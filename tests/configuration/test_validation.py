@@ -41,10 +41,6 @@ BAD_FIELDS = [
     (IBBertConfig, {"layer_norm_eps": 0}, "layer_norm_eps"),
     # Types, ranges and names that were once accepted silently (strings for booleans, inf, bad ids, typos).
     (MiniMoEConfig, {"use_auxiliary_attention": "false"}, "use_auxiliary_attention"),
-    (MoEBertConfig, {"pack_inference_weights": "false"}, "pack_inference_weights"),
-    (MoEBertConfig, {"dense_implementation": "fused"}, "dense_implementation"),
-    (CompactMobileBertConfig, {"dense_implementation": None}, "dense_implementation"),
-    (MiniMoEConfig, {"moe_implementation": "grouped"}, "moe_implementation"),
     (CompactMobileBertConfig, {"trigram_input": "no"}, "trigram_input"),
     (CompactMobileBertConfig, {"use_bottleneck": 1}, "use_bottleneck"),
     (MiniMoEConfig, {"pad_token_id": -5}, "pad_token_id"),

@@ -145,7 +145,7 @@ def test_split_experts_share_the_top_neurons_and_deal_out_the_rest():
     assert shared == 11 and record["layers"][0]["shared_neurons"] == shared
     ranking = torch.argsort(statistics.neuron_importance[0], descending=True, stable=True)
     teacher_rows = teacher.encoder.layer[0].intermediate.dense.weight
-    experts = student.encoder.layer[0].moe.experts.fc1_weight
+    experts = student.encoder.layer[0].moe.experts.up_proj
     covered = set()
     for expert in range(4):
         rows = {int(torch.nonzero((teacher_rows == row).all(1))[0]) for row in experts[expert]}

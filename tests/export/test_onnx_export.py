@@ -8,9 +8,9 @@ import torch
 import transformers
 
 from compact_bert.cli.main import main
+from compact_bert.export import moe_export_form
 from compact_bert.export.onnx_exporter import export_onnx
 from compact_bert.export.tasks import EXPORT_TASKS
-from compact_bert.modeling import batched_experts
 from tests.export.helpers import (
     FAMILY_TASKS,
     constant_example,
@@ -47,7 +47,7 @@ def test_dynamo_export_matches_pytorch_on_any_routing_and_shape(config_id, tmp_p
 def test_gathered_expert_form_matches_pytorch_too(config_id, tmp_path, monkeypatch):
     """The tiny models have few experts and export in the all-experts form; presets with many (moe-bert: 64)
     export in the gathered form, checked here by lowering the threshold."""
-    monkeypatch.setattr(batched_experts, "ALL_EXPERTS_MAX", 1)
+    monkeypatch.setattr(moe_export_form, "ALL_EXPERTS_MAX", 1)
     _export_and_check_parity(config_id, tmp_path)
 
 

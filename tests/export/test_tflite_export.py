@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from compact_bert.cli.main import main
+from compact_bert.export import moe_export_form
 from compact_bert.export.tasks import EXPORT_TASKS
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
-from compact_bert.modeling import batched_experts
 from tests.export.helpers import (
     FAMILY_TASKS,
     constant_example,
@@ -71,7 +71,7 @@ def test_every_family_converts_and_matches_pytorch_on_any_routing(config_id, tmp
 
 def test_many_expert_gathered_form_matches_pytorch(tmp_path, monkeypatch):
     """Presets with more than ALL_EXPERTS_MAX experts (moe-bert: 64) convert in the gathered form."""
-    monkeypatch.setattr(batched_experts, "ALL_EXPERTS_MAX", 1)
+    monkeypatch.setattr(moe_export_form, "ALL_EXPERTS_MAX", 1)
     _convert_and_check("moe_bert", tmp_path, batch_size=1)
 
 

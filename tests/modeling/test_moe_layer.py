@@ -1,4 +1,5 @@
-"""The shared MoE layer: dispatch, capacity, routing semantics, balance losses."""
+"""The MoE layer of the sparse architecture: dispatch, capacity, routing semantics, balance losses, and the experts
+implementations (transformers' experts interface on 5.x, the static export form) against the eager loop."""
 
 from __future__ import annotations
 
@@ -16,26 +17,33 @@ from transformers.models.switch_transformers.modeling_switch_transformers import
 )
 
 from compact_bert.configuration import MiniMoEConfig
-from compact_bert.modeling import grouped_gemm
-from compact_bert.modeling.implementation_selection import selected_implementations
-from compact_bert.modeling.moe_layer import HashRouter, MoEFeedForward, load_balancing_loss
-from tests.conftest import generated_file, random_batch, tiny_configs
+from compact_bert.models.minimoe import modeling_minimoe
+from tests.conftest import random_batch, tiny_configs
+
+load_balancing_loss = modeling_minimoe.load_balancing_loss
+try:
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+except ImportError:  # transformers 4.57: no experts interface
+    ALL_EXPERTS_FUNCTIONS = None
+needs_experts_interface = pytest.mark.skipif(
+    ALL_EXPERTS_FUNCTIONS is None, reason="this transformers line has no experts interface (transformers 5 has)"
+)
 
 
-def _layer(**fields) -> MoEFeedForward:
+def _layer(**fields) -> modeling_minimoe.MiniMoESparseFeedForward:
     config = MiniMoEConfig(hidden_size=16, num_attention_heads=2, intermediate_size=24, vocab_size=64, **fields)
-    layer = MoEFeedForward(config)
+    layer = modeling_minimoe.MiniMoESparseFeedForward(config)
     for parameter in layer.parameters():
         torch.nn.init.normal_(parameter, std=0.3)
     return layer
 
 
-def _naive_moe(layer: MoEFeedForward, hidden: torch.Tensor, mask: torch.Tensor, input_ids, capacity_factor):
+def _naive_moe(layer, hidden: torch.Tensor, mask: torch.Tensor, input_ids, capacity_factor):
     """One token at a time, in order, with Python counters: the semantics spelled out."""
     flat = hidden.reshape(-1, hidden.shape[-1])
     ids = None if input_ids is None else input_ids.reshape(-1)
     valid = mask.reshape(-1).bool()
-    num_experts = layer.num_experts
+    num_experts = layer.experts.num_experts
     capacity = math.inf if capacity_factor is None else math.ceil(capacity_factor * int(valid.sum()) / num_experts)
     taken = [0] * num_experts
     experts = layer.experts
@@ -43,7 +51,7 @@ def _naive_moe(layer: MoEFeedForward, hidden: torch.Tensor, mask: torch.Tensor, 
     for token in range(flat.shape[0]):
         if not valid[token]:
             continue
-        if ids is not None and layer.router.__class__ is HashRouter:
+        if hasattr(layer.router, "token_to_expert"):
             expert, gate = int(layer.router.token_to_expert[ids[token]]), 1.0
         else:
             probs = torch.softmax(layer.router.gate(flat[token]).float(), dim=-1)
@@ -51,8 +59,8 @@ def _naive_moe(layer: MoEFeedForward, hidden: torch.Tensor, mask: torch.Tensor, 
         if taken[expert] >= capacity:
             continue
         taken[expert] += 1
-        inner = experts.act(F.linear(flat[token], experts.fc1_weight[expert], experts.fc1_bias[expert]))
-        outputs[token] = gate * F.linear(inner, experts.fc2_weight[expert], experts.fc2_bias[expert])
+        inner = experts.act_fn(F.linear(flat[token], experts.up_proj[expert], experts.up_proj_bias[expert]))
+        outputs[token] = gate * F.linear(inner, experts.down_proj[expert], experts.down_proj_bias[expert])
     return outputs.view_as(hidden)
 
 
@@ -67,7 +75,7 @@ def test_vectorized_dispatch_equals_per_token_reference(router_type, training, w
     mask[2, 6:] = 0
     input_ids = torch.randint(0, 64, (3, 10))
     with torch.set_grad_enabled(with_grad):
-        outputs, decision = layer(hidden, mask, input_ids)
+        outputs, decision = layer(hidden, mask.bool(), input_ids)
         expected = _naive_moe(layer, hidden, mask, input_ids, 0.75 if training else None)
     torch.testing.assert_close(outputs, expected, atol=1e-5, rtol=1e-5)
     if training:
@@ -79,8 +87,8 @@ def test_eval_output_of_a_token_does_not_depend_on_its_batch_mates():
     alone = torch.randn(1, 6, 16)
     crowd = torch.cat([alone, torch.randn(5, 6, 16)])
     with torch.no_grad():
-        alone_out, _ = layer(alone, torch.ones(1, 6), None)
-        crowd_out, decision = layer(crowd, torch.ones(6, 6), None)
+        alone_out, _ = layer(alone, torch.ones(1, 6, dtype=torch.bool), None)
+        crowd_out, decision = layer(crowd, torch.ones(6, 6, dtype=torch.bool), None)
     torch.testing.assert_close(crowd_out[:1], alone_out)
     assert decision.dropped_fraction == 0
 
@@ -91,9 +99,9 @@ def test_capacity_drops_exactly_each_experts_overflow_and_reports_it():
         layer.router.gate.weight.zero_()
         layer.router.gate.bias.copy_(torch.tensor([5.0, 0.0, 0.0, 0.0]))  # every token prefers expert 0
     hidden = torch.randn(1, 12, 16)
-    outputs, decision = layer(hidden, torch.ones(1, 12), None)
+    outputs, decision = layer(hidden, torch.ones(1, 12, dtype=torch.bool), None)
     capacity = math.ceil(1.0 * 12 / 4)
-    assert decision.keep.tolist() == [True] * capacity + [False] * (12 - capacity)
+    assert (decision.weight != 0).tolist() == [True] * capacity + [False] * (12 - capacity)
     assert decision.dropped_fraction.item() == pytest.approx(9 / 12)
     assert torch.all(outputs[0, capacity:] == 0)
     assert decision.expert_load.tolist() == [1.0, 0.0, 0.0, 0.0]
@@ -119,12 +127,13 @@ def test_capacity_semantics_match_transformers_switch_router():
         layer.router.gate.bias.zero_()
     hidden = torch.randn(1, tokens, 16)
     switch_assignment, switch_gate, _ = switch_router(hidden)
-    _, decision = layer(hidden, torch.ones(1, tokens), None)
+    _, decision = layer(hidden, torch.ones(1, tokens, dtype=torch.bool), None)
     kept_by_switch = switch_assignment.sum(-1).bool().view(-1)
-    assert decision.keep.tolist() == kept_by_switch.tolist()
-    torch.testing.assert_close(decision.gate, switch_gate.view(-1))
+    kept = decision.weight != 0
+    assert kept.tolist() == kept_by_switch.tolist()
+    torch.testing.assert_close(decision.weight[kept], switch_gate.view(-1)[kept_by_switch])
     switch_expert = switch_assignment.argmax(-1).view(-1)
-    assert decision.expert_index[decision.keep].tolist() == switch_expert[kept_by_switch].tolist()
+    assert decision.expert_index[kept].tolist() == switch_expert[kept_by_switch].tolist()
 
 
 def test_switch_balance_loss_matches_transformers_for_unpadded_tokens():
@@ -172,114 +181,94 @@ def test_balance_losses_are_minimal_for_uniform_routing():
 
 
 def test_hash_routing_is_deterministic_and_balanced():
-    first = HashRouter(vocab_size=1000, num_experts=4, hash_seed=11)
-    second = HashRouter(vocab_size=1000, num_experts=4, hash_seed=11)
-    other_seed = HashRouter(vocab_size=1000, num_experts=4, hash_seed=12)
-    assert torch.equal(first.token_to_expert, second.token_to_expert)
-    assert not torch.equal(first.token_to_expert, other_seed.token_to_expert)
-    assert torch.bincount(first.token_to_expert).tolist() == [250] * 4
-    ids = torch.tensor([5, 17, 5, 999])
-    index, gate, logits, probs = first(torch.randn(4, 8), ids)
-    assert index[0] == index[2] and logits is None and probs is None and torch.all(gate == 1)
+    table = modeling_minimoe.hash_routing_table
+    first, second, other_seed = table(1000, 4, 11), table(1000, 4, 11), table(1000, 4, 12)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, other_seed)
+    assert torch.bincount(first).tolist() == [250] * 4
+    layer = _layer(num_experts=4, router_type="hash", hash_seed=11).eval()
+    ids = torch.tensor([[5, 17, 5, 999 % 64]])
+    routing = layer.router(torch.randn(1, 4, 16), torch.ones(1, 4, dtype=torch.bool), ids)
+    assert routing.expert_index[0] == routing.expert_index[2] and routing.router_logits is None
+    assert torch.all(routing.weight == 1)
 
 
 def test_hash_routing_of_a_token_ignores_context():
     layer = _layer(num_experts=4, router_type="hash").eval()
     ids = torch.tensor([[3, 9, 3, 41]])
-    _, decision = layer(torch.randn(1, 4, 16), torch.ones(1, 4), ids)
+    _, decision = layer(torch.randn(1, 4, 16), torch.ones(1, 4, dtype=torch.bool), ids)
     assert decision.expert_index[0] == decision.expert_index[2]
     assert decision.aux_loss.item() == 0.0
 
 
-@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no torch._grouped_mm")
+def _train_step(model, batch, labels) -> tuple:
+    model.zero_grad()
+    torch.manual_seed(5)
+    outputs = model(**batch, labels=labels)
+    outputs.loss.backward()
+    gradients = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return outputs.loss.detach(), outputs.dropped_token_fraction, gradients
+
+
+@needs_experts_interface
+@pytest.mark.parametrize("implementation", ["grouped_mm", "batched_mm", "onednn"])
 @pytest.mark.parametrize("config_id", ["minimoe", "minimoe_moe_attention", "moe_bert"])
-def test_the_grouped_gemm_path_equals_the_per_expert_loop_forward_and_backward(config_id):
-    """The CUDA path (one ``torch._grouped_mm`` per expert matrix), forced on CPU: the same outputs, gradients and
-    routing as the per-expert loop, in training with the capacity limit dropping tokens and padding present."""
+def test_every_experts_implementation_equals_the_eager_loop_forward_and_backward(config_id, implementation):
+    """transformers' experts interface runs our experts under every implementation (its ``grouped_mm`` and
+    ``batched_mm``, compact-bert's registered ``onednn``): the same loss, routing and gradients as the eager loop, in
+    training with the capacity limit dropping tokens (their weight is 0) and padding present."""
     config = copy.deepcopy(tiny_configs()[config_id])
     config.capacity_factor = 1.0
     model = AutoModelForSequenceClassification.from_config(config).train()
     batch, labels = random_batch(), torch.tensor([0, 1, 0])
-    results = {}
-    for mode in (True, False):
-        model.zero_grad()
-        torch.manual_seed(5)
-        with selected_implementations(model, moe="grouped_mm" if mode else "eager"):
-            outputs = model(**batch, labels=labels)
-        outputs.loss.backward()
-        gradients = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
-        results[mode] = (outputs.loss.detach(), outputs.dropped_token_fraction, gradients)
-    grouped_loss, grouped_dropped, grouped_grads = results[True]
-    loop_loss, loop_dropped, loop_grads = results[False]
-    assert grouped_dropped.max() > 0  # the capacity limit dropped tokens: their rows are left out of the groups
-    torch.testing.assert_close(grouped_dropped, loop_dropped, rtol=0, atol=0)
-    torch.testing.assert_close(grouped_loss, loop_loss, rtol=1e-5, atol=1e-6)
-    assert grouped_grads.keys() == loop_grads.keys() and any("experts" in name for name in grouped_grads)
+    model.set_experts_implementation("eager")
+    loop_loss, loop_dropped, loop_grads = _train_step(model, batch, labels)
+    model.set_experts_implementation(implementation)
+    loss, dropped, grads = _train_step(model, batch, labels)
+    assert dropped.max() > 0
+    torch.testing.assert_close(dropped, loop_dropped, rtol=0, atol=0)
+    torch.testing.assert_close(loss, loop_loss, rtol=1e-5, atol=1e-6)
+    assert grads.keys() == loop_grads.keys() and any("experts" in name for name in grads)
     for name in loop_grads:
-        torch.testing.assert_close(grouped_grads[name], loop_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+        torch.testing.assert_close(grads[name], loop_grads[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_the_grouped_gemm_is_chosen_for_training_and_can_be_selected_or_not(monkeypatch):
+@needs_experts_interface
+def test_a_function_registered_in_the_experts_interface_runs_the_experts():
     calls = []
-    model = AutoModelForSequenceClassification.from_config(tiny_configs()["minimoe"]).train()
-    original = generated_file(model)._grouped  # the model runs its family file's copy of the kernels
-    monkeypatch.setattr(generated_file(model), "_grouped", lambda *args: calls.append(args) or original(*args))
-    weight = model.base_model.encoder.layer[0].moe.experts.fc1_weight
-    available = hasattr(torch, "_grouped_mm") and grouped_gemm._probe(weight.device, weight.dtype)
-    assert grouped_gemm.grouped_gemm_supported(weight) == available
-    assert not grouped_gemm.grouped_gemm_supported(torch.zeros(2, 6, 8))  # 24-byte rows: the op would refuse
-    labels = torch.tensor([0, 1, 0])
-    model(**random_batch(), labels=labels)  # CPU training, "auto"
-    assert bool(calls) == available
-    calls.clear()
-    with selected_implementations(model, moe="eager"):
-        model(**random_batch(), labels=labels)
-    assert not calls
-    model.eval()
-    with torch.no_grad(), selected_implementations(model, moe="onednn"):  # CPU inference: packed, else the loop
-        model(**random_batch())
-    assert not calls
-    with torch.no_grad(), selected_implementations(model, moe="grouped_mm"):
-        model(**random_batch())
-    assert bool(calls) == available
+    eager = modeling_minimoe.MiniMoEExperts.forward.__wrapped__
 
+    def recording(module, hidden_states, top_k_index, top_k_weights):
+        calls.append(top_k_index.shape)
+        return eager(module, hidden_states, top_k_index, top_k_weights)
 
-@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no torch._grouped_mm")
-def test_the_grouped_product_takes_an_expanded_gradient():
-    """``.sum().backward()`` hands the product a stride-0 gradient, which torch 2.13's CPU backward of
-    ``torch._grouped_mm`` rejects ("Invalid strides/sizes"); the layer makes it contiguous first."""
-    generator = torch.Generator().manual_seed(0)
-    rows = torch.randn(10, 8, generator=generator, requires_grad=True)
-    weight = torch.randn(3, 12, 8, generator=generator, requires_grad=True)
-    bias = torch.randn(3, 12, generator=generator, requires_grad=True)
-    counts, row_experts = [4, 0, 6], torch.tensor([0] * 4 + [2] * 6)
-    grouped_gemm.grouped_linear_rows(rows, weight, bias, counts, row_experts).sum().backward()
-    grouped = [tensor.grad.clone() for tensor in (rows, weight, bias)]
-    for tensor in (rows, weight, bias):
-        tensor.grad = None
-    loop = torch.cat([F.linear(part, weight[e], bias[e]) for e, part in zip((0, 2), rows.split([4, 6]))])
-    loop.sum().backward()
-    for result, expected in zip(grouped, (rows.grad, weight.grad, bias.grad)):
-        torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-6)
+    ALL_EXPERTS_FUNCTIONS.register("recording_for_test", recording)
+    model = AutoModelForSequenceClassification.from_config(tiny_configs()["minimoe"]).eval()
+    with torch.no_grad():
+        expected = model(**random_batch()).logits
+        model.set_experts_implementation("recording_for_test")
+        got = model(**random_batch()).logits
+    assert len(calls) == tiny_configs()["minimoe"].num_hidden_layers
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("config_id", ["minimoe", "minimoe_moe_attention", "moe_bert"])
-def test_the_batched_export_form_equals_the_loop_and_is_selected_only_inside_the_block(config_id):
-    """``moe_implementation="batched"`` (the static form exported graphs use) gives the loop's outputs, padding and
-    capacity drops included; ``batched_expert_form`` selects it on the model's config and restores the choice."""
-    from compact_bert.export.moe_export_form import batched_expert_form
+def test_the_static_export_form_equals_the_loop_and_is_swapped_in_only_inside_the_block(config_id):
+    """The static form exported graphs use gives the eager loop's outputs, padding and capacity drops included;
+    ``static_expert_form`` swaps it in for the block and puts the model's own modules back."""
+    from compact_bert.export.moe_export_form import StaticExpertLinear, StaticExperts, static_expert_form
 
     config = copy.deepcopy(tiny_configs()[config_id])
     config.eval_capacity_factor = 0.5  # drops tokens at inference too: the form must drop the same ones
     model = AutoModelForSequenceClassification.from_config(config).eval()
+    own = list(model.modules())
     batch = random_batch()
     with torch.no_grad():
-        with selected_implementations(model, moe="eager"):
-            loop = model(**batch)
-        with batched_expert_form(model) as switched:
-            assert model.config.moe_implementation == "batched"
-            batched = model(**batch)
-    assert model.config.moe_implementation == "auto"
-    assert switched == sum(type(m).__name__ in ("MoEExperts", "ExpertLinear") for m in model.modules()) > 0
+        loop = model(**batch)
+        with static_expert_form(model) as swapped:
+            static = sum(isinstance(m, (StaticExperts, StaticExpertLinear)) for m in model.modules())
+            assert swapped == static > 0
+            form = model(**batch)
+    assert list(model.modules()) == own
     assert float(loop.dropped_token_fraction.max()) > 0
-    torch.testing.assert_close(batched.logits, loop.logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(form.logits, loop.logits, rtol=1e-5, atol=1e-5)

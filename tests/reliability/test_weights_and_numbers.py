@@ -1,5 +1,8 @@
 """Issue 11, items 5 and 7: a config that disagrees with its weights, corrupted weights, float16 with NoNorm and a
-diverging learning rate each end in an early, named error instead of a raw size mismatch or NaN outputs."""
+diverging learning rate each end in an early, named error instead of a raw size mismatch or NaN outputs.
+
+The weight checks run where compact-bert loads a folder (``training.checked_loading.load_checked``, what every command
+uses), not in an override of transformers' ``from_pretrained``: the model classes override nothing of loading."""
 
 from __future__ import annotations
 
@@ -16,14 +19,14 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, TrainingArguments
 
 from compact_bert.modeling import IBBertForPreTraining
-from compact_bert.models import family_classes
+from compact_bert.training.checked_loading import load_checked
+from compact_bert.training.checkpoint_checks import CheckpointMismatchError
 from compact_bert.training.precision_checks import UnsupportedPrecisionError, check_precision_supported
 from tests.conftest import tiny_configs
 from tests.distillation.cli_helpers import QUICK_DATA, QUIET, cli_command, environment, refusal_in_this_process
 from tests.distillation.helpers import tiny_ib_bert_config, tiny_mobilebert_config
 
-# Each family's generated file defines the error (a ValueError): any family's copy.
-CHECKPOINT_MISMATCH_ERRORS = family_classes("CheckpointMismatchError")
+CHECKPOINT_MISMATCH_ERRORS = CheckpointMismatchError
 
 
 def _save(model, folder: Path) -> Path:
@@ -43,12 +46,11 @@ def test_num_experts_mismatch_names_the_field_value_and_checkpoint_shape(tmp_pat
     folder = _save(AutoModelForMaskedLM.from_config(tiny_configs()["moe_bert"]), tmp_path)  # 8 experts
     _edit_config(folder, num_experts=4)
     with pytest.raises(CHECKPOINT_MISMATCH_ERRORS) as error:
-        AutoModelForMaskedLM.from_pretrained(folder, ignore_mismatched_sizes=ignore_mismatched_sizes)
+        load_checked(AutoModelForMaskedLM, folder, "MODEL", ignore_mismatched_sizes=ignore_mismatched_sizes)
     message = str(error.value)
     assert "`num_experts` is 4 in the config but 8 in the checkpoint" in message
     assert (
-        "moe_bert.encoder.layer.0.moe.experts.fc1_weight has shape [8, 48, 32] in the checkpoint, [4, 48, 32]"
-        in message
+        "moe_bert.encoder.layer.0.moe.experts.up_proj has shape [8, 48, 32] in the checkpoint, [4, 48, 32]" in message
     )
     assert str(folder) in message
 
@@ -62,7 +64,7 @@ def test_vocab_size_mismatch_names_the_field_on_base_and_head_models(tmp_path, f
         with pytest.raises(
             CHECKPOINT_MISMATCH_ERRORS, match=r"`vocab_size` is 100 in the config but 128 in the checkpoint"
         ):
-            auto_class.from_pretrained(folder)
+            load_checked(auto_class, folder, "MODEL")
 
 
 @pytest.mark.parametrize(
@@ -73,7 +75,7 @@ def test_layer_count_mismatch_is_an_error_not_a_warning(tmp_path, configured, me
     folder = _save(AutoModelForMaskedLM.from_config(tiny_configs()["minimoe"]), tmp_path)
     _edit_config(folder, num_hidden_layers=configured)
     with pytest.raises(CHECKPOINT_MISMATCH_ERRORS, match=f"`num_hidden_layers` {message} encoder layers"):
-        AutoModelForMaskedLM.from_pretrained(folder)
+        load_checked(AutoModelForMaskedLM, folder, "MODEL")
 
 
 def test_a_new_task_head_may_differ_only_with_ignore_mismatched_sizes(tmp_path):
@@ -84,8 +86,8 @@ def test_a_new_task_head_may_differ_only_with_ignore_mismatched_sizes(tmp_path):
     folder = _save(trained, tmp_path)
     _edit_config(folder, id2label={"0": "a", "1": "b", "2": "c"}, label2id={"a": 0, "b": 1, "c": 2})
     with pytest.raises(CHECKPOINT_MISMATCH_ERRORS, match=r"`num_labels` is 3 in the config but 2 in the checkpoint"):
-        AutoModelForSequenceClassification.from_pretrained(folder)
-    loaded = AutoModelForSequenceClassification.from_pretrained(folder, ignore_mismatched_sizes=True)
+        load_checked(AutoModelForSequenceClassification, folder, "MODEL")
+    loaded = load_checked(AutoModelForSequenceClassification, folder, "MODEL", ignore_mismatched_sizes=True)
     assert loaded.classifier.weight.shape == (3, 32)
     torch.testing.assert_close(
         loaded.state_dict()["minimoe.embeddings.word_embeddings.weight"],
@@ -110,17 +112,17 @@ def test_nan_bytes_in_model_safetensors_fail_naming_the_tensor_and_file(tmp_path
     _overwrite_with_nan(folder / "model.safetensors", name)
     assert torch.isnan(load_file(folder / "model.safetensors")[name]).all()  # the file itself is still readable
     with pytest.raises(CHECKPOINT_MISMATCH_ERRORS) as error:
-        AutoModelForMaskedLM.from_pretrained(folder)
+        load_checked(AutoModelForMaskedLM, folder, "MODEL")
     assert f"{name} (in {folder / 'model.safetensors'})" in str(error.value) and "NaN or infinite" in str(error.value)
     with pytest.raises(CHECKPOINT_MISMATCH_ERRORS, match="encoder.layer.1.attention.self.query.weight"):
-        AutoModel.from_pretrained(folder)  # the base model names the tensor without the head's prefix
+        load_checked(AutoModel, folder, "MODEL")  # the base model names the tensor without the head's prefix
 
 
 def test_huge_but_finite_weights_whose_sum_overflows_still_load(tmp_path):
     model = AutoModelForMaskedLM.from_config(tiny_configs()["minimoe"])
     with torch.no_grad():
         model.minimoe.encoder.layer[0].attention.self.query.weight.fill_(3e38)  # its float32 sum is inf
-    loaded = AutoModelForMaskedLM.from_pretrained(_save(model, tmp_path))
+    loaded = load_checked(AutoModelForMaskedLM, _save(model, tmp_path), "MODEL")
     assert loaded.minimoe.encoder.layer[0].attention.self.query.weight.max().item() == pytest.approx(3e38)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .bundler import GENERATED_HEADER, RemoteCodeError, bundle_remote_code
-from .committed import MODELS_ROOT, MODULAR_SOURCES, expected_files, source_base_model, stale_files, write_files
+from .committed import MODELS_ROOT, MODULAR_SOURCES, expected_files, family_files, stale_files, write_files
 
 __all__ = [
     "GENERATED_HEADER",
@@ -12,7 +12,7 @@ __all__ = [
     "RemoteCodeError",
     "bundle_remote_code",
     "expected_files",
-    "source_base_model",
+    "family_files",
     "stale_files",
     "write_files",
 ]

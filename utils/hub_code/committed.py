@@ -12,30 +12,31 @@ from pathlib import Path
 from .bundler import bundle_remote_code
 from .sources import import_source
 
-__all__ = ["MODELS_ROOT", "MODULAR_SOURCES", "expected_files", "source_base_model", "stale_files", "write_files"]
+__all__ = ["MODELS_ROOT", "MODULAR_SOURCES", "expected_files", "family_files", "stale_files", "write_files"]
 
 # The folder of the generated files, one subfolder per model type (package data of the wheel).
 MODELS_ROOT = Path(__file__).resolve().parents[2] / "models"
-# model_type → (modular source module, its base-model class): what each family's files are generated from.
+# model_type → its modular source: the architecture, the config class and the renames its files are generated with.
 MODULAR_SOURCES = {
-    "ib_bert": ("compact_bert.modeling.modular_ib_bert", "IBBertModel"),
-    "compact_mobilebert": ("compact_bert.modeling.modular_compact_mobilebert", "CompactMobileBertModel"),
-    "minimoe": ("compact_bert.modeling.modular_minimoe", "MiniMoEModel"),
-    "moe_bert": ("compact_bert.modeling.modular_moe_bert", "MoEBertModel"),
+    "ib_bert": "compact_bert.modeling.modular_ib_bert",
+    "compact_mobilebert": "compact_bert.modeling.modular_compact_mobilebert",
+    "minimoe": "compact_bert.modeling.modular_minimoe",
+    "moe_bert": "compact_bert.modeling.modular_moe_bert",
 }
 
 
-def source_base_model(model_type: str) -> type:
-    """The base-model class of ``model_type``'s modular source (imported as a source, ``sources.import_source``)."""
-    module_name, base_model = MODULAR_SOURCES[model_type]
-    return getattr(import_source(module_name), base_model)
+def family_files(model_type: str) -> dict[str, str]:
+    """File name → text of ``model_type``'s two generated files, from its modular source (imported as a source,
+    ``sources.import_source``)."""
+    source = import_source(MODULAR_SOURCES[model_type])
+    return bundle_remote_code(source.ARCHITECTURE, source.CONFIG_CLASS, source.RENAMES)
 
 
 def expected_files() -> dict[Path, str]:
     """Path under ``models/`` → text the sources generate, for every model type."""
     files = {}
     for model_type in MODULAR_SOURCES:
-        for name, text in bundle_remote_code(source_base_model(model_type)).items():
+        for name, text in family_files(model_type).items():
             files[MODELS_ROOT / model_type / name] = text
     return files
 

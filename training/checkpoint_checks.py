@@ -3,17 +3,16 @@
 transformers reports a config that disagrees with the weights as a bare size mismatch (4.57: "size mismatch for
 bias" of some submodule; 5.x: "You set `ignore_mismatched_sizes` to `False`" after a table), silently drops the
 weights of layers beyond ``num_hidden_layers`` and randomly initializes the missing ones, and loads a tensor whose
-bytes were overwritten with NaN or inf without a word, so every output is NaN. ``CompactBertPreTrainedModel``
-loads with transformers' own machinery and then hands the loading report to ``check_loaded_checkpoint``, which
-behaves the same on both lines:
+bytes were overwritten with NaN or inf without a word, so every output is NaN. ``checked_loading.load_checked``, the
+way every compact-bert command loads a folder, loads with transformers' own machinery (the model classes override
+nothing of it) and then hands the loading report to ``check_loaded_checkpoint``, which behaves the same on both
+lines:
 
 - a tensor whose shape disagrees with the config fails, naming the config field(s), the config's value and the
   checkpoint's shape — unless ``ignore_mismatched_sizes=True`` and every such tensor belongs to a task head
   (fine-tuning a saved model with a new number of labels), which transformers then re-initializes;
 - a checkpoint with more or fewer encoder layers than ``num_hidden_layers`` fails;
 - a non-finite floating-point tensor fails, naming the tensor(s) and the checkpoint.
-
-Only torch, transformers and the standard library are used: this module ships in the Hub remote code.
 """
 
 from __future__ import annotations
@@ -25,7 +24,9 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["CheckpointMismatchError", "check_loaded_checkpoint"]
+from .run_errors import RunSettingsError
+
+__all__ = ["CheckpointMismatchError", "check_loaded_checkpoint", "checkpoint_tensor_names"]
 
 # Config fields a tensor dimension can be; the first whose value matches a differing dimension is named, after
 # the fields that the tensor's name points at (``_FIELDS_BY_TENSOR_NAME``).
@@ -56,7 +57,7 @@ _LAYER_INDEX = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 _SHOWN_PER_FIELD = 3
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(RunSettingsError):
     """The checkpoint's weights do not fit the config, or hold non-finite values."""
 
 
@@ -215,6 +216,11 @@ def _check_finite(model, source, hub_kwargs) -> None:
         "The file is corrupted (or was saved from a diverged run); every output of this model would be NaN. "
         "Re-download it or load an earlier checkpoint."
     )
+
+
+def checkpoint_tensor_names(source, hub_kwargs: dict) -> list[str]:
+    """The tensor names in the safetensors headers of a local folder or a cached Hub repo (none when unreadable)."""
+    return list(_checkpoint_headers(source, hub_kwargs))
 
 
 def _checkpoint_headers(source, hub_kwargs: dict) -> dict[str, tuple[tuple, str]]:
