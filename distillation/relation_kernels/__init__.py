@@ -8,7 +8,8 @@ Every backend computes ``Σ_i w_i KL(softmax(T_i) ‖ softmax(S_i))`` over the r
 - ``"auto"`` (the default): ``native`` for CPU tensors where it builds, otherwise ``eager``.
 
 ``$COMPACT_BERT_RELATION_KERNEL`` sets the default for a process (e.g. ``eager`` to compare); both backends are
-tested equal to the autograd formulation of the loss, values and gradients.
+tested equal to the autograd formulation of the loss, values and gradients. Both are given inputs checked by one
+function first (``validation.py``), so that a wrong shape or dtype is the same error whichever backend runs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 
 from .eager import eager_relation_kl
 from .native import NativeKernelUnavailable, native_relation_kl
+from .validation import check_relation_inputs
 
 __all__ = ["RELATION_KERNELS", "relation_kl", "resolve_relation_kernel"]
 
@@ -67,7 +69,9 @@ def relation_kl(
 ) -> torch.Tensor:
     """``Σ_i w_i KL_i`` for ``[rows, seq, d_s]`` student and ``[rows, seq, d_t]`` teacher relation heads, a
     ``[rows, seq]`` key mask (1 real, 0 padding) and ``[rows, seq]`` row weights, by the backend ``kernel`` names.
-    The teacher side carries no gradient."""
+    The teacher side carries no gradient. Inputs of other shapes, dtypes or devices raise the same ``ValueError``
+    whichever backend is named (``validation.check_relation_inputs``)."""
+    check_relation_inputs(student_heads, teacher_heads, key_mask, row_weight)
     if resolve_relation_kernel(kernel, student_heads.device) == "native":
         return native_relation_kl(student_heads, teacher_heads, key_mask, row_weight)
     return eager_relation_kl(student_heads, teacher_heads.detach(), key_mask, row_weight)

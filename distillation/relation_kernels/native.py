@@ -13,6 +13,9 @@ The library is built once per machine with the system C compiler (``$CC``, else 
 compact-bert cache, keyed by the source, the compiler, its flags and the CPU (``-march=native``), written atomically;
 it is called through ``ctypes``, which releases the GIL, from ``torch.get_num_threads()`` threads over disjoint
 relation heads. Where no compiler works, ``NativeKernelUnavailable`` says why and the caller falls back to PyTorch.
+
+A C loop trusts the sizes it is given, so ``native_relation_kl`` checks shapes, dtypes and device
+(``validation.py``) and makes every tensor contiguous float32 before a pointer leaves Python.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
+
+from .validation import check_relation_inputs
 
 __all__ = ["NativeKernelUnavailable", "native_relation_kl", "load_native_library"]
 
@@ -147,9 +152,28 @@ def _address(tensor: torch.Tensor | None) -> int | None:
     return None if tensor is None else tensor.data_ptr()
 
 
+def _check_layout(student, teacher, key_mask, row_weight, divergence, grad) -> None:
+    """The last guard before addresses go to C: each tensor a dense CPU float32 block of the shape the C loop walks.
+    ``native_relation_kl`` arranges this; a failure here is a bug in this module, not in the caller's input."""
+    rows, seq = student.shape[:2]
+    expected = (student.shape, (rows, seq, teacher.shape[-1]), (rows, seq), (rows, seq), (rows, seq), student.shape)
+    names = ("student", "teacher", "key_mask", "row_weight", "divergence", "grad")
+    for name, shape, tensor in zip(names, expected, (student, teacher, key_mask, row_weight, divergence, grad)):
+        if tensor is None:
+            continue
+        if tensor.shape != shape or tensor.dtype != torch.float32 or tensor.device.type != "cpu":
+            raise RuntimeError(
+                f"{name} reached the native relation kernel as {list(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')} on "
+                f"{tensor.device}, not {list(shape)} float32 on cpu"
+            )
+        if not tensor.is_contiguous():
+            raise RuntimeError(f"{name} reached the native relation kernel with strides {tensor.stride()}")
+
+
 def _run(student, teacher, key_mask, row_weight, divergence, grad) -> None:
     rows, seq, student_width = student.shape
     teacher_width = teacher.shape[-1]
+    _check_layout(student, teacher, key_mask, row_weight, divergence, grad)
     library = load_native_library()
     pointers = [_address(t) for t in (student, teacher, key_mask, row_weight, divergence, grad)]
 
@@ -185,7 +209,17 @@ class _NativeRelationKL(torch.autograd.Function):
 def native_relation_kl(
     student_heads: torch.Tensor, teacher_heads: torch.Tensor, key_mask: torch.Tensor, row_weight: torch.Tensor
 ) -> torch.Tensor:
-    """``Σ_i w_i KL_i`` over every relation row ``i`` (see ``relation_kernels.relation_kl``); CPU, float32."""
-    tensors = [t.detach().to(torch.float32).contiguous() for t in (teacher_heads, key_mask, row_weight)]
-    student = student_heads.to(torch.float32).contiguous()
-    return _NativeRelationKL.apply(student, *tensors)
+    """``Σ_i w_i KL_i`` over every relation row ``i`` (see ``relation_kernels.relation_kl``); CPU, float32.
+
+    Checks its inputs itself (the same ``ValueError`` as ``relation_kl``): it may be called directly, and the C loop
+    would read past the end of a shorter tensor. Strided inputs are copied into contiguous ones; the key mask becomes
+    0/1 floats, so that a key counts as real when its mask is nonzero, as in ``eager``."""
+    check_relation_inputs(student_heads, teacher_heads, key_mask, row_weight)
+    if student_heads.device.type != "cpu":
+        raise ValueError(
+            f"The native relation kernel runs on CPU tensors only, got {student_heads.device.type}; use 'eager'."
+        )
+    teacher = teacher_heads.detach().contiguous()
+    mask = key_mask.detach().ne(0).to(torch.float32)
+    weight = row_weight.detach().contiguous()
+    return _NativeRelationKL.apply(student_heads.contiguous(), teacher, mask, weight)
