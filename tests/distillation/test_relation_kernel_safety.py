@@ -1,8 +1,14 @@
-"""The relation kernels refuse what they cannot compute: the same error under every backend (issue 35, item 4)."""
+"""The relation kernels refuse what they cannot compute (the same error under every backend), and the native one loads
+only a library this user built (issue 35, item 4)."""
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import shutil
+import stat
+import threading
 
 import pytest
 import torch
@@ -155,3 +161,167 @@ def test_no_pointer_reaches_c_from_a_strided_or_mis_sized_tensor():
         native._run(student, teacher.transpose(1, 2).contiguous().transpose(1, 2), mask, weight, divergence, None)
     with pytest.raises(RuntimeError, match=r"grad reached the native relation kernel as \[4, 8, 5\] float32 on cpu"):
         native._run(student, teacher, mask, weight, divergence, torch.empty(ROWS, SEQ, 5))
+
+
+# --- The cached library ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory):
+    """One build for the module's cache tests, copied into each test's own cache folder."""
+    folder = tmp_path_factory.mktemp("relation_kernel_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COMPACT_BERT_CACHE", str(folder))
+        native.load_native_library.cache_clear()
+        try:
+            _native_or_skip()
+        finally:
+            native.load_native_library.cache_clear()
+    return folder / "kernels"
+
+
+@pytest.fixture
+def cache(built_cache, tmp_path, monkeypatch):
+    """A cache folder holding the built library, and the loader made to look there afresh."""
+    monkeypatch.setenv("COMPACT_BERT_CACHE", str(tmp_path))
+    shutil.copytree(built_cache, tmp_path / "kernels", ignore=shutil.ignore_patterns("build.lock"))
+    native.load_native_library.cache_clear()
+    yield tmp_path / "kernels"
+    native.load_native_library.cache_clear()
+
+
+def _library(folder):
+    (library,) = folder.glob("relation_kl-*.so")
+    return library
+
+
+def test_a_fresh_build_is_private_and_recorded(built_cache):
+    library = _library(built_cache)
+    assert stat.S_IMODE(built_cache.stat().st_mode) == 0o700
+    for path in (library, native._checksum_path(library)):
+        assert path.stat().st_uid == os.getuid() and not path.stat().st_mode & 0o022
+    assert native._checksum_path(library).read_text().strip() == native._sha256(library)
+    assert native._distrust(library) is None
+
+
+def _replace_bytes(path, data):
+    """Replace ``path`` by a new file (a new inode): rewriting a library that this process has mapped in place
+    would change the code under its feet."""
+    scratch = path.with_name(path.name + ".new")
+    scratch.write_bytes(data)
+    os.replace(scratch, path)
+
+
+def _truncate(library):
+    _replace_bytes(library, library.read_bytes()[:4096])
+
+
+def _flip_a_byte(library):
+    data = bytearray(library.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    _replace_bytes(library, bytes(data))
+
+
+def _garbled_checksum(library):
+    _replace_bytes(native._checksum_path(library), bytes(range(256)))
+
+
+def _world_writable(library):
+    library.chmod(library.stat().st_mode | stat.S_IWOTH)
+
+
+def _group_writable_checksum(library):
+    checksum = native._checksum_path(library)
+    checksum.chmod(checksum.stat().st_mode | stat.S_IWGRP)
+
+
+def _a_link(library):
+    elsewhere = library.with_name("elsewhere.so")
+    os.replace(library, elsewhere)
+    library.symlink_to(elsewhere)
+
+
+def _another_owner(library):
+    if os.getuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    os.chown(library, 65534, -1)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        (_truncate, "SHA-256 is .* recorded when it was built: corrupt or replaced"),
+        (_flip_a_byte, "SHA-256 is .* recorded when it was built: corrupt or replaced"),
+        (_garbled_checksum, "SHA-256 is .* recorded when it was built: corrupt or replaced"),
+        (_world_writable, "is writable by other users"),
+        (_group_writable_checksum, r"\.so\.sha256 is writable by other users"),
+        (_a_link, "is not a regular file"),
+        (_another_owner, r"belongs to user id 65534, not to this user"),
+    ],
+    ids=[
+        "truncated",
+        "a-byte-flipped",
+        "checksum-garbled",
+        "world-writable",
+        "checksum-group-writable",
+        "a-link",
+        "another-owner",
+    ],
+)
+def test_a_cached_library_that_fails_a_check_is_rebuilt_with_a_warning(cache, tamper, reason, caplog):
+    """Not loaded (its code would run), not replaced silently by the slower portable build: rebuilt with the same
+    flags, with a warning that names the file."""
+    library = _library(cache)
+    tamper(library)
+    with caplog.at_level(logging.WARNING, logger=native.logger.name):
+        native.load_native_library()
+    (record,) = [record for record in caplog.records if record.name == native.logger.name]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith(f"Rebuilding the native relation kernel {library}: ")
+    assert re.search(reason, record.getMessage()), record.getMessage()
+    assert _library(cache) == library and native._distrust(library) is None
+    assert sorted(path.name for path in cache.iterdir()) == sorted(
+        [library.name, library.name + ".sha256", "build.lock"] + (["elsewhere.so"] if tamper is _a_link else [])
+    )
+
+
+def test_a_library_without_a_recorded_checksum_is_rebuilt(cache, caplog):
+    """A cache from before checksums were recorded: rebuilt once, said at INFO (nothing is wrong with it)."""
+    library = _library(cache)
+    native._checksum_path(library).unlink()
+    with caplog.at_level(logging.INFO, logger=native.logger.name):
+        native.load_native_library()
+    assert [record.levelno for record in caplog.records if record.name == native.logger.name] == [logging.INFO]
+    assert "no checksum was recorded" in caplog.text and native._distrust(library) is None
+
+
+def test_another_users_cache_folder_is_refused(cache, monkeypatch, caplog):
+    monkeypatch.setattr(native, "_current_uid", lambda: os.getuid() + 1)
+    refused = pytest.raises(NativeKernelUnavailable, match=f"{cache} belongs to user id {os.getuid()}, not to this")
+    with caplog.at_level(logging.WARNING, logger=native.logger.name), refused:
+        native.load_native_library()
+    assert f"The native relation kernel is not loaded: the kernel cache folder {cache}" in caplog.text
+
+
+def test_a_cache_folder_others_can_write_is_made_private(cache, caplog):
+    cache.chmod(0o777)
+    with caplog.at_level(logging.WARNING, logger=native.logger.name):
+        native.load_native_library()
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert f"{cache} was writable by other users; it is now private" in caplog.text
+
+
+def test_concurrent_first_uses_build_once(tmp_path, monkeypatch):
+    """The folder's lock: a second process (here a thread with its own descriptor) waits for the first build and
+    loads it, instead of compiling the same library next to it."""
+    _native_or_skip()
+    monkeypatch.setenv("COMPACT_BERT_CACHE", str(tmp_path))
+    builds, build = [], native._build
+    monkeypatch.setattr(native, "_build", lambda *args: (builds.append(args[-1]), build(*args)))
+    outcomes = []
+    threads = [threading.Thread(target=lambda: outcomes.append(native._build_and_load())) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(outcomes) == 2 and len(builds) == 1
