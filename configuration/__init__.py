@@ -1,8 +1,9 @@
 """Configs of the four compact-bert families and their named paper-size presets.
 
 The config classes are those of the generated ``models/<model_type>/configuration_<model_type>.py`` (the modular
-sources here, ``modular_*.py`` and ``sparse_bert_base.py``, are what those files are generated from), so a config
-built here is the class a saved folder ships and a ``trust_remote_code`` load builds.
+sources here, ``modular_*.py`` and ``sparse_bert_base.py``, are what those files are generated from, and are read by
+the generator only), so a config built here is the class a saved folder ships and a ``trust_remote_code`` load
+builds.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from ..models.compact_mobilebert.configuration_compact_mobilebert import Compact
 from ..models.ib_bert.configuration_ib_bert import IBBertConfig
 from ..models.minimoe.configuration_minimoe import MiniMoEConfig
 from ..models.moe_bert.configuration_moe_bert import MoEBertConfig
-from .modular_bottleneck_bert import BOTTLENECK_BERT_PRESETS
-from .modular_minimoe import MINIMOE_PRESETS
-from .modular_moe_bert import MOE_BERT_PRESETS
+from .presets import PRESET_FIELDS
 from .validation import reject_unknown_fields
 
 __all__ = [
@@ -32,12 +31,8 @@ CONFIG_CLASSES = {
     for config_class in (IBBertConfig, CompactMobileBertConfig, MiniMoEConfig, MoEBertConfig)
 }
 
-# Preset name → (config class, fields); the sources name their own config classes, replaced here by the
-# generated class of the same model type.
-PRESETS = {
-    name: (CONFIG_CLASSES[source_class.model_type], fields)
-    for name, (source_class, fields) in {**BOTTLENECK_BERT_PRESETS, **MINIMOE_PRESETS, **MOE_BERT_PRESETS}.items()
-}
+# Preset name → (config class, fields).
+PRESETS = {name: (CONFIG_CLASSES[model_type], fields) for name, (model_type, fields) in PRESET_FIELDS.items()}
 
 
 def preset_config(name: str, **overrides):

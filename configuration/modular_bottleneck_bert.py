@@ -30,7 +30,7 @@ from .validation import (
     require_token_id,
 )
 
-__all__ = ["BottleneckBertConfig", "CompactMobileBertConfig", "IBBertConfig", "BOTTLENECK_BERT_PRESETS"]
+__all__ = ["BottleneckBertConfig", "CompactMobileBertConfig", "IBBertConfig"]
 
 NORMALIZATION_TYPES = ("no_norm", "layer_norm")
 # Where multi-head attention reads its query/key/value inputs (paper 001 Fig. 1 and appendix E):
@@ -227,15 +227,3 @@ class CompactMobileBertConfig(BottleneckBertConfig):
                 f"({self.hidden_size}): MobileBERT is the bottleneck student; use IBBertConfig for an "
                 "inverted-bottleneck teacher."
             )
-
-
-# Paper sizes (paper 001 Table 1, Table 4 "w/o OPT", appendix E).
-BOTTLENECK_BERT_PRESETS = {
-    "ib-bert-large": (IBBertConfig, {}),
-    "mobilebert": (CompactMobileBertConfig, {}),
-    "mobilebert-tiny": (
-        CompactMobileBertConfig,
-        {"num_feedforward_networks": 2, "attention_input": "intra_bottleneck"},
-    ),
-    "mobilebert-wo-opt": (CompactMobileBertConfig, {"normalization_type": "layer_norm", "hidden_act": "gelu"}),
-}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .sparse_bert_base import SparseBertConfigBase
 
-__all__ = ["MoEBertConfig", "MOE_BERT_PRESETS"]
+__all__ = ["MoEBertConfig"]
 
 
 class MoEBertConfig(SparseBertConfigBase):
@@ -47,13 +47,3 @@ class MoEBertConfig(SparseBertConfigBase):
             router_aux_loss_coef=router_aux_loss_coef,
             **kwargs,
         )
-
-
-_SMALL = {"hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512}
-# Paper 003 appendix A: H=128 (dense 6.3M / MoE 105M) and H=768 (dense 110M / MoE 3.6B), 12 layers each.
-MOE_BERT_PRESETS = {
-    "moe-bert-small": (MoEBertConfig, dict(_SMALL)),
-    "vanilla-bert-small": (MoEBertConfig, {**_SMALL, "num_experts": 1}),
-    "moe-bert-base": (MoEBertConfig, {}),
-    "vanilla-bert-base": (MoEBertConfig, {"num_experts": 1}),
-}

@@ -111,3 +111,29 @@ def test_transformers_experts_interface_runs_a_saved_minimoe_without_compact_ber
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "experts implementations agree: eager, grouped_mm, batched_mm, users_own" in result.stdout
+
+
+def test_the_sources_are_not_imported_at_run_time_one_class_per_model():
+    """The modular sources are read by the generator only: a process that imports compact-bert (and its CLI) holds
+    one class per model, the generated file's."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import compact_bert, compact_bert.cli.main
+        from compact_bert.configuration import PRESETS
+        from compact_bert.models.minimoe import configuration_minimoe, modeling_minimoe
+
+        sources = sorted(
+            name for name in sys.modules
+            if name.startswith(("compact_bert.modeling.modular_", "compact_bert.modeling.modeling_",
+                                "compact_bert.configuration.modular_", "compact_bert.configuration.sparse_bert_base"))
+        )
+        assert not sources, sources
+        assert compact_bert.MiniMoEModel is modeling_minimoe.MiniMoEModel
+        assert compact_bert.MiniMoEConfig is configuration_minimoe.MiniMoEConfig is PRESETS["minimoe-4l-384h"][0]
+        print("one class per model")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "one class per model" in result.stdout

@@ -212,11 +212,11 @@ def _train_step(model, batch, labels) -> tuple:
 
 @needs_experts_interface
 @pytest.mark.parametrize("implementation", ["grouped_mm", "batched_mm", "onednn"])
-@pytest.mark.parametrize("config_id", ["minimoe", "minimoe_moe_attention", "moe_bert"])
+@pytest.mark.parametrize("config_id", ["minimoe", "minimoe_moe_attention", "minimoe_hash", "moe_bert"])
 def test_every_experts_implementation_equals_the_eager_loop_forward_and_backward(config_id, implementation):
     """transformers' experts interface runs our experts under every implementation (its ``grouped_mm`` and
     ``batched_mm``, compact-bert's registered ``onednn``): the same loss, routing and gradients as the eager loop, in
-    training with the capacity limit dropping tokens (their weight is 0) and padding present."""
+    training with the capacity limit dropping tokens (their weight is 0) and padding present, top-1 and hash routing."""
     config = copy.deepcopy(tiny_configs()[config_id])
     config.capacity_factor = 1.0
     model = AutoModelForSequenceClassification.from_config(config).train()
