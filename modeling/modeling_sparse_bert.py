@@ -26,10 +26,15 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput, can_return_tuple
 
 from ..configuration.sparse_bert_base import SparseBertConfigBase
+from .shared_blocks import (
+    attention_function,
+    init_unless_loaded,
+    sequence_classification_loss,
+    validate_model_inputs,
+)
 
 __all__ = [
     "SparseBertForMaskedLM",
@@ -155,38 +160,6 @@ class SparseBertEmbeddings(nn.Module):
             inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
         )
         return self.dropout(self.LayerNorm(embeddings))
-
-
-def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax attention written out, over ``[batch, heads, seq, head_size]`` tensors and an additive mask: the
-    only path with probabilities (attention transfer, paper 001 eq. 3). Returns ``[batch, seq, heads, head_size]``."""
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = torch.softmax(weights, dim=-1)
-    weights = F.dropout(weights, p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
-
-
-def attention_function(config, output_attentions: bool) -> Callable:
-    """The attention implementation ``config._attn_implementation`` names in transformers' registry
-    (``ALL_ATTENTION_FUNCTIONS``: ``sdpa``, and what the installed transformers or the user registers), or
-    ``eager_attention_forward``; always the latter when probabilities are asked for, which fused kernels never
-    compute. Registered functions receive the ``[batch, 1, 1, seq]`` additive padding mask."""
-    if output_attentions or config._attn_implementation == "eager":
-        return eager_attention_forward
-    if not hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers 4.57: a plain mapping
-        return ALL_ATTENTION_FUNCTIONS[config._attn_implementation]
-    return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
 
 
 class SparseBertExpertLinear(nn.Module):
@@ -656,61 +629,8 @@ class SparseBertPreTrainedModel(PreTrainedModel):
             init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
     def check_inputs(self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None) -> None:
-        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``. The ids'
-        range is read on the host on CPU only, and not while tracing; on an accelerator the check is queued on the
-        device (``torch._assert_async``) instead of making every call wait for it."""
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
-        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
-        if len(shape) != 2:
-            raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
-        if 0 in shape:
-            raise ValueError(
-                f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
-                "adds [CLS] and [SEP] even to an empty text)."
-            )
-        limit = self.config.max_position_embeddings
-        if shape[1] > limit:
-            raise ValueError(
-                f"Sequence length {shape[1]} exceeds `max_position_embeddings` ({limit}) of this model; "
-                f"truncate inputs to at most {limit} tokens."
-            )
-        if torch.compiler.is_compiling() or torch.jit.is_tracing():
-            return
-        for name, ids, size_field in (
-            ("input_ids", input_ids, "vocab_size"),
-            ("token_type_ids", token_type_ids, "type_vocab_size"),
-            ("position_ids", position_ids, "max_position_embeddings"),
-        ):
-            if ids is None or ids.numel() == 0:
-                continue
-            size = getattr(self.config, size_field)
-            if ids.device.type != "cpu":
-                torch._assert_async(
-                    ((ids >= 0) & (ids < size)).all(),
-                    f"`{name}` must lie in [0, {size}) (the model's `{size_field}`): is the tokenizer the one this "
-                    "model was trained with?",
-                )
-            else:
-                low, high = int(ids.min()), int(ids.max())
-                if low < 0 or high >= size:
-                    raise ValueError(
-                        f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
-                        f"{high}: is the tokenizer the one this model was trained with?"
-                    )
-
-
-def init_unless_loaded(tensor: torch.Tensor, std=None, value=None, table=None) -> None:
-    """Initialize ``tensor`` (normal with ``std``, filled with ``value`` or copied from ``table``) unless transformers 5
-    flagged it as filled from the checkpoint."""
-    if getattr(tensor, "_is_hf_initialized", False):
-        return
-    if std is not None:
-        tensor.normal_(mean=0.0, std=std)
-    elif table is not None:
-        tensor.copy_(table.expand_as(tensor))
-    else:
-        tensor.fill_(value)
+        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``."""
+        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids)
 
 
 class SparseBertModel(SparseBertPreTrainedModel):
@@ -779,23 +699,6 @@ def with_balance_loss(loss: torch.Tensor | None, outputs: SparseBertModelOutput)
     if loss is None or outputs.aux_loss is None:
         return loss
     return loss + outputs.aux_loss.to(loss.dtype)
-
-
-def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
-    """Regression (MSE), single-label (cross-entropy) or multi-label (BCE), decided as transformers decides."""
-    problem_type = config.problem_type
-    if problem_type is None:
-        if config.num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "regression":
-        return F.mse_loss(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype))
-    if problem_type == "single_label_classification":
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
 class SparseBertForMaskedLM(SparseBertPreTrainedModel):
