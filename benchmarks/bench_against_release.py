@@ -6,7 +6,7 @@ it is (``plain``) and (3) today's model after ``compact_bert.optimize_for_infere
 runs). The earlier files are read with ``git show`` into a temporary package, so run this from a git checkout.
 Batch 1 and 32 x 128 tokens, random weights, interleaved rounds; prints medians with min / p90 and the ratios.
 
-Run: ``python benchmarks/bench_against_release.py [--ref COMMIT] [--rounds N] [--quick]``.
+Run: ``python benchmarks/bench_against_release.py [--ref COMMIT] [--rounds N] [--quick] [--only TEXT]``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ CASES = {
     "MiniLM 6L;384H (the teacher's shape)": ("minimoe", {"num_hidden_layers": 6, "num_experts": 1}),
     "MiniMoE 3L;384H, 4 experts": ("minimoe", {"num_hidden_layers": 3, "num_experts": 4}),
     "MobileBERT (24 layers)": ("compact_mobilebert", {}),
+    "IB-BERT large (24 layers)": ("ib_bert", {}),
 }
-_PREFIXES = {"minimoe": "MiniMoE", "compact_mobilebert": "CompactMobileBert"}
+_PREFIXES = {"minimoe": "MiniMoE", "compact_mobilebert": "CompactMobileBert", "ib_bert": "IBBert"}
 # Today's weight names → the earlier files' (0.1.0's expert names).
 _EARLIER_NAMES = {
     "up_proj_bias": "fc1_bias",
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--ref", default="218cafd", help="the earlier commit whose model files to time")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="batch 1 only, 8 rounds")
+    parser.add_argument("--only", default="", help="run the cases whose name contains this text")
     args = parser.parse_args()
     torch.manual_seed(0)
     rounds = 8 if args.quick else args.rounds
@@ -91,6 +93,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; earlier = {args.ref}'s default path")
     with tempfile.TemporaryDirectory() as folder:
         for name, (model_type, fields) in CASES.items():
+            if args.only not in name:
+                continue
             earlier, plain = _models(args.ref, model_type, fields, Path(folder))
             for batch in batches:
                 input_ids = torch.randint(1000, 30000, (batch, 128))
