@@ -80,12 +80,24 @@ def _sample(weight: torch.Tensor) -> torch.Tensor:
 
 
 class PackedMatrices:
-    """The packed copies of one ``[out, in]`` or ``[experts, out, in]`` parameter, rebuilt when it changes."""
+    """The packed copies of one ``[out, in]`` or ``[experts, out, in]`` parameter, rebuilt when it changes.
+
+    oneDNN's packed tensors have no storage that ``copy.deepcopy`` or pickle could read, so a copy of a model (or a
+    pickled one) carries an empty cache, which its first packed call fills from the copied weights."""
 
     def __init__(self):
         self.matrices: list[torch.Tensor] = []
         self._stamp: tuple | None = None
         self._live_sample: torch.Tensor | None = None
+
+    def __deepcopy__(self, memo) -> PackedMatrices:
+        return PackedMatrices()
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
 
     def current(self, weight: torch.Tensor) -> list[torch.Tensor]:
         if not self._matches(weight):

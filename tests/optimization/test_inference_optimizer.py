@@ -170,3 +170,17 @@ def test_a_saved_optimized_model_is_the_plain_model(tmp_path):
     batch = random_batch()
     with torch.no_grad():
         torch.testing.assert_close(reloaded(**batch).logits, model(**batch).logits, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_an_optimized_model_deep_copies_and_pickles_after_running():
+    """oneDNN's packed tensors cannot be copied or pickled: the copies carry empty caches, filled on first use."""
+    import pickle
+
+    model = _model("minimoe")
+    optimize_for_inference(model, measure=False)
+    batch = random_batch()
+    with torch.no_grad():
+        expected = model(**batch).logits  # packs
+        for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+            torch.testing.assert_close(copied(**batch).logits, expected, rtol=0, atol=1e-6)
