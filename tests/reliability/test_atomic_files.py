@@ -35,3 +35,17 @@ def test_summary_and_card_writers_go_through_the_atomic_writer(tmp_path, monkeyp
     with pytest.raises(OSError):
         write_summary_and_card(tmp_path, {"output_dir": str(tmp_path)})
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_written_files_get_the_mode_a_plain_write_gives(tmp_path, umask):
+    """Issue 38: README.md, run_summary.json, latency.json were written 0600 (mkstemp's mode), unreadable for the
+    other users of a shared model folder; they now get what ``Path.write_text`` gives under the same umask."""
+    previous = os.umask(umask)
+    try:
+        write_text_atomically(tmp_path / "atomic.json", "{}\n")
+        (tmp_path / "plain.json").write_text("{}\n")
+    finally:
+        os.umask(previous)
+    mode = os.stat(tmp_path / "atomic.json").st_mode & 0o777
+    assert mode == os.stat(tmp_path / "plain.json").st_mode & 0o777 == 0o666 & ~umask
