@@ -182,7 +182,7 @@ def large_layer_cases(rounds: int, sizes: dict) -> None:
     optimized = _optimized(layer)
     tokens, mask = torch.randn(1, 128, hidden), torch.ones(1, 128, dtype=torch.bool)
     with torch.inference_mode():
-        _, decision = layer(tokens, mask, None)
+        _, decision = layer(tokens, mask, None, output_router_stats=True)
     used = (decision.expert_load > 0).nonzero().flatten().tolist()
     times = compare_latencies(
         {

@@ -15,7 +15,13 @@ from ..training.precision_checks import check_precision_supported
 from ..training.routing_keys import routing_statistics
 from ..training.trainer import CompactBertTrainer
 
-__all__ = ["FinetuneTrainer", "build_compute_metrics", "check_eval_keeps_every_token", "split_loss_terms"]
+__all__ = [
+    "FinetuneTrainer",
+    "build_compute_metrics",
+    "check_eval_keeps_every_token",
+    "split_loss_terms",
+    "with_evaluation_router_stats",
+]
 
 
 def split_loss_terms(loss, outputs) -> dict:
@@ -26,6 +32,14 @@ def split_loss_terms(loss, outputs) -> dict:
     terms = {"task_loss": loss - aux_loss, "balance_loss": aux_loss}
     terms.update(routing_statistics(outputs.get("expert_load"), outputs.get("dropped_token_fraction")))
     return terms
+
+
+def with_evaluation_router_stats(model, inputs: dict) -> dict:
+    """``inputs`` asking an MoE model in eval mode for its balance loss and routing statistics, which its routers
+    compute only in training unless asked (``output_router_stats``): evaluation logs them next to the training's."""
+    config = model.config
+    routes = max(getattr(config, "num_experts", 1), getattr(config, "num_attention_experts", 1)) > 1
+    return {**inputs, "output_router_stats": True} if routes and not model.training else inputs
 
 
 def check_eval_keeps_every_token(config) -> None:
@@ -51,6 +65,7 @@ class FinetuneTrainer(CompactBertTrainer):
         self.add_callback(LossGuardCallback())
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        inputs = with_evaluation_router_stats(model, inputs)
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
         self.record_loss_terms(split_loss_terms(loss, outputs), "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss

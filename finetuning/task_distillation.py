@@ -33,7 +33,7 @@ from ..distillation.trainer_utils import freeze_teacher
 from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..training.run_errors import RunSettingsError
 from .data import conventional_names
-from .finetune_trainer import FinetuneTrainer, split_loss_terms
+from .finetune_trainer import FinetuneTrainer, split_loss_terms, with_evaluation_router_stats
 
 __all__ = [
     "TEACHER_LOGITS",
@@ -207,6 +207,7 @@ class TaskDistillationTrainer(FinetuneTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         teacher_logits = inputs.pop(TEACHER_LOGITS, None)
+        inputs = with_evaluation_router_stats(model, inputs)
         loss, outputs = Trainer.compute_loss(
             self, model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
         )

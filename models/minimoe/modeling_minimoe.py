@@ -152,7 +152,9 @@ class MiniMoEModelOutput(ModelOutput):
         attentions: per layer ``[batch, heads, seq, seq]`` attention probabilities, with ``output_attentions=True``.
         router_logits: per MoE block ``[batch, seq, num_experts]`` float32 router logits, with
             ``output_router_logits=True`` (top-1 gating only).
-        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks (``None`` when dense).
+        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks. It and the two
+            statistics below are computed in training mode or with ``output_router_stats=True`` (``None`` otherwise,
+            and when dense): inference pays only for the routing itself.
         expert_load: ``[num_moe_blocks, num_experts]`` fraction of real tokens routed to each expert.
         dropped_token_fraction: ``[num_moe_blocks]`` fraction of real tokens dropped by the capacity limit.
     """
@@ -222,14 +224,17 @@ class MiniMoERouting:
         aux_loss: unweighted balance loss (0 for hash routing, which has nothing to learn).
         expert_load: ``[num_experts]`` fraction of real tokens whose top-1 choice is each expert.
         dropped_fraction: fraction of real tokens dropped by the capacity limit.
+
+    The last three are ``None`` unless the router runs in training mode or is asked for them: at inference a
+    forward needs only ``expert_index`` and ``weight``.
     """
 
     expert_index: torch.Tensor
     weight: torch.Tensor
-    router_logits: torch.Tensor | None
-    aux_loss: torch.Tensor
-    expert_load: torch.Tensor
-    dropped_fraction: torch.Tensor
+    router_logits: torch.Tensor | None = None
+    aux_loss: torch.Tensor | None = None
+    expert_load: torch.Tensor | None = None
+    dropped_fraction: torch.Tensor | None = None
 
 
 class MiniMoEEmbeddings(nn.Module):
@@ -397,6 +402,10 @@ class MiniMoERouter(nn.Module):
     (Roller et al., 2021; paper 002 appendix B), weight 1; its table is saved with the weights and regenerated from
     ``hash_seed`` for a checkpoint without it. Padding tokens are never routed: they take no capacity, do not count in
     the balance loss and get weight 0.
+
+    At inference (eval mode, ``output_stats=False``) the router computes only the choice and its weight: the gate,
+    one softmax, one max and the padding mask (no capacity limit unless ``eval_capacity_factor`` sets one); the
+    balance loss and the load statistics are training signals and cost about as much again.
     """
 
     def __init__(self, config, num_experts: int, capacity_factor: float | None, eval_capacity_factor: float | None):
@@ -411,33 +420,34 @@ class MiniMoERouter(nn.Module):
         else:
             self.gate = nn.Linear(config.hidden_size, num_experts)
 
-    def forward(self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids) -> MiniMoERouting:
+    def forward(
+        self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids, output_stats: bool = False
+    ) -> MiniMoERouting:
         valid = token_mask.reshape(-1)
-        router_logits = None
+        router_logits = router_probs = None
         if hasattr(self, "gate"):
             router_logits = self.gate(hidden_states.reshape(-1, hidden_states.shape[-1])).float()
             router_probs = torch.softmax(router_logits, dim=-1)
             weight, expert_index = router_probs.max(dim=-1)
-            aux_loss = load_balancing_loss(router_probs, expert_index, valid, self.aux_loss_type)
         elif input_ids is None:
             raise ValueError("Hash routing picks experts from token ids: pass `input_ids`, not `inputs_embeds`.")
         else:
             expert_index = self.token_to_expert[input_ids.reshape(-1)]
-            weight = torch.ones(expert_index.shape, device=expert_index.device)
-            aux_loss = torch.zeros((), device=expert_index.device)
+            weight = valid.float()
         capacity_factor = self.capacity_factor if self.training else self.eval_capacity_factor
         keep = (
             valid if capacity_factor is None else capacity_keep(expert_index, valid, self.num_experts, capacity_factor)
         )
-        num_real = valid.sum().clamp(min=1)
-        return MiniMoERouting(
-            expert_index=expert_index,
-            weight=weight * keep,
-            router_logits=router_logits,
-            aux_loss=aux_loss,
-            expert_load=expert_fractions(expert_index, valid.float(), self.num_experts).detach(),
-            dropped_fraction=((valid & ~keep).sum() / num_real).detach(),
-        )
+        routing = MiniMoERouting(expert_index=expert_index, weight=weight * keep, router_logits=router_logits)
+        if self.training or output_stats:
+            routing.aux_loss = (
+                torch.zeros((), device=expert_index.device)
+                if router_probs is None
+                else load_balancing_loss(router_probs, expert_index, valid, self.aux_loss_type)
+            )
+            routing.expert_load = expert_fractions(expert_index, valid.float(), self.num_experts).detach()
+            routing.dropped_fraction = ((valid & ~keep).sum() / valid.sum().clamp(min=1)).detach()
+        return routing
 
 
 class MiniMoEAttention(nn.Module):
@@ -452,11 +462,13 @@ class MiniMoEAttention(nn.Module):
         self.self = MiniMoESelfAttention(config)
         self.output = MiniMoESelfOutput(config)
 
-    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions=False):
+    def forward(
+        self, hidden_states, attention_mask, token_mask, input_ids, output_attentions=False, output_router_stats=False
+    ):
         if self.num_experts == 1:
             context, probs = self.self(hidden_states, attention_mask, output_attentions=output_attentions)
             return self.output(context, hidden_states), probs, None
-        routing = self.router(hidden_states, token_mask, input_ids)
+        routing = self.router(hidden_states, token_mask, input_ids, output_router_stats)
         context, probs = self.self(hidden_states, attention_mask, routing, output_attentions)
         return self.output(context, hidden_states, routing), probs, routing
 
@@ -532,8 +544,10 @@ class MiniMoESparseFeedForward(nn.Module):
         self.router = MiniMoERouter(config, config.num_experts, config.capacity_factor, config.eval_capacity_factor)
         self.experts = MiniMoEExperts(config)
 
-    def forward(self, hidden_states, token_mask, input_ids) -> tuple[torch.Tensor, MiniMoERouting]:
-        routing = self.router(hidden_states, token_mask, input_ids)
+    def forward(
+        self, hidden_states, token_mask, input_ids, output_router_stats: bool = False
+    ) -> tuple[torch.Tensor, MiniMoERouting]:
+        routing = self.router(hidden_states, token_mask, input_ids, output_router_stats)
         flat = hidden_states.reshape(-1, hidden_states.shape[-1])
         weights = routing.weight.unsqueeze(-1).to(flat.dtype)
         outputs = self.experts(flat, routing.expert_index.unsqueeze(-1), weights)
@@ -569,13 +583,21 @@ class MiniMoELayer(GradientCheckpointingLayer):
             self.intermediate = MiniMoEIntermediate(config)
         self.output = MiniMoEOutput(config)
 
-    def forward(self, hidden_states, attention_mask, token_mask, input_ids=None, output_attentions=False):
+    def forward(
+        self,
+        hidden_states,
+        attention_mask,
+        token_mask,
+        input_ids=None,
+        output_attentions=False,
+        output_router_stats=False,
+    ):
         attention_output, probs, attention_routing = self.attention(
-            hidden_states, attention_mask, token_mask, input_ids, output_attentions
+            hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_router_stats
         )
         routing = () if attention_routing is None else (attention_routing,)
         if hasattr(self, "moe"):
-            ffn_output, ffn_routing = self.moe(attention_output, token_mask, input_ids)
+            ffn_output, ffn_routing = self.moe(attention_output, token_mask, input_ids, output_router_stats)
             routing = (*routing, ffn_routing)
         else:
             ffn_output = self.intermediate(attention_output)
@@ -591,7 +613,16 @@ class MiniMoEEncoder(nn.Module):
             self.auxiliary_attention = MiniMoEAttention(config)
         self.gradient_checkpointing = False
 
-    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_hidden_states):
+    def forward(
+        self,
+        hidden_states,
+        attention_mask,
+        token_mask,
+        input_ids,
+        output_attentions,
+        output_hidden_states,
+        output_router_stats=False,
+    ):
         """The last hidden states, every layer's hidden states and attentions (when asked) and every MoE block's
         routing, in order."""
         all_hidden_states = (hidden_states,) if output_hidden_states else None
@@ -599,7 +630,7 @@ class MiniMoEEncoder(nn.Module):
         routings = []
         for layer in self.layer:
             hidden_states, probs, routing = layer(
-                hidden_states, attention_mask, token_mask, input_ids, output_attentions
+                hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_router_stats
             )
             routings.extend(routing)
             if output_hidden_states:
@@ -656,23 +687,22 @@ class MiniMoEOnlyMLMHead(nn.Module):
 
 
 def routing_outputs(routings: list[MiniMoERouting], config, shape, output_router_logits: bool) -> dict:
-    """The routing fields of a model output from every MoE block's routing (none for a dense model). MHA and FFN
-    blocks may have different expert counts: loads are padded to the widest, for one tensor."""
+    """The routing fields of a model output from every MoE block's routing (none for a dense model; no balance
+    terms when the routers computed none). MHA and FFN blocks may have different expert counts: loads are padded
+    to the widest, for one tensor."""
     if not routings:
         return {}
+    router_logits = tuple(r.router_logits.view(*shape, -1) for r in routings if r.router_logits is not None)
+    fields = {"router_logits": router_logits if output_router_logits and router_logits else None}
+    if routings[0].aux_loss is None:
+        return fields
     width = max(config.num_experts, config.num_attention_experts)
-    aux_losses, loads, dropped, router_logits = [], [], [], []
-    for routing in routings:
-        aux_losses.append(routing.aux_loss)
-        loads.append(F.pad(routing.expert_load, (0, width - routing.expert_load.shape[0])))
-        dropped.append(routing.dropped_fraction)
-        if routing.router_logits is not None:
-            router_logits.append(routing.router_logits.view(*shape, -1))
+    loads = [F.pad(routing.expert_load, (0, width - routing.expert_load.shape[0])) for routing in routings]
     return {
-        "aux_loss": config.router_aux_loss_coef * torch.stack(aux_losses).mean(),
-        "router_logits": tuple(router_logits) if output_router_logits and router_logits else None,
+        **fields,
+        "aux_loss": config.router_aux_loss_coef * torch.stack([routing.aux_loss for routing in routings]).mean(),
         "expert_load": torch.stack(loads),
-        "dropped_token_fraction": torch.stack(dropped),
+        "dropped_token_fraction": torch.stack([routing.dropped_fraction for routing in routings]),
     }
 
 
@@ -731,7 +761,8 @@ class MiniMoEPreTrainedModel(PreTrainedModel):
 class MiniMoEModel(MiniMoEPreTrainedModel):
     """The base model: embeddings, encoder, optional pooler.
 
-    ``forward`` takes BERT's arguments plus ``output_router_logits`` and ``run_auxiliary_attention`` (run the
+    ``forward`` takes BERT's arguments plus ``output_router_logits``, ``output_router_stats`` (the balance loss and
+    the load statistics outside training, e.g. to log them in evaluation) and ``run_auxiliary_attention`` (run the
     auxiliary MHA block so that distillation hooks can read its Q/K/V).
     """
 
@@ -759,6 +790,7 @@ class MiniMoEModel(MiniMoEPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         output_router_logits: bool | None = None,
+        output_router_stats: bool = False,
         run_auxiliary_attention: bool = False,
     ) -> MiniMoEModelOutput:
         self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
@@ -776,7 +808,13 @@ class MiniMoEModel(MiniMoEPreTrainedModel):
             hidden_states.dtype
         ).min
         last_hidden_state, all_hidden_states, all_attentions, routings = self.encoder(
-            hidden_states, additive_mask, token_mask, input_ids, bool(output_attentions), bool(output_hidden_states)
+            hidden_states,
+            additive_mask,
+            token_mask,
+            input_ids,
+            bool(output_attentions),
+            bool(output_hidden_states),
+            output_router_stats,
         )
         if run_auxiliary_attention:
             self.encoder.auxiliary_attention(last_hidden_state, additive_mask, token_mask, input_ids)

@@ -197,7 +197,7 @@ def test_routers_start_balanced_on_real_text():
     student = transformers.AutoModel.from_config(preset_config("minimoe-4l-192h", capacity_factor=None)).eval()
     initialize_from_teacher(student, teacher, statistics=statistics, calibration=batches[:2])
     with torch.no_grad():
-        loads = torch.stack([student(**batch).expert_load for batch in batches[2:]]).mean(0)
+        loads = torch.stack([student(**batch, output_router_stats=True).expert_load for batch in batches[2:]]).mean(0)
     assert default_tokenizer() is not None
     assert loads.min() > 0.5 / 4, loads  # every expert of every block takes at least half its fair share
 

@@ -72,8 +72,8 @@ def experts_reached_only_by(model_dir, probe: dict, example: dict) -> torch.Tens
     """Per MoE block and expert: whether ``probe`` routes real tokens there and ``example`` never does."""
     model = transformers.AutoModel.from_pretrained(model_dir).eval()
     with torch.no_grad():
-        probe_load = model(**probe).expert_load
-        example_load = model(**example).expert_load
+        probe_load = model(**probe, output_router_stats=True).expert_load
+        example_load = model(**example, output_router_stats=True).expert_load
     return (probe_load > 0) & (example_load == 0)
 
 

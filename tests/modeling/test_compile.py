@@ -48,13 +48,13 @@ def test_inductor_with_freezing_keeps_routing_right_for_differently_routed_input
     model = _model("minimoe_moe_attention")
     warm_up, rerouted = _routed_apart(model)
     with torch.no_grad():
-        loads = [model(**batch).expert_load[0] for batch in (warm_up, rerouted)]
+        loads = [model(**batch, output_router_stats=True).expert_load[0] for batch in (warm_up, rerouted)]
     assert not torch.equal(loads[0] > 0, loads[1] > 0) or not torch.allclose(loads[0], loads[1])
     torch._dynamo.reset()
     compiled = torch.compile(model, dynamic=True, fullgraph=True, options={"freezing": True})
     with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
         for batch in (warm_up, rerouted):
-            expected = model(**batch)
-            actual = compiled(**batch)
+            expected = model(**batch, output_router_stats=True)
+            actual = compiled(**batch, output_router_stats=True)
             torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, rtol=0, atol=1e-5)
             torch.testing.assert_close(actual.expert_load, expected.expert_load, rtol=0, atol=0)

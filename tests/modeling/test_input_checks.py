@@ -39,7 +39,7 @@ def test_a_fully_padded_moe_batch_adds_no_balance_loss():
     batch["attention_mask"] = torch.zeros_like(batch["attention_mask"])
     labels = torch.full_like(batch["input_ids"], -100)
     labels[0, 0] = 5
-    outputs = model(**batch, labels=labels)
+    outputs = model(**batch, labels=labels, output_router_stats=True)
     assert outputs.aux_loss == 0
     assert torch.isfinite(outputs.loss)
 

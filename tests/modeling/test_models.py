@@ -107,8 +107,8 @@ def test_padding_does_not_change_real_tokens(config_id):
     padded_ids = torch.cat([batch["input_ids"], torch.zeros(2, 6, dtype=torch.long)], dim=1)
     padded_mask = torch.cat([batch["attention_mask"], torch.zeros(2, 6, dtype=torch.long)], dim=1)
     with torch.no_grad():
-        plain = model(**batch)
-        padded = model(input_ids=padded_ids, attention_mask=padded_mask)
+        plain = model(**batch, output_router_stats=True)
+        padded = model(input_ids=padded_ids, attention_mask=padded_mask, output_router_stats=True)
     torch.testing.assert_close(padded.last_hidden_state[:, :10], plain.last_hidden_state, atol=1e-5, rtol=1e-5)
     if plain.get("expert_load") is not None:
         torch.testing.assert_close(padded.expert_load, plain.expert_load)
@@ -220,10 +220,14 @@ def test_moe_head_loss_includes_balance_loss():
     model.eval()
     batch = random_batch()
     labels = torch.tensor([0, 1, 2])
-    outputs = model(**batch, labels=labels)
+    outputs = model(**batch, labels=labels, output_router_stats=True)
     task_loss = torch.nn.functional.cross_entropy(outputs.logits, labels)
     torch.testing.assert_close(outputs.loss, task_loss + outputs.aux_loss)
     assert outputs.aux_loss > 0 and outputs.expert_load.shape == (config.num_hidden_layers, config.num_experts)
+    # Not asked for in eval mode: the loss is the task loss, the routing statistics are not computed.
+    plain = model(**batch, labels=labels)
+    assert plain.aux_loss is None and plain.expert_load is None
+    torch.testing.assert_close(plain.loss, task_loss)
 
 
 def test_router_logits_only_when_requested():

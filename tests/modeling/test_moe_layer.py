@@ -88,9 +88,26 @@ def test_eval_output_of_a_token_does_not_depend_on_its_batch_mates():
     crowd = torch.cat([alone, torch.randn(5, 6, 16)])
     with torch.no_grad():
         alone_out, _ = layer(alone, torch.ones(1, 6, dtype=torch.bool), None)
-        crowd_out, decision = layer(crowd, torch.ones(6, 6, dtype=torch.bool), None)
+        crowd_out, decision = layer(crowd, torch.ones(6, 6, dtype=torch.bool), None, output_router_stats=True)
     torch.testing.assert_close(crowd_out[:1], alone_out)
     assert decision.dropped_fraction == 0
+
+
+def test_inference_routing_computes_only_the_choice_unless_asked_for_statistics():
+    """Eval mode pays for the routing alone (issue 36): no balance loss, load or drop statistics unless asked; asked,
+    they equal training mode's on the same tokens, and the outputs are the same either way."""
+    layer = _layer(num_experts=4).eval()
+    hidden, mask = torch.randn(2, 6, 16), torch.tensor([[1] * 6, [1] * 4 + [0] * 2], dtype=torch.bool)
+    with torch.no_grad():
+        plain_out, plain = layer(hidden, mask, None)
+        asked_out, asked = layer(hidden, mask, None, output_router_stats=True)
+        _, trained = layer.train()(hidden, mask, None)
+    assert plain.aux_loss is None and plain.expert_load is None and plain.dropped_fraction is None
+    torch.testing.assert_close(plain_out, asked_out, rtol=0, atol=0)
+    torch.testing.assert_close(plain.weight, asked.weight, rtol=0, atol=0)
+    torch.testing.assert_close(asked.aux_loss, trained.aux_loss)
+    torch.testing.assert_close(asked.expert_load, trained.expert_load)
+    assert float(asked.expert_load.sum()) == pytest.approx(1.0)
 
 
 def test_capacity_drops_exactly_each_experts_overflow_and_reports_it():
@@ -196,7 +213,7 @@ def test_hash_routing_is_deterministic_and_balanced():
 def test_hash_routing_of_a_token_ignores_context():
     layer = _layer(num_experts=4, router_type="hash").eval()
     ids = torch.tensor([[3, 9, 3, 41]])
-    _, decision = layer(torch.randn(1, 4, 16), torch.ones(1, 4, dtype=torch.bool), ids)
+    _, decision = layer(torch.randn(1, 4, 16), torch.ones(1, 4, dtype=torch.bool), ids, output_router_stats=True)
     assert decision.expert_index[0] == decision.expert_index[2]
     assert decision.aux_loss.item() == 0.0
 
@@ -270,5 +287,5 @@ def test_the_static_export_form_equals_the_loop_and_is_swapped_in_only_inside_th
             assert swapped == static > 0
             form = model(**batch)
     assert list(model.modules()) == own
-    assert float(loop.dropped_token_fraction.max()) > 0
+    assert float(model(**batch, output_router_stats=True).dropped_token_fraction.max()) > 0
     torch.testing.assert_close(form.logits, loop.logits, rtol=1e-5, atol=1e-5)
