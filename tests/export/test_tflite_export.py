@@ -87,7 +87,8 @@ def test_capacity_limit_drops_the_same_tokens_as_eager(tmp_path):
     report = export_tflite(tmp_path / "model", tmp_path / "tflite", "text-classification", SEQUENCE_LENGTH, 1)
     probe = varied_inputs(1, SEQUENCE_LENGTH, config.vocab_size, seed=5)
     with torch.no_grad():
-        assert float(model(**probe, output_router_stats=True).dropped_token_fraction.max()) > 0  # the probe does overflow an expert
+        # The probe does overflow an expert.
+        assert float(model(**probe, output_router_stats=True).dropped_token_fraction.max()) > 0
     _assert_parity(report.tflite_path, model, probe, "text-classification")
 
 

@@ -24,7 +24,9 @@ def _batches(count: int = 4) -> list[dict]:
 def _largest_share(model, batches) -> list[float]:
     """The model's own per-block expert load (what it reports in ``expert_load``), pooled over the batches."""
     with torch.no_grad():
-        loads = [model(**batch, output_router_stats=True).expert_load * batch["attention_mask"].sum() for batch in batches]
+        loads = [
+            model(**batch, output_router_stats=True).expert_load * batch["attention_mask"].sum() for batch in batches
+        ]
     pooled = torch.stack(loads).sum(0)
     return (pooled / pooled.sum(-1, keepdim=True)).max(-1).values.tolist()
 
