@@ -94,9 +94,10 @@ def _packed_one_expert(layer: MoEFeedForward):
     return ffn
 
 
-def _experts_only(layer: MoEFeedForward):
-    """The experts' GEMMs over equal pre-sorted slices, no routing: the floor of any top-1 dispatch here
-    (on the layer's own kernel path: its packed copies where it packs)."""
+def _experts_only(layer: MoEFeedForward, counts: list[int] | None = None):
+    """The experts' GEMMs over pre-sorted slices, no routing: the floor of any top-1 dispatch here (on the layer's
+    own kernel path: its packed copies where it packs). Equal slices by default; ``counts`` gives each expert's
+    number of tokens (a routing's own slice sizes: GEMMs on uneven row counts cost more than on equal ones)."""
     experts = layer.experts
     fc1 = fc2 = None
     if packing_available():
@@ -111,7 +112,8 @@ def _experts_only(layer: MoEFeedForward):
         return F.linear(inner, experts.down_proj[expert], experts.down_proj_bias[expert])
 
     def run(tokens: torch.Tensor) -> torch.Tensor:
-        chunks = tokens.reshape(-1, tokens.shape[-1]).chunk(layer.experts.num_experts)
+        rows = tokens.reshape(-1, tokens.shape[-1])
+        chunks = rows.chunk(layer.experts.num_experts) if counts is None else rows.split(counts)
         return torch.cat([expert_ffn(chunk, expert) for expert, chunk in enumerate(chunks)])
 
     return run

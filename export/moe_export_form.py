@@ -1,21 +1,28 @@
-"""Exported graphs compute MoE experts in a static form: one small subgraph per block that stays right for any routing.
+"""Exported graphs compute MoE experts in a form their runtime runs well; the model's own modules are untouched.
 
-Why: the eager expert loop of the model files groups tokens by expert with data-dependent sizes; under export that
-loop is unrolled into one subgraph per expert and block (768 for moe-bert-small: minutes of export time), and a
-skip-empty-expert branch would be frozen by a tracing exporter. In the static form every token instead runs through
-its own expert's weights with one batched product per projection, and every expert's weights stay in the graph:
+Why not the model file's own forward: on transformers 5 its experts dispatch to the experts interface (a grouped
+GEMM that export cannot lower), and its loop reads each expert's matrix out of the ``[E, out, in]`` stack, which an
+exporter writes as a ``Gather`` copying the matrix on every run, in front of a ``Gemm`` that int8 quantization
+leaves alone. The forms here:
 
-- up to ``ALL_EXPERTS_MAX`` experts, every token runs through every expert and keeps its own expert's result: the
-  experts' ``[E, out, in]`` matrices act as one ``[E * out, in]`` matrix, a plain 2-D ``MatMul`` with a constant
-  weight, which int8 quantization (per output channel) handles. Per token this costs E x the FFN's multiply-adds,
-  compute-bound;
-- above it, each token gathers its own expert's matrices: memory-bound (8 d f bytes at fp32 per token), not shared
-  between tokens of one expert. At this CPU's order of 50 GFLOP/s against 10 GB/s the two break even near E = 10.
+- **routed** (ONNX, up to ``ROUTED_EXPERTS_MAX`` experts): the per-expert loop, each expert selecting its tokens
+  (``NonZero``: data-dependent sizes, which ONNX Runtime runs natively) and multiplying them by its own constant
+  ``[in, out]`` matrix with a plain ``MatMul``, so the cost follows the tokens each expert receives, like the eager
+  loop's, and ``quantize_dynamic`` turns every expert product into an int8 one;
+- **static** (LiteRT, whose converter needs static shapes; and ONNX above ``ROUTED_EXPERTS_MAX``, where one unrolled
+  subgraph per expert and block would take minutes to export: 768 for moe-bert-small). Every token runs through its
+  own expert's weights with one batched product per projection and no data-dependent shape:
+
+  - up to ``ALL_EXPERTS_MAX`` experts, every token runs through every expert and keeps its own expert's result: the
+    experts' ``[E, out, in]`` matrices act as one ``[E * out, in]`` matrix, a plain 2-D ``MatMul`` with a constant
+    weight, which int8 quantization (per output channel) handles. Per token this costs E x the FFN's multiply-adds;
+  - above it, each token gathers its own expert's matrices: memory-bound (8 d f bytes at fp32 per token), not shared
+    between tokens of one expert. At this CPU's order of 50 GFLOP/s against 10 GB/s the two break even near E = 10.
 
 Tokens the eager layer leaves out (padding, tokens over capacity) have routing weight 0 and get zeros, as in eager
-mode. ``static_expert_form(model)`` swaps the static modules in for the duration of an export, recognising the
-expert modules by their parameters (so a model loaded as Hub remote code is handled too), and swaps the model's own
-back afterwards: eager training and inference numerics are untouched.
+mode. ``export_expert_form(model, routed=...)`` swaps these modules in for the duration of an export, recognising
+the expert modules by their parameters (so a model loaded as Hub remote code is handled too), and swaps the model's
+own back afterwards: eager training and inference numerics are untouched.
 """
 
 from __future__ import annotations
@@ -26,9 +33,18 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-__all__ = ["ALL_EXPERTS_MAX", "StaticExpertLinear", "StaticExperts", "static_expert_form"]
+__all__ = [
+    "ALL_EXPERTS_MAX",
+    "ROUTED_EXPERTS_MAX",
+    "RoutedExpertLinear",
+    "RoutedExperts",
+    "StaticExpertLinear",
+    "StaticExperts",
+    "export_expert_form",
+]
 
 ALL_EXPERTS_MAX = 8
+ROUTED_EXPERTS_MAX = 16
 
 
 def _static_linear(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
@@ -73,24 +89,84 @@ class StaticExpertLinear(nn.Module):
         return outputs.view(*hidden_states.shape[:-1], -1)
 
 
-def _static_form(module: nn.Module) -> nn.Module | None:
+def _expert_matrices(stack: torch.Tensor) -> list[torch.Tensor]:
+    """Each expert's ``[out, in]`` matrix of an ``[E, out, in]`` stack as its own constant ``[in, out]`` tensor: an
+    exported ``MatMul`` then reads an initializer, not a ``Gather`` of the stack."""
+    return [matrix.t().contiguous() for matrix in stack.detach().unbind(0)]
+
+
+def _routed_rows(expert_index: torch.Tensor, weight: torch.Tensor, num_experts: int) -> list[torch.Tensor]:
+    """Per expert, the positions of the tokens it runs: its own, of routing weight not 0."""
+    target = torch.where(weight != 0, expert_index, num_experts)
+    return [(target == expert).nonzero().squeeze(-1) for expert in range(num_experts)]
+
+
+class RoutedExperts(nn.Module):
+    """An MoE FFN's experts in the routed form: per expert, its tokens through its own constant matrices."""
+
+    def __init__(self, experts: nn.Module):
+        super().__init__()
+        self.num_experts = experts.num_experts
+        self.act_fn = experts.act_fn
+        for name in ("up_proj", "down_proj"):
+            for expert, matrix in enumerate(_expert_matrices(getattr(experts, name))):
+                self.register_buffer(f"{name}_{expert}", matrix, persistent=False)
+            self.register_buffer(f"{name}_bias", getattr(experts, f"{name}_bias").detach(), persistent=False)
+
+    def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
+        weight = top_k_weights.reshape(-1)
+        outputs = torch.zeros_like(hidden_states)
+        for expert, rows in enumerate(_routed_rows(top_k_index.reshape(-1), weight, self.num_experts)):
+            up, down = getattr(self, f"up_proj_{expert}"), getattr(self, f"down_proj_{expert}")
+            inner = self.act_fn(hidden_states.index_select(0, rows) @ up + self.up_proj_bias[expert])
+            result = (inner @ down + self.down_proj_bias[expert]) * weight.index_select(0, rows).unsqueeze(-1)
+            outputs = outputs.index_add(0, rows, result.to(outputs.dtype))
+        return outputs
+
+
+class RoutedExpertLinear(nn.Module):
+    """An MoE-attention projection in the routed form (a token of routing weight 0 gets zeros, as in eager mode)."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.num_experts = layer.num_experts
+        self.out_features = layer.weight.shape[1]
+        for expert, matrix in enumerate(_expert_matrices(layer.weight)):
+            self.register_buffer(f"weight_{expert}", matrix, persistent=False)
+        self.register_buffer("bias", layer.bias.detach(), persistent=False)
+
+    def forward(self, hidden_states: torch.Tensor, routing) -> torch.Tensor:
+        rows_in = hidden_states.reshape(-1, hidden_states.shape[-1])
+        outputs = rows_in.new_zeros(rows_in.shape[0], self.out_features)
+        weight = routing.weight.reshape(-1)
+        for expert, rows in enumerate(_routed_rows(routing.expert_index.reshape(-1), weight, self.num_experts)):
+            result = rows_in.index_select(0, rows) @ getattr(self, f"weight_{expert}") + self.bias[expert]
+            outputs = outputs.index_add(0, rows, result)
+        return outputs.view(*hidden_states.shape[:-1], self.out_features)
+
+
+def _export_form(module: nn.Module, routed: bool) -> nn.Module | None:
     stack = getattr(module, "up_proj", None)
-    if isinstance(stack, nn.Parameter) and stack.dim() == 3:
-        return StaticExperts(module)
     weight = getattr(module, "weight", None)
+    if isinstance(stack, nn.Parameter) and stack.dim() == 3:
+        return RoutedExperts(module) if routed and stack.shape[0] <= ROUTED_EXPERTS_MAX else StaticExperts(module)
     if not isinstance(module, nn.Linear) and isinstance(weight, nn.Parameter) and weight.dim() == 3:
+        if routed and weight.shape[0] <= ROUTED_EXPERTS_MAX:
+            return RoutedExpertLinear(module)
         return StaticExpertLinear(module)
     return None
 
 
 @contextlib.contextmanager
-def static_expert_form(model: nn.Module) -> Iterator[int]:
-    """Within the block, every expert module of ``model`` computes in the static form; yields how many that is. The
-    model's own modules are put back on exit, also after an error."""
+def export_expert_form(model: nn.Module, routed: bool) -> Iterator[int]:
+    """Within the block, every expert module of ``model`` computes in its export form (module docstring): routed
+    where the runtime takes data-dependent shapes (``routed=True``: ONNX) and the expert count allows, static
+    otherwise; yields how many modules were swapped. The model's own modules are put back on exit, also after an
+    error."""
     swapped = []
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            replacement = _static_form(child)
+            replacement = _export_form(child, routed)
             if replacement is not None:
                 swapped.append((parent, name, child))
                 setattr(parent, name, replacement.train(child.training))

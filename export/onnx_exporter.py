@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .moe_export_form import static_expert_form
+from .moe_export_form import export_expert_form
 from .tasks import EXPORT_TASKS, GRAPH_INPUTS, ExportTask, check_export_folder, check_sequence_length, resolve_task
 
 __all__ = [
@@ -137,12 +137,12 @@ def export_module_with_dynamo(
     model: nn.Module, output_names: tuple[str, ...], onnx_path: Path, example: dict, opset: int | None = None
 ) -> None:
     """``torch.onnx.export(dynamo=True)`` of any transformers-style module taking the graph inputs, with named
-    outputs, dynamic batch and sequence axes and the static MoE forms. Also used by the benchmarks for
+    outputs, dynamic batch and sequence axes and the MoE experts' ONNX export form. Also used by the benchmarks for
     transformers' own BERT, so that every model is exported the same way."""
     batch = torch.export.Dim("batch_size")
     sequence = torch.export.Dim("sequence_length", max=model.config.max_position_embeddings)
     dynamic_shapes = {name: {0: batch, 1: sequence} for name in GRAPH_INPUTS}
-    with torch.no_grad(), static_expert_form(model), without_exporter_noise():
+    with torch.no_grad(), export_expert_form(model, routed=True), without_exporter_noise():
         program = torch.onnx.export(
             NamedGraphOutputs(model, output_names).eval(),
             tuple(example[name] for name in GRAPH_INPUTS),

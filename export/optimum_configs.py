@@ -6,8 +6,9 @@ point (``TasksManager.create_register("onnx")``) for every task the family has a
 extra arguments. ``optimum-cli`` imports this module at start-up through the file compact-bert installs in
 Optimum's ``optimum.commands.register`` namespace (``export/optimum_cli_register/``).
 
-The configs' model patcher swaps the MoE expert modules for their static export form while Optimum's exporter
-traces, so that MoE graphs keep every expert and export in seconds (``moe_export_form``).
+The configs' model patcher swaps the MoE expert modules for their ONNX export form while Optimum's exporter
+traces: routed up to ``ROUTED_EXPERTS_MAX`` experts (each expert's tokens through its own constant matrices), static
+above, so that MoE graphs keep every expert, cost what the routing sends and export in seconds (``moe_export_form``).
 
 Two things have no public extension point, and are wrapped here, each in one function that fails loudly if
 Optimum renames what it relies on: ``ORTOptimizer`` looks the model type up in two private tables
@@ -27,7 +28,7 @@ from optimum.exporters.tasks import TasksManager
 from optimum.utils import NormalizedTextConfig
 
 from ..modeling import AUTO_CLASSES_BY_CONFIG
-from .moe_export_form import static_expert_form
+from .moe_export_form import export_expert_form
 from .tasks import EXPORT_TASKS, GRAPH_INPUTS, OPTIMUM_TASKS
 
 __all__ = [
@@ -44,11 +45,11 @@ VALIDATION_ATOL = 1e-4
 
 
 class BatchedExpertModelPatcher(ModelPatcher):
-    """Optimum's patcher plus the static MoE expert form for the duration of the export."""
+    """Optimum's patcher plus the MoE experts' ONNX export form for the duration of the export."""
 
     def __enter__(self):
         super().__enter__()
-        self._expert_form = static_expert_form(self._model)
+        self._expert_form = export_expert_form(self._model, routed=True)
         self._expert_form.__enter__()
 
     def __exit__(self, exc_type, exc_value, traceback):

@@ -8,7 +8,8 @@ int64 without ``enable_x64``), outputs carry the task's names (``logits``, ``sta
 export.
 
 **MoE models.** Eager dispatch gathers each expert's tokens with data-dependent shapes, which litert-torch rejects.
-The export swaps in the static expert modules of ``moe_export_form`` instead, the same ones the ONNX graphs use:
+The export swaps in the static expert modules of ``moe_export_form`` instead (ONNX graphs, whose runtime takes
+data-dependent shapes, use its routed form up to ``ROUTED_EXPERTS_MAX`` experts):
 - up to ``ALL_EXPERTS_MAX`` experts, every token goes through every expert (one 2-D matmul over the experts'
   stacked ``[E * out, in]`` matrices) and keeps its own expert's row: E × the FFN's multiply-adds per token;
 - above it, each token gathers its own expert's matrices and runs one batched matmul: the FFN's multiply-adds,
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .moe_export_form import static_expert_form
+from .moe_export_form import export_expert_form
 from .onnx_exporter import PARITY_ATOL, NamedGraphOutputs, copy_folder_files, load_for_export, random_graph_inputs
 from .tasks import GRAPH_INPUTS, ExportTask
 
@@ -92,7 +93,7 @@ def convert_to_tflite(model: nn.Module, output_names: tuple[str, ...], example: 
     import litert_torch
 
     wrapped = NamedGraphOutputs(model.eval(), output_names, as_dict=True).eval()
-    with torch.no_grad(), static_expert_form(model):
+    with torch.no_grad(), export_expert_form(model, routed=False):
         edge_model = litert_torch.convert(wrapped, sample_kwargs={name: example[name] for name in GRAPH_INPUTS})
     edge_model.export(str(path))
 

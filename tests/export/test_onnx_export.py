@@ -43,11 +43,14 @@ def test_dynamo_export_matches_pytorch_on_any_routing_and_shape(config_id, tmp_p
     _export_and_check_parity(config_id, tmp_path)
 
 
+@pytest.mark.parametrize("all_experts_max", [8, 1], ids=["all-experts", "gathered"])
 @pytest.mark.parametrize("config_id", ["minimoe_moe_attention", "moe_bert"])
-def test_gathered_expert_form_matches_pytorch_too(config_id, tmp_path, monkeypatch):
-    """The tiny models have few experts and export in the all-experts form; presets with many (moe-bert: 64)
-    export in the gathered form, checked here by lowering the threshold."""
-    monkeypatch.setattr(moe_export_form, "ALL_EXPERTS_MAX", 1)
+def test_static_expert_forms_match_pytorch_too(config_id, all_experts_max, tmp_path, monkeypatch):
+    """The tiny models have few experts and export in the routed form; presets with many (moe-bert: 64) export in a
+    static form (all experts per token up to ``ALL_EXPERTS_MAX``, gathered above), checked here by lowering the
+    thresholds."""
+    monkeypatch.setattr(moe_export_form, "ROUTED_EXPERTS_MAX", 1)
+    monkeypatch.setattr(moe_export_form, "ALL_EXPERTS_MAX", all_experts_max)
     _export_and_check_parity(config_id, tmp_path)
 
 
@@ -77,12 +80,46 @@ def _export_and_check_parity(config_id, tmp_path):
         )
 
 
-def test_moe_graph_keeps_every_expert(tmp_path):
-    """No per-expert branch is frozen into the graph and no per-expert subgraph is unrolled: each block gathers
-    its tokens' experts from the whole stacked weights (the eager loop's export form has a NonZero per expert
-    and block, the TorchScript exporter's frozen form an If or a missing expert)."""
+def test_routed_moe_graph_runs_each_expert_on_its_own_tokens_with_its_own_constant_matrices(tmp_path):
+    """The routed form (ONNX, up to ``ROUTED_EXPERTS_MAX`` experts): per expert and block one ``NonZero`` selecting
+    its tokens, and two ``MatMul`` whose weight is an initializer (no ``Gather`` copying a matrix out of the stack
+    on every run, and int8 quantization reaches them); no branch frozen into the graph."""
     import onnx
 
+    model = save_tiny_model("moe_bert", "feature-extraction", tmp_path / "model")
+    export_onnx(
+        tmp_path / "model",
+        tmp_path / "onnx",
+        "feature-extraction",
+        exporter="dynamo",
+        example_inputs=constant_example(),
+    )
+    graph = onnx.load(str(tmp_path / "onnx" / "model.onnx")).graph
+    constants = {init.name for init in graph.initializer}
+    config = model.config
+    blocks = config.num_hidden_layers  # every layer of the tiny moe_bert is an MoE FFN
+    assert [node.op_type for node in graph.node].count("NonZero") == config.num_experts * blocks
+    expert_shapes = {
+        (config.hidden_size, config.expert_intermediate_size),
+        (config.expert_intermediate_size, config.hidden_size),
+    }
+    expert_products = [
+        node
+        for node in graph.node
+        if node.op_type == "MatMul"
+        and node.input[1] in constants
+        and tuple(next(i.dims for i in graph.initializer if i.name == node.input[1])) in expert_shapes
+    ]
+    assert len(expert_products) >= 2 * config.num_experts * blocks
+    assert not [node.op_type for node in graph.node if node.op_type in ("If", "Loop")]
+
+
+def test_static_moe_graph_keeps_every_expert(tmp_path, monkeypatch):
+    """In the static form (above ``ROUTED_EXPERTS_MAX`` experts) no per-expert branch is frozen into the graph and
+    no per-expert subgraph is unrolled: each block gathers its tokens' experts from the whole stacked weights."""
+    import onnx
+
+    monkeypatch.setattr(moe_export_form, "ROUTED_EXPERTS_MAX", 1)
     model = save_tiny_model("moe_bert", "feature-extraction", tmp_path / "model")
     export_onnx(
         tmp_path / "model",

@@ -269,11 +269,21 @@ def test_a_function_registered_in_the_experts_interface_runs_the_experts():
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("routed", [True, False], ids=["routed", "static"])
 @pytest.mark.parametrize("config_id", ["minimoe", "minimoe_moe_attention", "moe_bert"])
-def test_the_static_export_form_equals_the_loop_and_is_swapped_in_only_inside_the_block(config_id):
-    """The static form exported graphs use gives the eager loop's outputs, padding and capacity drops included;
-    ``static_expert_form`` swaps it in for the block and puts the model's own modules back."""
-    from compact_bert.export.moe_export_form import StaticExpertLinear, StaticExperts, static_expert_form
+def test_each_export_form_equals_the_loop_and_is_swapped_in_only_inside_the_block(config_id, routed):
+    """The forms exported graphs use (routed for ONNX, static for LiteRT) give the eager loop's outputs, padding
+    and capacity drops included; ``export_expert_form`` swaps them in for the block and puts the model's own modules
+    back."""
+    from compact_bert.export.moe_export_form import (
+        RoutedExpertLinear,
+        RoutedExperts,
+        StaticExpertLinear,
+        StaticExperts,
+        export_expert_form,
+    )
+
+    form_classes = (RoutedExperts, RoutedExpertLinear) if routed else (StaticExperts, StaticExpertLinear)
 
     config = copy.deepcopy(tiny_configs()[config_id])
     config.eval_capacity_factor = 0.5  # drops tokens at inference too: the form must drop the same ones
@@ -282,9 +292,8 @@ def test_the_static_export_form_equals_the_loop_and_is_swapped_in_only_inside_th
     batch = random_batch()
     with torch.no_grad():
         loop = model(**batch)
-        with static_expert_form(model) as swapped:
-            static = sum(isinstance(m, (StaticExperts, StaticExpertLinear)) for m in model.modules())
-            assert swapped == static > 0
+        with export_expert_form(model, routed=routed) as swapped:
+            assert swapped == sum(isinstance(m, form_classes) for m in model.modules()) > 0
             form = model(**batch)
     assert list(model.modules()) == own
     assert float(model(**batch, output_router_stats=True).dropped_token_fraction.max()) > 0
