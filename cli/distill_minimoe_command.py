@@ -1,9 +1,13 @@
-"""``compact-bert distill minimoe``: MiniLMv2 relation distillation into a MiniMoE student — the main job.
+"""``compact-bert distill minimoe``: MiniLMv2 relation distillation into a MiniMoE student (paper 002).
 
 With no arguments it distills a MiniMoE 4L;192H student (4 experts) from the packaged all-MiniLM-L6-v2 on
 the bundled WikiText-2 slice in a few minutes on 2 CPU cores, saves a Hub-ready folder, then fine-tunes that
 student on the bundled SST-2 slice with ``compact-bert finetune``'s own code and reports its accuracy on the
 GLUE SST-2 dev set (``--finetune false`` stops after distillation).
+
+The main job — task distillation from a fine-tuned teacher with the comparison against the teacher and the
+layer-dropped baseline — is ``compact-bert distill task`` (``distill_task_command``), which reuses this module's
+task stage (``main_job``, ``ship_and_report``); ``--compare true`` here runs the same job.
 """
 
 from __future__ import annotations
@@ -45,14 +49,25 @@ from .training_common import (
     write_summary_and_card,
 )
 
-__all__ = ["MainJobFinetuneArguments", "MiniMoEStudentArguments", "finetune_arguments", "run"]
+__all__ = [
+    "MainJobFinetuneArguments",
+    "MiniMoEStudentArguments",
+    "TaskStageArguments",
+    "finetune_arguments",
+    "main_job",
+    "parse_finetune_step",
+    "run",
+    "ship_and_report",
+]
 
 DESCRIPTION = (
     "Distill a MiniMoE student (mixture of minimal top-1 experts) from a BERT-like teacher with MiniLMv2 "
     f"self-attention relation distillation (paper 002). Defaults: teacher {PACKAGED_TEACHER} (packaged, offline), "
     "student preset minimoe-4l-192h, the bundled WikiText-2 slice. Optionally through a teacher assistant "
     "(teacher -> TA -> student). Then the student is fine-tuned on the bundled SST-2 slice and its SST-2 dev "
-    "accuracy reported (--finetune false to skip). Every TrainingArguments flag is accepted (for distillation)."
+    "accuracy reported (--finetune false to skip). Every TrainingArguments flag is accepted (for distillation). "
+    "The main job (task distillation from a fine-tuned teacher, compared with the teacher and the layer-dropped "
+    "baseline) is `compact-bert distill task`."
 )
 
 
@@ -62,11 +77,10 @@ class MiniMoEStudentArguments:
         default=PACKAGED_TEACHER, metadata={"help": f"Teacher folder, or '{PACKAGED_TEACHER}' for the packaged one."}
     )
     student_preset: str = field(
-        default="minilm-3l-384h",
+        default="minimoe-4l-192h",
         metadata={
-            "help": "Student preset (see `compact-bert presets`). The default, the 3-layer MiniLM, is the fastest "
-            "student that keeps 97%% of the packaged teacher's SST-2 accuracy on this CPU (docs/students.md); "
-            "its 4-expert MiniMoE twin (minimoe-3l-384h) reached the same accuracy at 1.3x its latency."
+            "help": "Student preset (see `compact-bert presets`): a MiniMoE (m experts per FFN) or MiniLM (dense) "
+            "preset. The default is paper 002's MiniMoE 4L;192H with 4 experts."
         },
     )
     student_overrides: str = field(
@@ -106,12 +120,9 @@ class MiniMoEStudentArguments:
 
 
 @dataclass
-class MainJobFinetuneArguments:
-    """The fine-tuning step after distillation: ``compact-bert finetune`` on the saved student."""
+class TaskStageArguments:
+    """The task stage: ``compact-bert finetune`` of the student on SST-2, then its export and card."""
 
-    finetune: bool = field(
-        default=True, metadata={"help": "Fine-tune the distilled student on SST-2 and report its dev accuracy."}
-    )
     finetune_train_file: str | None = field(
         default=None,
         metadata={
@@ -136,14 +147,6 @@ class MainJobFinetuneArguments:
             "fine-tuned teacher labels (Tang et al. 2019); 0 distills on the training sentences alone."
         },
     )
-    compare: bool = field(
-        default=True,
-        metadata={
-            "help": "Also fine-tune the teacher (which then teaches the student its task) and the layer-dropped "
-            "baseline the same way, and time all three side by side. 'false': fine-tune the student on the "
-            "labels alone."
-        },
-    )
     export_onnx: bool = field(
         default=True,
         metadata={
@@ -157,6 +160,24 @@ class MainJobFinetuneArguments:
         metadata={
             "help": "Further `compact-bert finetune` flags for every model of the task stage, which override the "
             "main job's (3 epochs, batch 32, 64 tokens, learning rate 1e-4), e.g. '--num_train_epochs 4'."
+        },
+    )
+
+
+@dataclass
+class MainJobFinetuneArguments(TaskStageArguments):
+    """``distill minimoe``'s task stage after relation distillation: fine-tuning on the labels by default, or the
+    main job's comparison (``--compare true``, what ``distill task`` runs)."""
+
+    finetune: bool = field(
+        default=True, metadata={"help": "Fine-tune the distilled student on SST-2 and report its dev accuracy."}
+    )
+    compare: bool = field(
+        default=False,
+        metadata={
+            "help": "Instead of relation distillation, run the main job (`compact-bert distill task`): fine-tune the "
+            "teacher, which teaches the student its task, and the layer-dropped baseline, and time all three side by "
+            "side. 'false' (the default): fine-tune the relation-distilled student on the labels alone."
         },
     )
 
@@ -208,7 +229,7 @@ def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments
     ]
 
 
-def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args):
+def parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args):
     """The fine-tuning step's command line and parsed arguments; bad --finetune_args fail here, and ``run`` calls
     this before distilling, so that they fail in seconds rather than after the distillation."""
     for flag in ("finetune_train_file", "finetune_validation_file"):
@@ -219,7 +240,7 @@ def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArgumen
                 "that the fine-tuning step cannot fail after it)."
             )
     argv = finetune_arguments(student_dir, finetune_args, training_args)
-    if finetune_args.compare:
+    if getattr(finetune_args, "compare", True):  # the main job's student is taught by its teacher
         argv = [*argv, "--augment_copies", str(finetune_args.augment_copies)]
     try:
         return argv, finetune_command.parse_finetune_arguments(argv)
@@ -230,7 +251,7 @@ def _parse_finetune_step(student_dir: str, finetune_args: MainJobFinetuneArgumen
 def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args) -> dict:
     """Fine-tune the student on the labels alone (``--compare false``); the summary fields the main job adds."""
     start = time.perf_counter()
-    argv, (model_args, data_args, finetune_config) = _parse_finetune_step(student_dir, finetune_args, training_args)
+    argv, (model_args, data_args, finetune_config) = parse_finetune_step(student_dir, finetune_args, training_args)
     runs = finetune_command.finetune(model_args, data_args, finetune_config, argv)
     seconds = round(time.perf_counter() - start, 1)
     metric = data_args.dev_metric()
@@ -250,7 +271,7 @@ def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments,
     }
 
 
-def _main_job(student_args, finetune_args, training_args) -> dict:
+def main_job(student_args, finetune_args, training_args) -> dict:
     """The main job with the comparison (the default): the teacher fine-tuned on the task teaches a student that
     starts from its layers; no general distillation (a student initialized from the fine-tuned teacher kept more of
     its accuracy than one initialized from the pretrained teacher and distilled on the corpus first:
@@ -320,10 +341,10 @@ def run(argv: list[str]) -> int:
         DESCRIPTION,
     )
     if finetune_args.finetune:
-        _parse_finetune_step(training_args.output_dir, finetune_args, training_args)
+        parse_finetune_step(training_args.output_dir, finetune_args, training_args)
     if finetune_args.finetune and finetune_args.compare:
-        summary = _main_job(student_args, finetune_args, training_args)
-        _ship_and_report(summary, finetune_args, training_args)
+        summary = main_job(student_args, finetune_args, training_args)
+        ship_and_report(summary, finetune_args, training_args)
         return 0
     try:
         teacher = load_encoder(student_args.teacher)
@@ -402,11 +423,11 @@ def run(argv: list[str]) -> int:
     )
     if finetune_args.finetune:
         summary.update(_finetune_student(summary["output_dir"], finetune_args, training_args))
-        _ship_and_report(summary, finetune_args, training_args)
+        ship_and_report(summary, finetune_args, training_args)
     return 0
 
 
-def _ship_and_report(summary: dict, finetune_args: MainJobFinetuneArguments, training_args) -> None:
+def ship_and_report(summary: dict, finetune_args: MainJobFinetuneArguments, training_args) -> None:
     """Export, evaluate and time the fine-tuned student (and, with the comparison, time it against the teacher and
     the baseline); write the summary and card; print the closing tables."""
     # A grid of fine-tuning seeds leaves one folder per seed: there is no single classifier to ship.

@@ -28,6 +28,7 @@ DISTILLATION_METHODS = {
     "minimoe": "distill_minimoe_command",
     "tcd": "distill_tcd_command",
     "embeddings": "distill_embeddings_command",
+    "task": "distill_task_command",
 }
 TRAINING_COMMANDS.update({("distill", method): module for method, module in DISTILLATION_METHODS.items()})
 

@@ -150,6 +150,7 @@ HELP_COMMANDS = [
     "distill minimoe",
     "distill tcd",
     "distill embeddings",
+    "distill task",
 ]
 
 

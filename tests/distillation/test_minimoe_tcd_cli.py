@@ -149,7 +149,8 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     finetune_args = (
         "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
     )
-    result = run_cli(_minimoe(output, 4, "--finetune_args", finetune_args, finetune=True))
+    task_job = ["distill", "task", "--student_overrides", TINY_MINIMOE, "--output_dir", str(output)]
+    result = run_cli([*task_job, "--finetune_args", finetune_args])
     summary = json.loads((output / "run_summary.json").read_text())
     finetuned = tmp_path / "student-sst2"
     assert summary["finetune_output_dir"] == str(finetuned.resolve()) and summary["finetune_runs"] == 1
@@ -191,6 +192,19 @@ def test_main_job_folder_loads_everywhere(tmp_path):
         ],
         tmp_path,
     )
+
+
+def test_the_main_job_refuses_training_flags_it_would_not_use(tmp_path):
+    """``distill task`` runs fine-tuning only: a distillation flag (``--max_steps``, ``--learning_rate``) would be
+    ignored, so it is refused, naming --finetune_args, before anything is built."""
+    from compact_bert.cli.main import main
+
+    for flag, value in (("--max_steps", "4"), ("--learning_rate", "3e-5")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["distill", "task", "--output_dir", str(tmp_path / "job"), flag, value])
+        message = str(exit_info.value.code)
+        assert f"{flag} is not a flag of `compact-bert distill task`" in message and "--finetune_args" in message
+    assert not (tmp_path / "job").exists()
 
 
 def test_general_distillation_starts_from_the_teacher_and_loads_everywhere(tmp_path):

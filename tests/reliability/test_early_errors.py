@@ -346,7 +346,8 @@ def test_the_command_prints_a_settings_error_without_a_traceback(tmp_path):
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
 
 
-def test_finetune_output_of_the_main_job_is_checked_before_distilling(tmp_path):
+@pytest.mark.parametrize("method", ["minimoe", "task"])
+def test_finetune_output_of_the_main_job_is_checked_before_distilling(tmp_path, method):
     with pytest.raises(
         SystemExit,
         match=r"The fine-tuning step \(--finetune_args, --finetune_\*\): --output_dir "
@@ -355,7 +356,7 @@ def test_finetune_output_of_the_main_job_is_checked_before_distilling(tmp_path):
         main(
             [
                 "distill",
-                "minimoe",
+                method,
                 "--output_dir",
                 str(tmp_path),
                 "--finetune_output_dir",
