@@ -36,6 +36,15 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--batch_size", type=int, default=None, help="tflite only: the fixed batch size (default 1).")
     parser.add_argument(
+        "--capacity_factor",
+        type=float,
+        default=None,
+        help="tflite only, MoE FFN models: give each expert ceil(F x tokens / experts) slots and drop the tokens over "
+        "them (Switch Transformers' capacity; the model's eval_capacity_factor, recorded in the exported config), "
+        "so that the graph computes F x the FFN's work instead of every expert for every token. Parity is checked "
+        "against the PyTorch model with the same factor. Default: no capacity, every token kept.",
+    )
+    parser.add_argument(
         "--exporter",
         choices=["auto", "optimum", "dynamo"],
         default=None,
@@ -56,6 +65,10 @@ def _check_format_options(args: argparse.Namespace) -> None:
     """Options of the other format are refused rather than ignored."""
     if args.format == "onnx" and args.batch_size is not None:
         raise SystemExit("compact-bert export: --batch_size is for tflite (ONNX graphs take any batch size).")
+    if args.format == "onnx" and args.capacity_factor is not None:
+        raise SystemExit(
+            "compact-bert export: --capacity_factor is for tflite (ONNX graphs run each expert on its own tokens)."
+        )
     if args.format == "tflite":
         given = [flag for flag in ("opset", "exporter") if getattr(args, flag) is not None]
         if given:
@@ -87,6 +100,7 @@ def _run_tflite(args: argparse.Namespace) -> int:
         args.sequence_length,
         1 if args.batch_size is None else args.batch_size,
         quantize=args.quantize,
+        capacity_factor=args.capacity_factor,
     )
     summary = {
         "tflite": str(report.tflite_path),

@@ -19,6 +19,14 @@ leaves alone. The forms here:
   - above it, each token gathers its own expert's matrices: memory-bound (8 d f bytes at fp32 per token), not shared
     between tokens of one expert. At this CPU's order of 50 GFLOP/s against 10 GB/s the two break even near E = 10.
 
+- **capacity** (LiteRT, for an MoE FFN whose router has an ``eval_capacity_factor``: ``export tflite
+  --capacity_factor``): each expert runs a fixed number of slots, ``ceil(factor · T / E)`` for ``T`` tokens in the
+  graph, filled with its first tokens (``TopK`` over the positions: static shapes), through its own constant
+  matrices. The router keeps at most ``ceil(factor · real tokens / E)`` tokens per expert and drops the rest (weight
+  0; Switch Transformers' capacity, the model's own ``eval_capacity_factor`` semantics), so every kept token has a
+  slot: the form computes exactly what the eager model with that factor computes, at ``factor`` × the FFN's
+  multiply-adds instead of ``E`` ×.
+
 Tokens the eager layer leaves out (padding, tokens over capacity) have routing weight 0 and get zeros, as in eager
 mode. ``export_expert_form(model, routed=...)`` swaps these modules in for the duration of an export, recognising
 the expert modules by their parameters (so a model loaded as Hub remote code is handled too), and swaps the model's
@@ -28,6 +36,7 @@ own back afterwards: eager training and inference numerics are untouched.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 
 import torch
@@ -36,6 +45,7 @@ from torch import nn
 __all__ = [
     "ALL_EXPERTS_MAX",
     "ROUTED_EXPERTS_MAX",
+    "CapacityExperts",
     "RoutedExpertLinear",
     "RoutedExperts",
     "StaticExpertLinear",
@@ -124,6 +134,40 @@ class RoutedExperts(nn.Module):
         return outputs
 
 
+class CapacityExperts(nn.Module):
+    """An MoE FFN's experts in the capacity form (module docstring): static slots per expert, constant matrices."""
+
+    def __init__(self, experts: nn.Module, capacity_factor: float):
+        super().__init__()
+        self.num_experts = experts.num_experts
+        self.capacity_factor = capacity_factor
+        self.act_fn = experts.act_fn
+        for name in ("up_proj", "down_proj"):
+            for expert, matrix in enumerate(_expert_matrices(getattr(experts, name))):
+                self.register_buffer(f"{name}_{expert}", matrix, persistent=False)
+            self.register_buffer(f"{name}_bias", getattr(experts, f"{name}_bias").detach(), persistent=False)
+
+    def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
+        tokens = hidden_states.shape[0]
+        slots = min(tokens, math.ceil(self.capacity_factor * tokens / self.num_experts))
+        weight = top_k_weights.reshape(-1)
+        target = torch.where(weight != 0, top_k_index.reshape(-1), self.num_experts)
+        # Earlier positions score higher, so TopK picks each expert's first tokens (all of them: at most `slots`).
+        earliness = torch.arange(tokens, 0, -1, device=hidden_states.device, dtype=hidden_states.dtype)
+        outputs = torch.zeros_like(hidden_states)
+        for expert in range(self.num_experts):
+            mine = (target == expert).to(hidden_states.dtype)
+            _, rows = torch.topk(mine * earliness, slots)
+            up, down = getattr(self, f"up_proj_{expert}"), getattr(self, f"down_proj_{expert}")
+            inner = self.act_fn(hidden_states.index_select(0, rows) @ up + self.up_proj_bias[expert])
+            scale = weight.index_select(0, rows) * mine.index_select(0, rows)  # 0 for a slot left empty
+            result = (inner @ down + self.down_proj_bias[expert]) * scale.unsqueeze(-1).to(inner.dtype)
+            # Scattered back by a one-hot product ([tokens, slots] x [slots, hidden]): static for any converter.
+            placement = (rows.unsqueeze(0) == torch.arange(tokens, device=rows.device).unsqueeze(1)).to(inner.dtype)
+            outputs = outputs + placement @ result
+        return outputs
+
+
 class RoutedExpertLinear(nn.Module):
     """An MoE-attention projection in the routed form (a token of routing weight 0 gets zeros, as in eager mode)."""
 
@@ -145,11 +189,15 @@ class RoutedExpertLinear(nn.Module):
         return outputs.view(*hidden_states.shape[:-1], self.out_features)
 
 
-def _export_form(module: nn.Module, routed: bool) -> nn.Module | None:
+def _export_form(module: nn.Module, routed: bool, capacity_factor: float | None) -> nn.Module | None:
     stack = getattr(module, "up_proj", None)
     weight = getattr(module, "weight", None)
     if isinstance(stack, nn.Parameter) and stack.dim() == 3:
-        return RoutedExperts(module) if routed and stack.shape[0] <= ROUTED_EXPERTS_MAX else StaticExperts(module)
+        if routed and stack.shape[0] <= ROUTED_EXPERTS_MAX:
+            return RoutedExperts(module)
+        if capacity_factor is None or routed:
+            return StaticExperts(module)
+        return CapacityExperts(module, capacity_factor)
     if not isinstance(module, nn.Linear) and isinstance(weight, nn.Parameter) and weight.dim() == 3:
         if routed and weight.shape[0] <= ROUTED_EXPERTS_MAX:
             return RoutedExpertLinear(module)
@@ -160,13 +208,14 @@ def _export_form(module: nn.Module, routed: bool) -> nn.Module | None:
 @contextlib.contextmanager
 def export_expert_form(model: nn.Module, routed: bool) -> Iterator[int]:
     """Within the block, every expert module of ``model`` computes in its export form (module docstring): routed
-    where the runtime takes data-dependent shapes (``routed=True``: ONNX) and the expert count allows, static
-    otherwise; yields how many modules were swapped. The model's own modules are put back on exit, also after an
-    error."""
+    where the runtime takes data-dependent shapes (``routed=True``: ONNX) and the expert count allows; otherwise
+    capacity where the block's router has an ``eval_capacity_factor``, else static. Yields how many modules were
+    swapped. The model's own modules are put back on exit, also after an error."""
     swapped = []
     for parent in list(model.modules()):
+        capacity_factor = getattr(getattr(parent, "router", None), "eval_capacity_factor", None)
         for name, child in list(parent.named_children()):
-            replacement = _export_form(child, routed)
+            replacement = _export_form(child, routed, capacity_factor)
             if replacement is not None:
                 swapped.append((parent, name, child))
                 setattr(parent, name, replacement.train(child.training))

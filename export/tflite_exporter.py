@@ -16,7 +16,10 @@ data-dependent shapes, use its routed form up to ``ROUTED_EXPERTS_MAX`` experts)
   but one expert's weights read per token (not shared between tokens of the same expert).
 Neither drops a token: there is **no capacity limit at export** beyond the model's own ``eval_capacity_factor``
 (which the form applies exactly as eager mode does: a dropped token's routing weight is 0), and every expert's
-weights stay in the file. Routing (argmax, hash table lookup) is part of the graph, so any input is routed at run
+weights stay in the file. With an ``eval_capacity_factor`` F (the model's, or ``--capacity_factor`` /
+``capacity_factor=``, which sets it and records it in the exported ``config.json``) the FFN experts run in the
+capacity form instead: each expert ``ceil(F · tokens / E)`` static slots, F × the FFN's multiply-adds, exactly what
+the PyTorch model with that factor computes (tokens over an expert's capacity dropped, as Switch Transformers do). Routing (argmax, hash table lookup) is part of the graph, so any input is routed at run
 time; the parity check below runs on an input other than the conversion example.
 
 **int8.** ``--quantize int8`` adds ``model_int8.tflite``: ai-edge-quantizer's dynamic-range recipe
@@ -47,6 +50,7 @@ __all__ = [
     "convert_to_tflite",
     "export_tflite",
     "quantize_tflite",
+    "set_eval_capacity_factor",
     "tflite_feeds",
     "tflite_outputs",
 ]
@@ -96,6 +100,29 @@ def convert_to_tflite(model: nn.Module, output_names: tuple[str, ...], example: 
     with torch.no_grad(), export_expert_form(model, routed=False):
         edge_model = litert_torch.convert(wrapped, sample_kwargs={name: example[name] for name in GRAPH_INPUTS})
     edge_model.export(str(path))
+
+
+def set_eval_capacity_factor(model: nn.Module, capacity_factor: float) -> int:
+    """Give every MoE FFN block of ``model`` the inference capacity ``capacity_factor`` (its router's and the
+    config's ``eval_capacity_factor``); returns how many blocks. A model without MoE FFN blocks is refused."""
+    if not capacity_factor > 0:
+        raise ValueError(f"--capacity_factor must be > 0, got {capacity_factor}.")
+    routers = [
+        module.router
+        for module in model.modules()
+        if hasattr(module, "router") and hasattr(module, "experts") and hasattr(module.router, "eval_capacity_factor")
+    ]
+    if not routers:
+        raise ValueError(
+            "--capacity_factor applies to models with MoE FFN blocks (MiniMoE, MoE-BERT with num_experts > 1); "
+            f"this {type(model).__name__} has none."
+        )
+    for router in routers:
+        router.eval_capacity_factor = capacity_factor
+    config = getattr(model, "config", None)
+    if config is not None:
+        config.eval_capacity_factor = capacity_factor
+    return len(routers)
 
 
 def tflite_outputs(
@@ -151,11 +178,15 @@ def export_tflite(
     batch_size: int = 1,
     quantize: str | None = None,
     example_inputs: dict | None = None,
+    capacity_factor: float | None = None,
 ) -> TfliteExportReport:
     """Convert ``model_dir``'s head for ``task`` at the fixed shape ``batch_size × sequence_length`` into
     ``output_dir/model.tflite`` (plus ``model_int8.tflite`` with ``quantize="int8"``), copy the config, remote code
     and tokenizer next to it, and check LiteRT's outputs against PyTorch's on an input other than the conversion
-    example (fp32: within ``PARITY_ATOL`` × output scale, else ``RuntimeError``; int8: reported)."""
+    example (fp32: within ``PARITY_ATOL`` × output scale, else ``RuntimeError``; int8: reported).
+
+    ``capacity_factor``: the MoE FFN blocks' ``eval_capacity_factor`` for the exported model (``moe_export_form``'s
+    capacity form; recorded in the copied ``config.json``); parity is checked against the model with it."""
     check_tflite_installed()
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be None or 'int8', got {quantize!r}.")
@@ -164,6 +195,8 @@ def export_tflite(
     started = time.perf_counter()
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     model, export_task = load_for_export(model_dir, task, sequence_length)
+    if capacity_factor is not None:
+        set_eval_capacity_factor(model, capacity_factor)
     output_dir.mkdir(parents=True, exist_ok=True)
     tflite_path = output_dir / TFLITE_FILE
     output_names = tuple(export_task.outputs)

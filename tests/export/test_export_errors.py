@@ -102,6 +102,7 @@ def test_optimum_namespace_without_its_exporter_means_no_optimum(monkeypatch):
             r"--exporter is for onnx only",
         ),
         (["onnx", "--task", "fill-mask", "--batch_size", "2"], r"--batch_size is for tflite"),
+        (["onnx", "--task", "fill-mask", "--capacity_factor", "1.25"], r"--capacity_factor is for tflite"),
     ],
 )
 def test_options_of_the_other_format_are_refused(saved_minimoe, tmp_path, arguments, message):
@@ -109,6 +110,26 @@ def test_options_of_the_other_format_are_refused(saved_minimoe, tmp_path, argume
     with pytest.raises(SystemExit, match=message):
         main(["export", format_name, str(saved_minimoe), str(tmp_path / "out"), *options])
     assert not (tmp_path / "out").exists()
+
+
+def test_a_capacity_factor_needs_moe_ffn_blocks_and_a_positive_value():
+    """``--capacity_factor`` sets the MoE FFN routers' (and the config's) ``eval_capacity_factor``; a dense model or
+    a factor <= 0 is refused naming the flag (checked without the `tflite` extra: the setter runs first)."""
+    from transformers import AutoModelForSequenceClassification
+
+    from compact_bert.export.tflite_exporter import set_eval_capacity_factor
+    from tests.conftest import tiny_configs
+
+    moe = AutoModelForSequenceClassification.from_config(tiny_configs()["minimoe_moe_attention"]).eval()
+    assert set_eval_capacity_factor(moe, 1.25) == moe.config.num_hidden_layers
+    assert moe.config.eval_capacity_factor == 1.25
+    # The attention experts never drop tokens (a dropped token would vanish as a key): their routers keep None.
+    assert {m.eval_capacity_factor for name, m in moe.named_modules() if name.endswith("attention.router")} == {None}
+    with pytest.raises(ValueError, match=r"--capacity_factor must be > 0, got 0.0"):
+        set_eval_capacity_factor(moe, 0.0)
+    dense = AutoModelForSequenceClassification.from_config(tiny_configs()["mobilebert"]).eval()
+    with pytest.raises(ValueError, match=r"--capacity_factor applies to models with MoE FFN blocks"):
+        set_eval_capacity_factor(dense, 1.25)
 
 
 def test_tflite_without_its_extra_names_the_packages(saved_minimoe, tmp_path, monkeypatch):

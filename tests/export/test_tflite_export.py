@@ -92,6 +92,28 @@ def test_capacity_limit_drops_the_same_tokens_as_eager(tmp_path):
     _assert_parity(report.tflite_path, model, probe, "text-classification")
 
 
+def test_capacity_factor_exports_the_capacity_form_of_the_model_with_that_factor(tmp_path):
+    """``capacity_factor=`` gives a model without a capacity one for the export: the graph matches the PyTorch model
+    with that factor on an input that overflows an expert, and the exported config records it."""
+    from compact_bert.modeling import MiniMoEForSequenceClassification
+    from tests.conftest import tiny_configs
+
+    config = tiny_configs()["minimoe"]
+    model = MiniMoEForSequenceClassification(config).eval()
+    model.save_pretrained(tmp_path / "model")
+    report = export_tflite(
+        tmp_path / "model", tmp_path / "tflite", "text-classification", SEQUENCE_LENGTH, 1, capacity_factor=0.5
+    )
+    assert json.loads((tmp_path / "tflite" / "config.json").read_text())["eval_capacity_factor"] == 0.5
+    probe = varied_inputs(1, SEQUENCE_LENGTH, config.vocab_size, seed=5)
+    config.eval_capacity_factor = 0.5
+    limited = MiniMoEForSequenceClassification(config).eval()
+    limited.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert float(limited(**probe, output_router_stats=True).dropped_token_fraction.max()) > 0
+    _assert_parity(report.tflite_path, limited, probe, "text-classification")
+
+
 def test_wrong_input_shape_names_the_converted_shape(tmp_path):
     _, report = _convert_and_check("minimoe_hash", tmp_path, batch_size=1)
     with pytest.raises(ValueError, match=r"converted for inputs of shape \(1, 16\).*got \(1, 9\) for"):

@@ -269,13 +269,14 @@ def test_a_function_registered_in_the_experts_interface_runs_the_experts():
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("routed", [True, False], ids=["routed", "static"])
+@pytest.mark.parametrize("form", ["routed", "static", "capacity"])
 @pytest.mark.parametrize("config_id", ["minimoe", "minimoe_moe_attention", "moe_bert"])
-def test_each_export_form_equals_the_loop_and_is_swapped_in_only_inside_the_block(config_id, routed):
-    """The forms exported graphs use (routed for ONNX, static for LiteRT) give the eager loop's outputs, padding
-    and capacity drops included; ``export_expert_form`` swaps them in for the block and puts the model's own modules
-    back."""
+def test_each_export_form_equals_the_loop_and_is_swapped_in_only_inside_the_block(config_id, form):
+    """The forms exported graphs use (routed for ONNX; for LiteRT static, or capacity where the FFN router has an
+    eval capacity) give the eager loop's outputs, padding and capacity drops included; ``export_expert_form`` swaps
+    them in for the block and puts the model's own modules back."""
     from compact_bert.export.moe_export_form import (
+        CapacityExperts,
         RoutedExpertLinear,
         RoutedExperts,
         StaticExpertLinear,
@@ -283,18 +284,27 @@ def test_each_export_form_equals_the_loop_and_is_swapped_in_only_inside_the_bloc
         export_expert_form,
     )
 
-    form_classes = (RoutedExperts, RoutedExpertLinear) if routed else (StaticExperts, StaticExpertLinear)
-
+    classes = {
+        "routed": (RoutedExperts, RoutedExpertLinear),
+        "static": (StaticExperts, StaticExpertLinear),
+        "capacity": (CapacityExperts, StaticExpertLinear),
+    }[form]
     config = copy.deepcopy(tiny_configs()[config_id])
-    config.eval_capacity_factor = 0.5  # drops tokens at inference too: the form must drop the same ones
+    if form != "static":
+        config.eval_capacity_factor = 0.5  # drops tokens at inference too: the form must drop the same ones
     model = AutoModelForSequenceClassification.from_config(config).eval()
     own = list(model.modules())
     batch = random_batch()
     with torch.no_grad():
         loop = model(**batch)
-        with export_expert_form(model, routed=routed) as swapped:
-            assert swapped == sum(isinstance(m, form_classes) for m in model.modules()) > 0
-            form = model(**batch)
+        with export_expert_form(model, routed=form == "routed") as swapped:
+            assert swapped == sum(isinstance(m, classes) for m in model.modules()) > 0
+            assert not any(
+                isinstance(m, tuple(c for c in (RoutedExperts, StaticExperts, CapacityExperts) if c not in classes))
+                for m in model.modules()
+            )
+            form_outputs = model(**batch)
     assert list(model.modules()) == own
-    assert float(model(**batch, output_router_stats=True).dropped_token_fraction.max()) > 0
-    torch.testing.assert_close(form.logits, loop.logits, rtol=1e-5, atol=1e-5)
+    if form != "static" and config.num_experts > 1:
+        assert float(model(**batch, output_router_stats=True).dropped_token_fraction.max()) > 0
+    torch.testing.assert_close(form_outputs.logits, loop.logits, rtol=1e-5, atol=1e-5)
