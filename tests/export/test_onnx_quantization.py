@@ -103,6 +103,21 @@ def test_int8_is_smaller_and_agrees_with_fp32_on_real_dev_sentences(exported):
     assert measured.examples == DEV_SENTENCES and measured.agreement >= 0.95, measured
 
 
+def test_int8_quantizes_every_product_with_a_weight_expert_products_included(exported):
+    """The routed MoE form gives every expert its own constant matrix: the quantizer turns each product with a
+    weight into an int8 one, and no float ``MatMul`` on a weight is left (the attention's score products have none)."""
+    import onnx
+
+    graph = onnx.load(str(exported / QUANTIZED_FILE)).graph
+    weights = {initializer.name for initializer in graph.initializer}
+    assert not [node.name for node in graph.node if node.op_type in ("MatMul", "Gemm") and node.input[1] in weights]
+    config = json.loads((exported / "config.json").read_text())
+    integer_products = [
+        node for node in graph.node if "Integer" in node.op_type or node.op_type == "DynamicQuantizeMatMul"
+    ]
+    assert len(integer_products) >= 2 * config["num_experts"] * config["num_hidden_layers"]
+
+
 def test_cli_reports_the_size_ratio(exported, capsys):
     assert (
         main(
