@@ -665,12 +665,13 @@ class MiniMoELMPredictionHead(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.transform = MiniMoEPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.decoder.bias = self.bias
 
     def _tie_weights(self) -> None:
-        # Loading replaces parameters, which breaks the alias; transformers calls this after loading.
+        # The decoder's bias is ``bias`` itself. transformers 5 ties it from ``_tied_weights_keys``; 4.57 calls this
+        # after building and after loading. (Aliasing it in ``__init__`` instead made transformers 5 leave ``bias``
+        # on the meta device when a base-model folder, which holds neither, was loaded into this head.)
         self.decoder.bias = self.bias
 
     def forward(self, hidden_states):
