@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "tflite":
             return _run_tflite(args)
         return _run_onnx(args)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:
         raise SystemExit(f"compact-bert export: {error}") from error
 
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from ..training.console_log import VERBOSE_VARIABLE
 from . import benchmark_command, convert_command, evaluate_command, export_command, presets_command, push_command
 from .training_common import record_invocation
 
-__all__ = ["build_parser", "main"]
+__all__ = ["DEBUG_VARIABLE", "build_parser", "describe_failure", "main", "one_line_message"]
+
+# Set (to anything but "" or "0") to see tracebacks, as --debug does.
+DEBUG_VARIABLE = "COMPACT_BERT_DEBUG"
 
 _SIMPLE_COMMANDS = (
     presets_command,
@@ -40,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose",
         action="store_true",
         help="Show transformers' full log dicts (every routing number of every block) on the console.",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="Show the traceback of a failure instead of its one-line message (before the command: "
+        f"`compact-bert --debug export ...`; or set ${DEBUG_VARIABLE}=1).",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _SIMPLE_COMMANDS:
@@ -75,7 +85,53 @@ def _version_line() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Every failure ends as one line on stderr, ``compact-bert: <what failed>: <why>``, and exit
+    status 1 (``describe_failure``); ``compact-bert --debug COMMAND ...`` or ``$COMPACT_BERT_DEBUG`` shows the
+    traceback instead."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    debug = os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+    # Only before the command: training commands have TrainingArguments' own `--debug OPTION`.
+    while argv[:1] == ["--debug"]:
+        argv.pop(0)
+        debug = True
+    try:
+        return _dispatch(argv)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        if debug:
+            raise
+        raise SystemExit(describe_failure(error)) from error
+
+
+def one_line_message(message: str) -> str:
+    """``compact-bert: <what failed>: <why>`` from a command's exit message: ``compact-bert export: X`` becomes
+    ``compact-bert: export: X``; a message without the prefix gets it."""
+    if message.startswith("compact-bert: "):
+        return message
+    command = re.match(r"compact-bert ([a-z ]+): ", message)
+    if command:
+        return f"compact-bert: {command.group(1)}: {message[command.end() :]}"
+    return f"compact-bert: {message}"
+
+
+def describe_failure(error: BaseException) -> str:
+    """The one line a failure prints: a file-system error names its path (``OSError.filename``); an error nobody
+    anticipated says so and how to get what a report needs."""
+    if isinstance(error, OSError) and error.filename is not None:
+        paths = " -> ".join(str(path) for path in (error.filename, error.filename2) if path is not None)
+        reason = error.strerror or str(error)
+        return f"compact-bert: {paths}: {reason}"
+    if isinstance(error, MemoryError):
+        return "compact-bert: out of memory: use a smaller batch (--per_device_train_batch_size) or model."
+    detail = f"{type(error).__name__}: {error}".strip().rstrip(":")
+    return (
+        f"compact-bert: internal error ({detail}). This is a bug in compact-bert or in how it calls a library: "
+        f"run it again as `compact-bert --debug ...` (or with {DEBUG_VARIABLE}=1) and report the traceback it prints."
+    )
+
+
+def _dispatch(argv: list[str]) -> int:
     record_invocation(argv)
     if not sys.stderr.isatty():
         _without_progress_bars()
@@ -94,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunSettingsError as error:
         raise SystemExit(f"compact-bert: {error}") from error
     except SystemExit as error:  # the same one-line form for every command's early exit with a message
-        if isinstance(error.code, str) and not error.code.startswith("compact-bert: "):
-            raise SystemExit(f"compact-bert: {error.code}") from error
+        if isinstance(error.code, str) and error.code != one_line_message(error.code):
+            raise SystemExit(one_line_message(error.code)) from error
         raise
 
 
@@ -127,9 +183,9 @@ def _run_training(module, argv: list[str]) -> int:
         _close_process_group(wait_for_others=False)
         raise SystemExit(f"compact-bert: {error}") from error
     except SystemExit as error:  # a command's own early exit with a message: the same one-line form
-        if isinstance(error.code, str) and not error.code.startswith("compact-bert: "):
+        if isinstance(error.code, str) and error.code != one_line_message(error.code):
             _close_process_group(wait_for_others=False)
-            raise SystemExit(f"compact-bert: {error.code}") from error
+            raise SystemExit(one_line_message(error.code)) from error
         raise
     _close_process_group(wait_for_others=True)
     return status

@@ -110,8 +110,12 @@ def resolve_task(task: str, model_type: str) -> ExportTask:
 def check_export_folder(model_dir) -> dict:
     """The folder's ``config.json`` as a dict, after checking that the folder holds a config and weights."""
     model_dir = Path(model_dir)
-    if not model_dir.is_dir():
+    if not model_dir.exists():
         raise FileNotFoundError(f"Model folder {model_dir} does not exist.")
+    if not model_dir.is_dir():
+        raise NotADirectoryError(
+            f"MODEL_DIR {model_dir} is a file, not a folder: pass the folder `save_pretrained` wrote."
+        )
     config_path = model_dir / "config.json"
     if not config_path.is_file():
         raise FileNotFoundError(f"{model_dir} has no config.json: pass a folder written by `save_pretrained`.")
