@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..training.atomic_files import write_text_atomically
+from ..training.text_files import read_json_object
 
 __all__ = ["LATENCY_FILE", "LatencyReport", "RuntimeLatency", "read_latency", "write_latency"]
 
@@ -74,11 +75,8 @@ def read_latency(folder: str | Path) -> LatencyReport | None:
     path = Path(folder) / LATENCY_FILE
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
+    data = read_json_object(path, "compact-bert's latency report")
+    if data.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: format_version must be {FORMAT_VERSION}, got {data.get('format_version')!r}.")
     for name, kind in (("sequence_length", int), ("batch_size", int), ("device", str), ("runtimes", dict)):
         if not isinstance(data.get(name), kind):

@@ -8,9 +8,10 @@ task, a folder without weights or a too-long sequence fails in a second with a m
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..training.text_files import read_json_object
 
 __all__ = [
     "EXPORT_TASKS",
@@ -124,7 +125,7 @@ def check_export_folder(model_dir) -> dict:
             f"{model_dir} has no weights (none of {', '.join(_WEIGHT_FILES)}): exporting random weights is never "
             "what is meant; save the trained model with `save_pretrained` first."
         )
-    return json.loads(config_path.read_text())
+    return read_json_object(config_path, "a model config")
 
 
 def check_sequence_length(sequence_length: int, max_position_embeddings: int) -> None:

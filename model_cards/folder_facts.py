@@ -10,7 +10,6 @@ step wrote is reported as missing rather than made up.
 from __future__ import annotations
 
 import filecmp
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..evaluation.latency_report import LatencyReport, read_latency
 from ..finetuning.data import GLUE_TASKS
 from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
 from ..training.routing_keys import ROUTING_KEY
+from ..training.text_files import read_json_object
 from .hub_files import hub_files
 
 __all__ = ["FLOPS_SEQUENCE_LENGTH", "PAPERS", "FolderFacts", "Paper", "RUN_SUMMARY_FILE", "read_folder_facts"]
@@ -140,7 +140,7 @@ def read_folder_facts(folder: str | Path) -> FolderFacts:
         raise ValueError(f"{folder} is not a model folder: it has no config.json.")
     config = AutoConfig.from_pretrained(folder)
     summary_path = folder / RUN_SUMMARY_FILE
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    summary = read_json_object(summary_path, "a run summary") if summary_path.is_file() else {}
     try:
         total, active = count_parameters(meta_model(config))
     except (ValueError, KeyError):  # a config AutoModel does not know

@@ -1,14 +1,15 @@
-"""Reading the text files users hand to compact-bert (tables, sentence lists, STS pairs): one place that decides the
-encoding and names the line of a byte that is not UTF-8."""
+"""Reading the text files users hand to compact-bert (tables, sentence lists, STS pairs, a folder's JSON files): one
+place that decides the encoding and names the line of a byte that is not UTF-8 or of JSON that does not parse."""
 
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 from .run_errors import RunSettingsError
 
-__all__ = ["read_utf8_text"]
+__all__ = ["read_json_object", "read_utf8_text"]
 
 
 def read_utf8_text(path: Path) -> str:
@@ -25,3 +26,21 @@ def read_utf8_text(path: Path) -> str:
             f"{path}:{line}: byte {raw[error.start : error.start + 1]!r} is not UTF-8 ({error.reason}); "
             "save the file as UTF-8."
         ) from None
+
+
+def read_json_object(path: Path, what: str) -> dict:
+    """The JSON object in ``path`` (``what`` says which file it should be, e.g. "a run summary"); an empty, truncated
+    or non-object file is a ``RunSettingsError`` naming the file, the line and column, and what was expected."""
+    text = read_utf8_text(Path(path))
+    if not text.strip():
+        raise RunSettingsError(f"{path} is empty: expected {what} (a JSON object); remove it or write it again.")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RunSettingsError(
+            f"{path}:{error.lineno}:{error.colno}: not valid JSON ({error.msg}); expected {what} (a JSON object). "
+            "A file cut short by an interrupted write or a full disk looks like this: write it again."
+        ) from None
+    if not isinstance(data, dict):
+        raise RunSettingsError(f"{path} holds a JSON {type(data).__name__}, not an object: expected {what}.")
+    return data

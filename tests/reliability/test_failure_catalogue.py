@@ -106,6 +106,12 @@ def _tokenizer_folder(folder: Path, swap_first_tokens: bool = False, size: int |
     return folder
 
 
+def _folder_with_summary(folder: Path, summary: str) -> Path:
+    """A saved tiny model whose ``run_summary.json`` holds ``summary`` (empty: a write cut short by a full disk)."""
+    _write(_tiny_minimoe_folder(folder) / "run_summary.json", summary)
+    return folder
+
+
 def _tiny_minimoe_folder(folder: Path) -> Path:
     from transformers import AutoModelForMaskedLM
 
@@ -311,6 +317,21 @@ CASES = [
         "convert-into-a-file",
         lambda t: ["convert", str(packaged_teacher_dir()), str(_write(t / "taken.txt", "x"))],
         r"convert: target .*taken\.txt is a file",
+    ),
+    (
+        "push-dry-run-empty-run-summary",
+        lambda t: ["push", str(_folder_with_summary(t / "model", "")), "user/model", "--dry-run"],
+        r"run_summary\.json is empty: expected a run summary \(a JSON object\)",
+    ),
+    (
+        "push-dry-run-truncated-run-summary",
+        lambda t: [
+            "push",
+            str(_folder_with_summary(t / "model", '{"teacher": "all-MiniLM-L6-v2",\n "seed"')),
+            "u/m",
+            "--dry-run",
+        ],
+        r"run_summary\.json:2:\d+: not valid JSON .*expected a run summary",
     ),
     (
         "push-dry-run-truncated-weights",
