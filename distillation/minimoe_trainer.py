@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..modeling.signals import SubmoduleRecorder
+from ..training.routing_keys import with_evaluation_router_stats
 from ..training.run_errors import RunSettingsError
 from .losses import self_attention_relation_loss
 from .minimoe_config import MiniMoEDistillationConfig
@@ -45,6 +46,7 @@ class MiniMoEDistillationTrainer(DistillationTrainer):
         model_inputs = {key: inputs[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in inputs}
         student_model = self.accelerator.unwrap_model(model)
         extra = {"run_auxiliary_attention": True} if self.student_layer == "auxiliary" else {}
+        extra = with_evaluation_router_stats(student_model, extra)
         with SubmoduleRecorder(student_model, relation_module_names(self.student_layer)) as student:
             outputs = model(**model_inputs, **extra)
         with torch.no_grad(), SubmoduleRecorder(self.teacher, relation_module_names(self.teacher_layer)) as teacher:

@@ -15,6 +15,7 @@ from torch.nn import functional as F
 from transformers import default_data_collator
 
 from ..modeling.signals import SubmoduleRecorder, signal_module_name
+from ..training.routing_keys import with_evaluation_router_stats
 from ..training.run_errors import RunSettingsError
 from .losses import cosine_relation_loss, query_key_relation_loss, sample_token_groups
 from .tcd_config import TransferCapabilityDistillationConfig
@@ -134,7 +135,7 @@ class TransferCapabilityDistillationTrainer(DistillationTrainer):
         student_model = self.accelerator.unwrap_model(model)
         student_names = _recorded_names(list(range(len(self.layer_map))))
         with SubmoduleRecorder(student_model, student_names, record_inputs=True) as student:
-            outputs = model(**model_inputs, output_hidden_states=True)
+            outputs = model(**with_evaluation_router_stats(student_model, model_inputs), output_hidden_states=True)
         with (
             torch.no_grad(),
             SubmoduleRecorder(

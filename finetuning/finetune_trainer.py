@@ -12,7 +12,7 @@ import numpy as np
 
 from ..training.loss_guard import LossGuardCallback
 from ..training.precision_checks import check_precision_supported
-from ..training.routing_keys import routing_statistics
+from ..training.routing_keys import routing_statistics, with_evaluation_router_stats
 from ..training.trainer import CompactBertTrainer
 
 __all__ = [
@@ -20,7 +20,6 @@ __all__ = [
     "build_compute_metrics",
     "check_eval_keeps_every_token",
     "split_loss_terms",
-    "with_evaluation_router_stats",
 ]
 
 
@@ -32,14 +31,6 @@ def split_loss_terms(loss, outputs) -> dict:
     terms = {"task_loss": loss - aux_loss, "balance_loss": aux_loss}
     terms.update(routing_statistics(outputs.get("expert_load"), outputs.get("dropped_token_fraction")))
     return terms
-
-
-def with_evaluation_router_stats(model, inputs: dict) -> dict:
-    """``inputs`` asking an MoE model in eval mode for its balance loss and routing statistics, which its routers
-    compute only in training unless asked (``output_router_stats``): evaluation logs them next to the training's."""
-    config = model.config
-    routes = max(getattr(config, "num_experts", 1), getattr(config, "num_attention_experts", 1)) > 1
-    return {**inputs, "output_router_stats": True} if routes and not model.training else inputs
 
 
 def check_eval_keeps_every_token(config) -> None:

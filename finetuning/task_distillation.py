@@ -31,9 +31,10 @@ from ..distillation.teacher_cache import (
 )
 from ..distillation.trainer_utils import freeze_teacher
 from ..training.compat import FROM_PRETRAINED_KWARGS
+from ..training.routing_keys import with_evaluation_router_stats
 from ..training.run_errors import RunSettingsError
 from .data import conventional_names
-from .finetune_trainer import FinetuneTrainer, split_loss_terms, with_evaluation_router_stats
+from .finetune_trainer import FinetuneTrainer, split_loss_terms
 
 __all__ = [
     "TEACHER_LOGITS",

@@ -12,7 +12,7 @@ import re
 
 import torch
 
-__all__ = ["ROUTING_KEY", "routing_statistics"]
+__all__ = ["ROUTING_KEY", "routing_statistics", "with_evaluation_router_stats"]
 
 ROUTING_KEY = re.compile(
     r"^(?P<prefix>eval_)?block(?P<block>\d+)_(?P<statistic>max_expert_share|min_expert_share|dropped_fraction)$"
@@ -29,3 +29,11 @@ def routing_statistics(expert_load: torch.Tensor | None, dropped: torch.Tensor |
         statistics[f"block{block}_min_expert_share"] = float(load.min())
         statistics[f"block{block}_dropped_fraction"] = float(dropped[block])
     return statistics
+
+
+def with_evaluation_router_stats(model, inputs: dict) -> dict:
+    """``inputs`` asking an MoE model in eval mode for its balance loss and routing statistics, which its routers
+    compute only in training unless asked (``output_router_stats``): evaluation logs them next to the training's."""
+    config = model.config
+    routes = max(getattr(config, "num_experts", 1), getattr(config, "num_attention_experts", 1)) > 1
+    return {**inputs, "output_router_stats": True} if routes and not model.training else inputs
