@@ -113,28 +113,85 @@ def require_divisible(owner: str, field: str, value: int, divisor_field: str, di
         _fail(owner, field, value, f"divisible by `{divisor_field}` ({divisor})")
 
 
-def reject_misspelt_fields(config_class: type, given: Iterable[str]) -> None:
-    """A keyword that is not a field but nearly spells one (``num_expert`` for ``num_experts``) is a typo.
+# The keys transformers itself puts in a config (``PretrainedConfig``'s arguments and saved fields on 4.57 and 5.x, and
+# what older lines wrote): a saved ``config.json`` carries them whichever line wrote it, so they are never refused.
+TRANSFORMERS_CONFIG_KEYS = frozenset(
+    {
+        "add_cross_attention", "architectures", "attn_implementation", "auto_map", "bad_words_ids",
+        "begin_suppress_tokens", "bos_token_id", "chunk_size_feed_forward", "cross_attention_hidden_size",
+        "decoder_start_token_id", "diversity_penalty", "do_sample", "dtype", "early_stopping",
+        "encoder_no_repeat_ngram_size", "eos_token_id", "experts_implementation", "exponential_decay_length_penalty",
+        "finetuning_task", "forced_bos_token_id", "forced_eos_token_id", "gradient_checkpointing", "id2label",
+        "is_decoder", "is_encoder_decoder", "label2id", "length_penalty", "max_length", "min_length", "model_type",
+        "name_or_path",
+        "no_repeat_ngram_size", "num_beam_groups", "num_beams", "num_labels", "num_return_sequences",
+        "output_attentions", "output_hidden_states", "output_scores", "pad_token_id", "prefix", "problem_type",
+        "pruned_heads", "quantization_config", "remove_invalid_values", "repetition_penalty", "return_dict",
+        "return_dict_in_generate", "sep_token_id", "suppress_tokens", "task_specific_params", "temperature",
+        "tf_legacy_loss", "tie_encoder_decoder", "tie_word_embeddings", "tokenizer_class", "top_k", "top_p",
+        "torch_dtype", "torchscript", "transformers_version", "typical_p", "use_bfloat16", "use_cache",
+    }
+)  # fmt: skip
 
-    transformers configs accept arbitrary extra attributes, and saved configs carry keys of whichever
-    transformers line wrote them, so unknown names in general stay allowed; only near-misses of the
-    family's own fields are refused, because they would be ignored silently (4 experts trained instead of 8).
-    """
-    own_fields = set()
+
+def _own_fields(config_class: type) -> set[str]:
+    """The arguments of the ``__init__`` of every class of ``config_class`` that is not transformers' own."""
+    own = set()
     for klass in config_class.__mro__:
         if klass.__module__.startswith("transformers") or klass is object:
             continue
         if "__init__" in vars(klass):
-            own_fields |= set(inspect.signature(vars(klass)["__init__"]).parameters) - {"self", "kwargs"}
+            own |= set(inspect.signature(vars(klass)["__init__"]).parameters) - {"self", "kwargs"}
+    return own
+
+
+def reject_undefined_fields(config_class: type, given: Iterable[str]) -> None:
+    """Refuse a field that neither ``config_class`` nor transformers defines, in a saved ``config.json`` as in a
+    config built in code: transformers would store it and every model would ignore it (``num_layers: 7`` builds the
+    default depth; a misspelt ``num_expert`` trains 4 experts instead of 8). The message names the field and the
+    real one it most likely means. Keys transformers writes (``TRANSFORMERS_CONFIG_KEYS``, this line's
+    ``PretrainedConfig`` arguments) and private ``_keys`` pass."""
+    from transformers import PretrainedConfig
+
+    own = _own_fields(config_class)
+    line = set(inspect.signature(PretrainedConfig.__init__).parameters)
     for name in given:
-        if name in own_fields:
+        if name in own or name in TRANSFORMERS_CONFIG_KEYS or name in line or name.startswith("_"):
             continue
-        close = difflib.get_close_matches(name, own_fields, n=1, cutoff=0.85)
-        if close:
-            raise ValueError(
-                f"{config_class.__name__}: unknown field `{name}`; did you mean `{close[0]}`? (Misspelt fields "
-                "would be ignored silently.)"
-            )
+        if name in TRANSFORMERS_ALIASES:
+            hint = TRANSFORMERS_ALIASES[name] + "."
+        else:
+            close = difflib.get_close_matches(name, sorted(own), n=1, cutoff=0.6)
+            hint = f"did you mean `{close[0]}`?" if close else f"its fields: {', '.join(sorted(own))}."
+        raise ValueError(
+            f"{config_class.__name__}: unknown field `{name}` (in config.json or the config's arguments); {hint} "
+            "Remove or rename it: an unknown field would be stored and ignored."
+        )
+
+
+# transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert configs call otherwise, or
+# for settings compact-bert fixes: given as overrides they would be stored and ignored.
+_ONE_EXPERT_PER_TOKEN = (
+    "compact-bert's MoE layers route each token to exactly one expert (top-1 routing, MiniMoE "
+    "and MoE-BERT alike), so there is no number of experts per token to set"
+)
+
+
+TRANSFORMERS_ALIASES = {
+    "num_layers": "compact-bert calls it `num_hidden_layers`",
+    "n_layers": "compact-bert calls it `num_hidden_layers`",
+    "num_heads": "compact-bert calls it `num_attention_heads`",
+    "n_heads": "compact-bert calls it `num_attention_heads`",
+    "d_model": "compact-bert calls it `hidden_size`",
+    "hidden_dim": "compact-bert calls it `hidden_size`",
+    "ffn_dim": "compact-bert calls it `intermediate_size`",
+    "num_local_experts": "compact-bert calls it `num_experts`",
+    "n_routed_experts": "compact-bert calls it `num_experts`",
+    "num_experts_per_tok": _ONE_EXPERT_PER_TOKEN,
+    "num_selected_experts": _ONE_EXPERT_PER_TOKEN,
+    "moe_top_k": _ONE_EXPERT_PER_TOKEN,
+    "top_k": _ONE_EXPERT_PER_TOKEN,
+}
 
 
 # top1: learned softmax gate, the expert with the highest probability, output scaled by that probability.
@@ -211,7 +268,7 @@ class SparseBertConfigBase(PretrainedConfig):
         **kwargs,
     ):
         drop_fields_of_release_0_1(kwargs)
-        reject_misspelt_fields(type(self), kwargs)
+        reject_undefined_fields(type(self), kwargs)
         kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.

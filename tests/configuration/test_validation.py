@@ -88,7 +88,33 @@ def test_misspelt_field_suggests_the_real_one():
         MiniMoEConfig(num_expert=8)
 
 
-def test_unrelated_extra_attributes_stay_allowed():
-    """transformers configs carry arbitrary extra attributes (and keys of the other transformers line)."""
-    config = MiniMoEConfig(my_project_note="kept", num_labels=3, finetuning_task="sst2")
-    assert config.my_project_note == "kept" and config.num_labels == 3
+def test_fields_nobody_defines_are_refused_and_transformers_keys_pass():
+    """An attribute neither the family nor transformers defines would be stored and ignored (issue 38): refused,
+    naming it; transformers' own keys (of either line: ``num_labels``, ``finetuning_task``, ``torch_dtype``) pass."""
+    with pytest.raises(ValueError, match=r"MiniMoEConfig: unknown field `my_project_note` .*its fields: "):
+        MiniMoEConfig(my_project_note="kept")
+    config = MiniMoEConfig(num_labels=3, finetuning_task="sst2", torch_dtype="float32", _private_note=1)
+    assert config.num_labels == 3 and config.finetuning_task == "sst2"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("bogus_field", 1, r"unknown field `bogus_field` \(in config\.json"),
+        ("num_layers", 7, r"unknown field `num_layers` .*compact-bert calls it `num_hidden_layers`"),
+        ("num_expert", 8, r"unknown field `num_expert` .*did you mean `num_experts`\?"),
+    ],
+)
+@pytest.mark.parametrize("config_class", [MiniMoEConfig, MoEBertConfig, CompactMobileBertConfig, IBBertConfig])
+def test_a_saved_config_with_a_field_nobody_defines_is_refused_on_load(tmp_path, config_class, field, value, message):
+    import json
+
+    from transformers import AutoConfig
+
+    config_class().save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    if field == "num_expert" and "num_experts" not in saved:
+        pytest.skip("a dense family has no `num_experts` to suggest")
+    (tmp_path / "config.json").write_text(json.dumps({**saved, field: value}))
+    with pytest.raises(ValueError, match=message):
+        AutoConfig.from_pretrained(tmp_path)

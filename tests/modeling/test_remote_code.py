@@ -122,3 +122,32 @@ def test_a_folder_saved_from_one_head_loads_as_another_without_compact_bert(tmp_
     load_in_fresh_process([{**case, "reference": str(tmp_path / "reference.pt")}], tmp_path / "child")
     auto_map = json.loads((tmp_path / "mlm" / "config.json").read_text())["auto_map"]
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_minimoe.MiniMoEForSequenceClassification"
+
+
+def test_a_saved_config_with_a_field_nobody_defines_is_refused_as_remote_code(tmp_path):
+    """The folder's own configuration file refuses an unknown field too, in a process without compact-bert."""
+    import subprocess
+
+    from transformers import AutoModel
+
+    from tests.remote_code_helpers import BLOCK_COMPACT_BERT
+
+    AutoModel.from_config(tiny_configs()["minimoe"]).save_pretrained(tmp_path / "model")
+    saved = json.loads((tmp_path / "model" / "config.json").read_text())
+    (tmp_path / "model" / "config.json").write_text(json.dumps({**saved, "num_layers": 7}))
+    child = BLOCK_COMPACT_BERT + (
+        "import transformers\n"
+        "try:\n"
+        f"    transformers.AutoConfig.from_pretrained({str(tmp_path / 'model')!r}, trust_remote_code=True)\n"
+        "except ValueError as error:\n"
+        "    print('REFUSED', error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PATH": "/usr/bin:/bin"},
+    )
+    assert "REFUSED MiniMoEConfig: unknown field `num_layers`" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "compact-bert calls it `num_hidden_layers`" in result.stdout
