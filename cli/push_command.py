@@ -141,6 +141,12 @@ def print_upload_listing(
         )
     card = None if keep_card else build_model_card(folder, repo_id)
     files = sorted(set(hub_files(folder)) | {MODEL_CARD_FILE})
+    if "config.json" not in files or not any(name.endswith((".safetensors", ".bin")) for name in files):
+        raise SystemExit(
+            f"compact-bert push: {folder}: its config.json or weights are links ({', '.join(links)}), which push "
+            "never uploads: a repository without them would load nothing. Copy the files into the folder "
+            "(cp -L) and push again."
+        )
     sizes = {
         name: (
             len(str(card).encode()) if name == MODEL_CARD_FILE and card is not None else (folder / name).stat().st_size
@@ -156,7 +162,7 @@ def print_upload_listing(
         print(f"  {sizes[name]:>12}  {_size(sizes[name]):>9}  {name}")
     if links:
         print(
-            f"Skipped {len(links)} symbolic link(s), never uploaded (a link can point outside the folder): "
+            f"Skipped {len(links)} link(s), never uploaded (a symbolic or hard link can point outside the folder): "
             + ", ".join(links)
         )
     left_out = excluded_files(folder)

@@ -94,6 +94,22 @@ def _read_json(path: Path) -> dict | list:
         raise SentenceFolderError(f"{path} is not valid JSON: {error}.") from None
 
 
+def _module_folder(folder: Path, entry: dict, modules_path: Path) -> Path:
+    """A module's folder, which must lie inside ``folder``: an absolute path, ``..`` or a link out of it would make
+    loading read weights from elsewhere (sentence-transformers refuses such paths too)."""
+    relative = str(entry.get("path", ""))
+    module_folder = folder / relative
+    inside = folder.resolve()
+    if Path(relative).is_absolute() or not (
+        module_folder.resolve() == inside or inside in module_folder.resolve().parents
+    ):
+        raise SentenceFolderError(
+            f"{modules_path}: module {entry.get('name', entry.get('idx'))!r} has path {relative!r}, which leads "
+            f"outside {folder}; a module's path must be a folder inside it (e.g. '1_Pooling')."
+        )
+    return module_folder
+
+
 def has_sentence_transformers_modules(folder: str | Path) -> bool:
     return (Path(folder) / MODULES_FILE).is_file()
 
@@ -137,7 +153,7 @@ def read_embedding_head(folder: str | Path) -> EmbeddingHead:
         if isinstance(length, int) and 0 < length < 100_000:  # transformers writes a huge number for "no limit"
             head.max_seq_length = length
     for entry, kind in zip(modules, kinds):
-        module_folder = folder / str(entry.get("path", ""))
+        module_folder = _module_folder(folder, entry, modules_path)
         if kind == "Pooling":
             head.pooling = _read_pooling(module_folder / "config.json")
         elif kind == "Dense":

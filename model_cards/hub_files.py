@@ -68,8 +68,9 @@ def _allowed(relative: str) -> bool:
 
 def _walk(folder: Path) -> tuple[list[str], list[str]]:
     """``(files, links)`` under ``folder`` as sorted relative paths: regular files reached without following any
-    symbolic link, and the symbolic links met on the way (never followed, never uploaded: a link can point
-    anywhere on the machine, ``/etc/passwd`` included)."""
+    symbolic link, and the links met on the way (never followed, never uploaded: a link can point anywhere on the
+    machine, ``/etc/passwd`` included) — symbolic links, and hard links: a file with more than one name, or owned by
+    another user, is the same data as a file elsewhere, which nothing in the folder's listing shows."""
     files, links = [], []
     for root, directories, names in os.walk(folder, followlinks=False):
         base = Path(root)
@@ -80,11 +81,16 @@ def _walk(folder: Path) -> tuple[list[str], list[str]]:
         for name in names:
             path = base / name
             relative = path.relative_to(folder).as_posix()
-            if path.is_symlink():
+            if path.is_symlink() or (path.is_file() and _hard_linked(path)):
                 links.append(relative)
             elif path.is_file():
                 files.append(relative)
     return sorted(files), sorted(links)
+
+
+def _hard_linked(path: Path) -> bool:
+    status = path.stat()
+    return status.st_nlink > 1 or (hasattr(os, "getuid") and status.st_uid != os.getuid())
 
 
 def _all_files(folder: Path) -> list[str]:
@@ -92,7 +98,8 @@ def _all_files(folder: Path) -> list[str]:
 
 
 def symbolic_links(folder: str | Path) -> list[str]:
-    """The symbolic links inside ``folder`` (files or folders), which ``push`` leaves out and names."""
+    """The links inside ``folder`` (symbolic links to files or folders, hard-linked files), which ``push`` leaves
+    out and names."""
     return _walk(Path(folder))[1]
 
 

@@ -137,6 +137,23 @@ def test_folders_this_project_cannot_reproduce_are_refused_with_the_file_named(t
     assert str(folder) in str(error.value)
 
 
+@pytest.mark.parametrize("where", ["parent", "absolute", "link"])
+def test_a_module_path_leading_outside_the_folder_is_refused(tmp_path, where):
+    """A modules.json whose module path is ``../outside``, absolute, or a link out of the folder would load weights
+    from elsewhere (sentence-transformers refuses such paths too): refused, naming the file and the path."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
+    folder = _folder(tmp_path, [TRANSFORMER, POOLING])
+    path = {"parent": "../outside", "absolute": str(outside), "link": "1_Link"}[where]
+    if where == "link":
+        (folder / "1_Link").symlink_to(outside)
+    (folder / "modules.json").write_text(json.dumps([TRANSFORMER, {**POOLING, "path": path}]))
+    with pytest.raises(SentenceFolderError, match=r"modules\.json: module .* leads outside .*folder") as error:
+        read_embedding_head(folder)
+    assert path in str(error.value)
+
+
 def test_plain_model_folder_is_not_a_sentence_transformers_folder(tmp_path):
     with pytest.raises(SentenceFolderError, match="no modules.json.*--pooling"):
         read_embedding_head(tmp_path)

@@ -248,7 +248,7 @@ def test_symbolic_links_are_never_uploaded_and_are_named(tmp_path):
     with HubServer(tmp_path / "hub") as hub:
         result = _push(hub, tmp_path / "home", str(folder), "user/linked")
         assert result.returncode == 0, result.stderr[-3000:]
-        assert "Skipped 3 symbolic link(s), never uploaded" in result.stdout
+        assert "Skipped 3 link(s), never uploaded" in result.stdout
         assert set(hub.files("user/linked")) == {
             "README.md",
             "config.json",
@@ -256,6 +256,30 @@ def test_symbolic_links_are_never_uploaded_and_are_named(tmp_path):
             "model.safetensors",
             "modeling_minimoe.py",
         }
+
+
+def test_hard_links_are_never_uploaded_and_a_folder_of_links_is_refused(tmp_path):
+    """A hard link is the same data as a file elsewhere (``notes.txt`` and ``/etc/passwd`` could be one inode): left
+    out and named like a symbolic link. A folder whose weights are links (a hub-cache snapshot) is refused instead
+    of pushed as a repository holding only its card."""
+    import os
+
+    from compact_bert.model_cards.hub_files import symbolic_links
+
+    folder = tmp_path / "model"
+    config = tiny_configs()["minimoe"]
+    AUTO_CLASSES_BY_CONFIG[type(config)]["AutoModel"](config).save_pretrained(folder)
+    (tmp_path / "secret.txt").write_text("private")
+    os.link(tmp_path / "secret.txt", folder / "tokenizer.json")
+    assert "tokenizer.json" not in hub_files(folder) and symbolic_links(folder) == ["tokenizer.json"]
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    for path in folder.iterdir():
+        (snapshot / path.name).symlink_to(path)
+    from compact_bert.cli.main import main
+
+    with pytest.raises(SystemExit, match=r"push: .*snapshot: its config\.json or weights are links"):
+        main(["push", str(snapshot), "user/snapshot", "--dry-run"])
 
 
 def test_pushed_embedding_student_loads_by_id_in_sentence_transformers(tmp_path):
