@@ -36,7 +36,7 @@ from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
 from .downstream import DEFAULT_DATA_DIR
 
-__all__ = ["CANDIDATES", "main", "write_selection_set"]
+__all__ = ["CANDIDATES", "candidate_flags", "main", "write_selection_set"]
 
 SELECTION_ROWS = 872
 MIN_WORDS = 8
@@ -83,7 +83,19 @@ def write_selection_set(glue_train: Path, bundled_train: Path, output: Path) -> 
     return output
 
 
+def candidate_flags(flags: list[str], teacher_dir: Path, pretrained: str) -> list[str]:
+    """A candidate's flags with ``{teacher}`` and ``{pretrained}`` filled in (``str.replace``, not ``format``: the
+    flags hold JSON, whose braces ``format`` would read as fields)."""
+    return [flag.replace("{teacher}", str(teacher_dir)).replace("{pretrained}", pretrained) for flag in flags]
+
+
 def _finetune(arguments: list[str]) -> dict:
+    """One ``compact-bert finetune`` run; a run whose folder already holds its summary (an interrupted recipe run
+    again) is read back instead of trained again: the same seed gives the same result."""
+    output_dir = Path(arguments[arguments.index("--output_dir") + 1])
+    if (output_dir / "run_summary.json").is_file():
+        print(f"Reusing the finished run in {output_dir}")
+        return json.loads((output_dir / "run_summary.json").read_text())
     model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
     return finetune_command.finetune(model_args, data_args, config, arguments)[0]
 
@@ -150,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         for index, (name, (model, flags)) in enumerate(CANDIDATES.items()):
             if index not in chosen:
                 continue
-            flags = [flag.format(teacher=teacher_dir, pretrained=pretrained) for flag in flags]
+            flags = candidate_flags(flags, teacher_dir, pretrained)
             runs[name] = _finetune(
                 [
                     "--model_name_or_path",
