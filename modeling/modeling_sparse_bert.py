@@ -659,9 +659,11 @@ class SparseBertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, SparseBertEmbeddings):
             init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
-    def check_inputs(self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None) -> None:
+    def check_inputs(
+        self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None, attention_mask=None
+    ) -> None:
         """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``."""
-        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids)
+        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
 
 
 class SparseBertModel(SparseBertPreTrainedModel):
@@ -699,7 +701,7 @@ class SparseBertModel(SparseBertPreTrainedModel):
         output_router_stats: bool = False,
         run_auxiliary_attention: bool = False,
     ) -> SparseBertModelOutput:
-        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
+        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states

@@ -66,15 +66,57 @@ def attention_function(config, output_attentions: bool) -> Callable:
     return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
 
 
-def validate_model_inputs(config, input_ids, inputs_embeds, token_type_ids=None, position_ids=None) -> None:
-    """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``. The ids'
-    range is read on the host on CPU only, and not while tracing; on an accelerator the check is queued on the
-    device (``torch._assert_async``) instead of making every call wait for it."""
+def _is_integer_dtype(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool
+
+
+def _describe(tensor: torch.Tensor) -> str:
+    return f"shape {tuple(tensor.shape)} and dtype {tensor.dtype}"
+
+
+def _check_companion(name: str, tensor, shape, allowed_dtypes: str, dtype_ok, broadcast_batch: bool = False) -> None:
+    """``tensor`` (an optional input beside the ids) must have the ids' ``[batch, sequence]`` shape (``[1, sequence]``
+    too where ``broadcast_batch``) and a dtype ``dtype_ok`` accepts; read from metadata only, no device sync."""
+    if tensor is None:
+        return
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"`{name}` must be a tensor, got {type(tensor).__name__}.")
+    shapes = [tuple(shape)] + ([(1, shape[1])] if broadcast_batch else [])
+    if tuple(tensor.shape) not in shapes or not dtype_ok(tensor.dtype):
+        wanted = " or ".join(str(list(item)) for item in shapes)
+        raise ValueError(
+            f"`{name}` must have shape {wanted} ([batch, sequence], as the inputs) and {allowed_dtypes}; "
+            f"got {_describe(tensor)}."
+        )
+
+
+def validate_model_inputs(
+    config, input_ids, inputs_embeds, token_type_ids=None, position_ids=None, attention_mask=None
+) -> None:
+    """Fail naming the argument, its shape and dtype and what was expected, instead of a shape error or an
+    ``IndexError`` deep inside ``forward``. Shapes and dtypes are checked from metadata; the ids' range is read on
+    the host on CPU only, and not while tracing; on an accelerator that check is queued on the device
+    (``torch._assert_async``) instead of making every call wait for it."""
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+    if input_ids is not None and not _is_integer_dtype(input_ids.dtype):
+        raise ValueError(
+            f"`input_ids` must be integer token ids (torch.long), got {_describe(input_ids)}: floats would be "
+            "truncated to ids; pass the tokenizer's output, or embeddings as `inputs_embeds`."
+        )
+    if inputs_embeds is not None and not inputs_embeds.dtype.is_floating_point:
+        raise ValueError(
+            f"`inputs_embeds` must be floating point [batch, sequence, width], got {_describe(inputs_embeds)}."
+        )
     shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
     if len(shape) != 2:
         raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
+    integer = "an integer dtype"
+    _check_companion("token_type_ids", token_type_ids, shape, integer, _is_integer_dtype)
+    _check_companion("position_ids", position_ids, shape, integer, _is_integer_dtype, broadcast_batch=True)
+    _check_companion(
+        "attention_mask", attention_mask, shape, "a bool, integer or floating dtype of 1 / 0", lambda dtype: True
+    )
     if 0 in shape:
         raise ValueError(
             f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
@@ -754,9 +796,11 @@ class MiniMoEPreTrainedModel(PreTrainedModel):
         elif isinstance(module, MiniMoEEmbeddings):
             init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
-    def check_inputs(self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None) -> None:
+    def check_inputs(
+        self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None, attention_mask=None
+    ) -> None:
         """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``."""
-        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids)
+        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
 
 
 class MiniMoEModel(MiniMoEPreTrainedModel):
@@ -794,7 +838,7 @@ class MiniMoEModel(MiniMoEPreTrainedModel):
         output_router_stats: bool = False,
         run_auxiliary_attention: bool = False,
     ) -> MiniMoEModelOutput:
-        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids)
+        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states

@@ -66,3 +66,49 @@ def test_ids_on_an_accelerator_are_checked_on_the_device_without_a_host_read(con
     assert [message.split("`")[1] for message in messages] == ["input_ids", "token_type_ids"]
     assert messages[0].startswith(f"`input_ids` must lie in [0, {VOCAB_SIZE}) (the model's `vocab_size`)")
     assert all(condition.device.type == "meta" and condition.dtype == torch.bool for condition, _ in queued)
+
+
+@pytest.mark.parametrize("config_id", ["mobilebert", "minimoe", "moe_bert", "ib_bert"])
+@pytest.mark.parametrize(
+    ("argument", "make", "message"),
+    [
+        (
+            "input_ids",
+            lambda ids: {"input_ids": ids.float()},
+            r"`input_ids` must be integer token ids .*torch\.float32",
+        ),
+        (
+            "attention_mask",
+            lambda ids: {"input_ids": ids, "attention_mask": torch.ones(2, 5, dtype=torch.long)},
+            r"`attention_mask` must have shape \[3, 6\] .*got shape \(2, 5\)",
+        ),
+        (
+            "token_type_ids",
+            lambda ids: {"input_ids": ids, "token_type_ids": torch.zeros(3, 6)},
+            r"`token_type_ids` must have shape \[3, 6\] .*an integer dtype; got shape \(3, 6\) and dtype torch\.float32",
+        ),
+        (
+            "position_ids",
+            lambda ids: {"input_ids": ids, "position_ids": torch.arange(7)[None]},
+            r"`position_ids` must have shape \[3, 6\] or \[1, 6\]",
+        ),
+        (
+            "inputs_embeds",
+            lambda ids: {"inputs_embeds": torch.zeros(3, 6, 4, dtype=torch.long)},
+            r"`inputs_embeds` must be floating point",
+        ),
+    ],
+)
+def test_inputs_of_a_wrong_dtype_or_shape_are_refused_naming_the_argument(config_id, argument, make, message):
+    """Issue 38 item 5: not torch's message from deep inside ``forward``, but the argument, its shape and dtype and
+    what was expected — from the tensors' metadata, so nothing waits on an accelerator."""
+    model = AutoModel.from_config(tiny_configs()[config_id]).eval()
+    input_ids = torch.ones(3, 6, dtype=torch.long)
+    with pytest.raises(ValueError, match=message):
+        model(**make(input_ids))
+
+
+def test_a_position_ids_row_shared_by_the_batch_is_accepted():
+    model = AutoModel.from_config(tiny_configs()["minimoe"]).eval()
+    with torch.no_grad():
+        model(input_ids=torch.ones(3, 6, dtype=torch.long), position_ids=torch.arange(6)[None])
