@@ -11,7 +11,7 @@ from transformers import TrainingArguments
 
 from ..training.run_errors import RunSettingsError
 
-__all__ = ["check_output_dir", "check_training_arguments"]
+__all__ = ["check_output_dir_creatable", "check_output_file", "check_output_dir", "check_training_arguments"]
 
 _AT_LEAST_ONE = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
 
@@ -52,6 +52,43 @@ def check_training_arguments(args: TrainingArguments) -> None:
             "`compact-bert push OUTPUT_DIR REPO_ID` (weights, config, tokenizer, remote code and model card only)."
         )
     check_output_dir(args.output_dir, "output_dir")
+
+
+def check_output_file(path: str | Path | None, flag: str) -> None:
+    """``path`` can be written as a file: not a folder, its folder exists (or can be created) and is writable.
+    Checked before a command's expensive part, so that its result is not lost at the end."""
+    if path is None:
+        return
+    file = Path(path)
+    if file.is_dir():
+        raise RunSettingsError(f"--{flag} {file} is a folder; give the path of a file to write.")
+    check_output_dir_creatable(file.parent, flag)
+
+
+def check_output_dir_creatable(path: str | Path, flag: str) -> None:
+    """``path`` is a writable folder, or can be created as one; tried for real (the missing folders made, a file
+    written, then all of it removed again), so that a command failing later on its other checks leaves nothing
+    behind and read-only mounts or ``/proc`` are caught where ``os.access`` would say yes."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise RunSettingsError(f"--{flag} {folder} is a file, not a folder; give the path of a folder.")
+    existing = next((candidate for candidate in (folder, *folder.parents) if candidate.exists()), None)
+    if existing is None or not existing.is_dir():
+        raise RunSettingsError(f"--{flag} {folder} cannot be created: {existing} is a file, not a folder.")
+    missing = [candidate for candidate in (folder, *folder.parents) if not candidate.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        what = "is not writable" if not missing else "cannot be created"
+        raise RunSettingsError(
+            f"--{flag} {folder} {what} ({error.strerror or error}); choose a folder you can write to."
+        ) from None
+    finally:
+        for created in missing:  # deepest first
+            if created.exists():
+                created.rmdir()
 
 
 def check_output_dir(path: str | Path | None, flag: str) -> None:

@@ -18,6 +18,9 @@ import copy
 import json
 from pathlib import Path
 
+from ..training.run_errors import RunSettingsError
+from .argument_checks import check_output_dir_creatable, check_output_file
+
 __all__ = ["RUNTIMES", "add_parser", "run"]
 
 RUNTIMES = ("eager", "optimized", "compiled", "onnx", "onnx-int8", "tflite", "tflite-int8")
@@ -98,6 +101,12 @@ def _check_arguments(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
         _fail(f"{args.model!r} is neither a model folder nor a preset; presets: {', '.join(sorted(PRESETS))}.")
     if args.write_latency and folder is None:
         _fail("--write_latency needs a model folder (a preset has nowhere to keep latency.json).")
+    try:  # before measuring, so that the measurement is not lost at the end
+        check_output_file(args.json, "json")
+        if args.write_latency:
+            check_output_dir_creatable(folder, "write_latency: the model folder")
+    except RunSettingsError as error:
+        _fail(str(error))
     available = [name for name, file in _EXPORTED_FILES.items() if folder is not None and (folder / file).is_file()]
     runtimes = list(dict.fromkeys(args.runtimes or ["eager", "optimized", "compiled", *available]))
     for name in runtimes:

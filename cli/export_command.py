@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from ..export.tasks import EXPORT_TASKS
+from ..training.run_errors import RunSettingsError
+from .argument_checks import check_output_dir_creatable
 
 __all__ = ["add_parser", "run"]
 
@@ -82,6 +84,10 @@ def _check_format_options(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_format_options(args)
+    try:  # before loading and exporting the model
+        check_output_dir_creatable(args.output_dir, "OUTPUT_DIR")
+    except RunSettingsError as error:
+        raise SystemExit(f"compact-bert export: {str(error).replace('--OUTPUT_DIR', 'OUTPUT_DIR')}") from None
     try:
         if args.format == "tflite":
             return _run_tflite(args)

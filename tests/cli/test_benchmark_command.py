@@ -148,6 +148,8 @@ def test_compiled_runtime_matches_the_table_shape(tmp_path, monkeypatch):
         (["minimoe-4l-192h", "--runtimes", "onnx"], "a preset has no export"),
         (["minimoe-4l-192h", "--write_latency"], "--write_latency needs a model folder"),
         (["minimoe-4l-192h", "--rounds", "0"], "--rounds must be >= 1"),
+        (["minimoe-4l-192h", "--json", "/"], r"--json / is a folder; give the path of a file"),
+        (["minimoe-4l-192h", "--json", "/proc/no/such/dir/out.json"], r"--json .*cannot be created|is not writable"),
     ],
 )
 def test_bad_arguments_fail_early_with_the_flag_named(arguments, message):

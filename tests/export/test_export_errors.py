@@ -132,6 +132,15 @@ def test_a_capacity_factor_needs_moe_ffn_blocks_and_a_positive_value():
         set_eval_capacity_factor(dense, 1.25)
 
 
+def test_an_output_folder_that_cannot_be_written_is_named_before_the_export(saved_minimoe, tmp_path):
+    taken = tmp_path / "taken.onnx"
+    taken.write_text("x")
+    with pytest.raises(SystemExit, match=rf"export: OUTPUT_DIR {taken} is a file, not a folder"):
+        main(["export", "onnx", str(saved_minimoe), str(taken), "--task", "fill-mask"])
+    with pytest.raises(SystemExit, match=r"export: OUTPUT_DIR /proc/compact-bert-out cannot be created"):
+        main(["export", "onnx", str(saved_minimoe), "/proc/compact-bert-out", "--task", "fill-mask"])
+
+
 def test_tflite_without_its_extra_names_the_packages(saved_minimoe, tmp_path, monkeypatch):
     from compact_bert.export import tflite_exporter
 
