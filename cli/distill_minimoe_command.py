@@ -209,6 +209,16 @@ def _distill(teacher, student, training_args, datasets, collator, tokenizer, ext
     )
 
 
+def split_finetune_args(text: str) -> list[str]:
+    """``--finetune_args`` as a command line's words (shell quoting rules); a quote left open is named with the flag."""
+    try:
+        return shlex.split(text)
+    except ValueError as error:
+        raise RunSettingsError(
+            f"--finetune_args {text!r}: {error} (the value is split as a shell would split it: close every quote)."
+        ) from None
+
+
 def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments, training_args) -> list[str]:
     """The ``compact-bert finetune`` command line of the student's fine-tuning on the labels alone
     (``--compare false``)."""
@@ -225,7 +235,7 @@ def finetune_arguments(student_dir: str, finetune_args: MainJobFinetuneArguments
         finetune_args.finetune_validation_file or str(files["validation"]),
         *COMPARISON_FLAGS,
         *inherited_flags(training_args),
-        *shlex.split(finetune_args.finetune_args),
+        *split_finetune_args(finetune_args.finetune_args),
     ]
 
 
@@ -315,7 +325,7 @@ def main_job(student_args, finetune_args, training_args) -> dict:
             finetune_args.finetune_train_file,
             finetune_args.finetune_validation_file,
             student_flags,
-            shlex.split(finetune_args.finetune_args),
+            split_finetune_args(finetune_args.finetune_args),
             student_output_dir=finetune_args.finetune_output_dir,
         )
     )

@@ -506,3 +506,19 @@ def test_a_missing_finetune_file_fails_before_distilling(tmp_path):
             ]
         )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("method", ["minimoe", "task"])
+def test_an_unclosed_quote_in_finetune_args_names_the_flag(tmp_path, method):
+    with pytest.raises(SystemExit, match=r"--finetune_args \"--run_name 'unclosed\": No closing quotation"):
+        main(
+            [
+                "distill",
+                method,
+                "--output_dir",
+                str(tmp_path / "run"),
+                "--finetune_args",
+                "--run_name 'unclosed",
+                *QUIET,
+            ]
+        )
