@@ -41,6 +41,7 @@ from ..evaluation.sts import bundled_sts_validation, evaluate_sts, read_sts_pair
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..modeling.model_stats import count_parameters
 from ..training.run_errors import RunSettingsError
+from .argument_checks import check_output_dir_creatable
 from .training_common import build_from_preset, parse_arguments, parse_json_object, train_and_report
 
 __all__ = ["EmbeddingStudentArguments", "build_projection", "default_sentence_files", "load_teacher_embedder", "run"]
@@ -223,6 +224,8 @@ def run(argv: list[str]) -> int:
     args, training_args = parse_arguments(
         (EmbeddingStudentArguments, EmbeddingDistillationConfig), argv, "compact-bert distill embeddings", DESCRIPTION
     )
+    if args.teacher_cache_dir is not None:  # before the teacher's embeddings are computed, not after
+        check_output_dir_creatable(args.teacher_cache_dir, "teacher_cache_dir")
     max_length = training_args.max_seq_length
     sources = args.sentences or [str(path) for path in default_sentence_files()]
     batch = training_args.per_device_train_batch_size * max(1, training_args.world_size)

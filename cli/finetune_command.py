@@ -56,6 +56,7 @@ from ..finetuning.task_distillation import (
 from ..model_cards import write_model_card
 from ..training.atomic_files import write_text_atomically
 from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
+from .argument_checks import check_output_dir_creatable
 from .training_common import (
     parse_arguments,
     parse_json_object,
@@ -440,6 +441,8 @@ def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, F
     )
     if model_args.model_name_or_path == PACKAGED_TEACHER:  # the packaged all-MiniLM-L6-v2, by its short name
         model_args.model_name_or_path = str(packaged_teacher_dir())
+    if training_args.teacher_cache_dir is not None:  # before the teacher's logits are computed, not after
+        check_output_dir_creatable(training_args.teacher_cache_dir, "teacher_cache_dir")
     return model_args, data_args, training_args
 
 

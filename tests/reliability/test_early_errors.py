@@ -19,6 +19,7 @@ from compact_bert.distillation.data import PretrainingCollator, resolve_text_fil
 from compact_bert.distillation.tcd_config import TransferCapabilityDistillationConfig
 from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillationTrainer
 from compact_bert.distillation.trainer_utils import PretrainingTrainer
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.modeling import MoEBertForMaskedLM
 from compact_bert.training.compat import save_tokenizer
 from compact_bert.training.write_errors import OutputWriteError
@@ -522,3 +523,27 @@ def test_an_unclosed_quote_in_finetune_args_names_the_flag(tmp_path, method):
                 *QUIET,
             ]
         )
+
+
+def test_a_teacher_cache_dir_that_cannot_be_written_is_named_before_the_teacher_runs(tmp_path):
+    """The teacher's logits were computed first and the write failed after them, in a traceback."""
+    taken = tmp_path / "cache-file"
+    taken.write_text("x")
+    for value, message in ((str(taken), "is a file, not a folder"), ("/proc/compact-bert-cache", "cannot be created")):
+        with pytest.raises(SystemExit, match=rf"--teacher_cache_dir {value} {message}"):
+            main(
+                [
+                    "finetune",
+                    "--model_name_or_path",
+                    "minilm-3l-384h",
+                    "--task_name",
+                    "sst2",
+                    "--train_file",
+                    str(bundled_sst2_files()["train"]),
+                    "--teacher_cache_dir",
+                    value,
+                    "--output_dir",
+                    str(tmp_path / "run"),
+                    *QUIET,
+                ]
+            )
