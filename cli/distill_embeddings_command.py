@@ -27,6 +27,7 @@ from ..distillation.embedding_data import (
     tokenize_sentences,
 )
 from ..distillation.embedding_trainer import EmbeddingDistillationTrainer
+from ..distillation.relation_kernels import check_relation_kernel_environment
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import resolve_model_path
 from ..embeddings.bundled_corpus import bundled_stsb_sentences
@@ -221,6 +222,10 @@ def _student_embedder(
 
 
 def run(argv: list[str]) -> int:
+    try:
+        check_relation_kernel_environment()
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     args, training_args = parse_arguments(
         (EmbeddingStudentArguments, EmbeddingDistillationConfig), argv, "compact-bert distill embeddings", DESCRIPTION
     )

@@ -30,6 +30,7 @@ from ..distillation.data import (
 )
 from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
+from ..distillation.relation_kernels import check_relation_kernel_environment
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
@@ -344,6 +345,10 @@ def main_job(student_args, finetune_args, training_args) -> dict:
 
 
 def run(argv: list[str]) -> int:
+    try:
+        check_relation_kernel_environment()
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     student_args, finetune_args, corpus, training_args = parse_arguments(
         (MiniMoEStudentArguments, MainJobFinetuneArguments, CorpusArguments, MiniMoEDistillationConfig),
         argv,

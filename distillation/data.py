@@ -103,8 +103,13 @@ class CorpusArguments:
 def _check_text_file(path: Path, chunk_bytes: int = 1 << 20) -> None:
     """A corpus file must be non-blank UTF-8 text without NUL bytes. Read in chunks of ``chunk_bytes`` with an
     incremental decoder, so that checking a corpus larger than memory (``--streaming``) costs one chunk of memory."""
-    if not path.is_file():
+    if not path.exists():
         raise RunSettingsError(f"Corpus file {path} does not exist.")
+    if not path.is_file():
+        raise RunSettingsError(
+            f"Corpus file {path} is not a regular file (a device, a pipe or a socket): give UTF-8 .txt files or "
+            "folders of them."
+        )
     decoder = codecs.getincrementaldecoder("utf-8")()
     line, offset, has_text, nul, nul_count = 1, 0, False, None, 0
     with path.open("rb") as handle:

@@ -23,13 +23,21 @@ from .eager import eager_relation_kl
 from .native import NativeKernelUnavailable, native_relation_kl
 from .validation import check_relation_inputs
 
-__all__ = ["RELATION_KERNELS", "relation_kl", "resolve_relation_kernel"]
+__all__ = ["RELATION_KERNELS", "check_relation_kernel_environment", "relation_kl", "resolve_relation_kernel"]
 
 logger = logging.getLogger(__name__)
 
 RELATION_KERNELS = ("auto", "native", "eager")
 _KERNEL_ENVIRONMENT = "COMPACT_BERT_RELATION_KERNEL"
 _warned_unavailable = False
+
+
+def check_relation_kernel_environment() -> None:
+    """``$COMPACT_BERT_RELATION_KERNEL`` names a backend: checked when a relation-distillation command starts, before
+    models and data are built, rather than at the first loss."""
+    value = os.environ.get(_KERNEL_ENVIRONMENT)
+    if value and value not in RELATION_KERNELS:
+        raise ValueError(f"${_KERNEL_ENVIRONMENT}={value!r} is not one of {', '.join(RELATION_KERNELS)}.")
 
 
 def resolve_relation_kernel(name: str | None, device: torch.device) -> str:

@@ -547,3 +547,28 @@ def test_a_teacher_cache_dir_that_cannot_be_written_is_named_before_the_teacher_
                     *QUIET,
                 ]
             )
+
+
+@pytest.mark.parametrize("method", ["minimoe", "embeddings"])
+def test_a_bogus_relation_kernel_variable_is_named_before_anything_is_built(tmp_path, monkeypatch, method):
+    monkeypatch.setenv("COMPACT_BERT_RELATION_KERNEL", "bogus")
+    with pytest.raises(SystemExit, match=r"\$COMPACT_BERT_RELATION_KERNEL='bogus' is not one of auto, native, eager"):
+        main(["distill", method, "--output_dir", str(tmp_path / "run"), *QUIET])
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_corpus_that_is_not_a_regular_file_is_named_as_such(tmp_path):
+    with pytest.raises(SystemExit, match=r"Corpus file /dev/zero is not a regular file"):
+        main(
+            [
+                "distill",
+                "minimoe",
+                "--corpus",
+                "/dev/zero",
+                "--finetune",
+                "false",
+                "--output_dir",
+                str(tmp_path / "r"),
+                *QUIET,
+            ]
+        )
