@@ -483,7 +483,15 @@ def _load_dataset_dict(arguments) -> datasets.DatasetDict:
     if local.is_dir():
         loaded = datasets.load_from_disk(str(local))
     else:
-        loaded = datasets.load_dataset(arguments.dataset_name, arguments.dataset_config_name)
+        try:
+            loaded = datasets.load_dataset(arguments.dataset_name, arguments.dataset_config_name)
+        except (OSError, ValueError, ConnectionError) as error:  # unknown name, offline, no such config
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            raise ValueError(
+                f"--dataset_name {arguments.dataset_name}: `datasets` cannot load it ({type(error).__name__}: "
+                f"{first_line}). Offline (HF_HUB_OFFLINE=1) only datasets already in the cache or saved with "
+                "save_to_disk load; or give --train_file / --validation_file."
+            ) from None
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({"train": loaded})
     return loaded

@@ -572,3 +572,21 @@ def test_a_corpus_that_is_not_a_regular_file_is_named_as_such(tmp_path):
                 *QUIET,
             ]
         )
+
+
+def test_an_unloadable_dataset_name_in_finetune_is_one_line_naming_the_flag(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(SystemExit, match=r"--dataset_name compact-bert-no-such/dataset: `datasets` cannot load it"):
+        main(
+            [
+                "finetune",
+                "--model_name_or_path",
+                "minilm-3l-384h",
+                "--dataset_name",
+                "compact-bert-no-such/dataset",
+                "--output_dir",
+                str(tmp_path / "run"),
+                *QUIET,
+            ]
+        )
