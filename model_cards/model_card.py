@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shlex
 from importlib import resources
 from pathlib import Path
 
@@ -89,6 +90,24 @@ def code_block(text, language: str = "") -> str:
     """``text`` as a fenced block whose fence is longer than any backtick run inside, so it cannot be closed early."""
     fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", str(text))), default=0) + 1)
     return f"{fence}{language}\n{text}\n{fence}"
+
+
+def portable_command_line(command: str) -> str:
+    """``command`` with every local absolute path (``/home/me/data/train.tsv``, ``--output_dir=/tmp/x``) shortened to
+    ``path/to/<its last component>``: a card is published, and a path says nothing to its readers but something
+    about the machine it was made on."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # not shell-quoted as recorded: shorten what looks like a path in the plain text
+        return re.sub(r"(?<![\w.])(?:/|~/)[^\s'\"]+", lambda match: f"path/to/{Path(match.group(0)).name}", command)
+
+    def portable(word: str) -> str:
+        flag, equals, value = word.partition("=") if word.startswith("--") and "=" in word else ("", "", word)
+        if value.startswith(("/", "~/")) and len(value) > 1:
+            value = f"path/to/{Path(value).name}"
+        return f"{flag}{equals}{value}" if equals else value
+
+    return shlex.join(portable(word) for word in words)
 
 
 def plain_text(text) -> str:
@@ -248,7 +267,7 @@ def _recipe_text(facts: FolderFacts) -> str:
         return "Not recorded: this folder has no `run_summary.json` from a compact-bert command."
     lines = []
     if summary.get("command_line"):
-        lines.append(f"Command:\n\n{code_block(summary['command_line'], 'bash')}\n")
+        lines.append(f"Command:\n\n{code_block(portable_command_line(summary['command_line']), 'bash')}\n")
     if summary.get("converted_from"):
         lines.append(
             f"- Converted one to one from {code(Path(summary['converted_from']).name)} (largest output "
@@ -349,7 +368,7 @@ def _local_source_stage(summary: dict) -> list[str]:
     return [
         f"- That starting point, {code(Path(source).name)}, is a local student (not on the Hub): distilled from "
         f"{code(Path(str(earlier['teacher'])).name)} for {earlier.get('optimizer_steps', '?')} optimizer steps on "
-        f"{data} with {code(earlier.get('command_line', 'compact-bert distill'))}"
+        f"{data} with {code(portable_command_line(earlier.get('command_line', 'compact-bert distill')))}"
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import transformers
@@ -10,6 +11,7 @@ import yaml
 from huggingface_hub import ModelCard
 
 from compact_bert.model_cards import LatencyReport, RuntimeLatency, build_model_card, read_latency, write_latency
+from compact_bert.model_cards.model_card import portable_command_line
 from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
 from compact_bert.modeling.model_stats import count_parameters, estimate_flops
 from tests.conftest import tiny_configs
@@ -49,7 +51,9 @@ def test_distilled_student_card_states_the_run(main_job_run):
     assert f"Active parameters per token: {active:,}" in card.text
     assert f"{estimate_flops(model.config, 128) / 1e9:.3f} G" in card.text
     assert summary["command_line"].startswith("compact-bert distill minimoe --student_overrides")
-    assert summary["command_line"] in card.text and "- Optimizer steps: 2" in card.text
+    assert portable_command_line(summary["command_line"]) in card.text and "- Optimizer steps: 2" in card.text
+    # The card is published: no local absolute path of the run (its --output_dir, corpus) appears anywhere in it.
+    assert str(student.parent) not in card.text and str(Path.home()) + "/" not in card.text
     for block in range(model.config.num_hidden_layers):
         share = summary[f"eval_block{block}_max_expert_share"]
         assert f"| {block} | {share} | {summary[f'eval_block{block}_min_expert_share']} |" in card.text
