@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import tempfile
 import time
 from pathlib import Path
 
@@ -85,10 +86,10 @@ def baseline_overrides(teacher_config, num_hidden_layers: int | None = None) -> 
     }
 
 
-def teacher_on_compact_runtime(teacher_folder: str | Path) -> Path:
+def teacher_on_compact_runtime(teacher_folder: str | Path, folder: str | Path) -> Path:
     """The fine-tuned teacher as a compact-bert MiniLM of the same shape (every weight copied, identity layer map:
-    the same function), saved in ``<teacher_folder>/as-minilm``: it runs on compact-bert's inference path and exports
-    with ``compact-bert export onnx``, so teacher and student are timed on the same runtimes."""
+    the same function), saved in ``folder``: it runs on compact-bert's inference path and exports with
+    ``compact-bert export onnx``, so teacher and student are timed on the same runtimes."""
     import transformers
 
     from ..configuration import MiniMoEConfig
@@ -104,7 +105,7 @@ def teacher_on_compact_runtime(teacher_folder: str | Path) -> Path:
     )
     converted = transformers.AutoModelForSequenceClassification.from_config(config).eval()
     initialize_from_teacher(converted, teacher, teacher_name=str(teacher_folder))
-    folder = Path(teacher_folder) / "as-minilm"
+    folder = Path(folder)
     converted.save_pretrained(folder)
     save_tokenizer(transformers.AutoTokenizer.from_pretrained(teacher_folder), folder)
     return folder
@@ -244,19 +245,22 @@ def time_comparison(summary: dict) -> dict:
     from ..export.onnx_exporter import export_onnx
 
     folders = summary["comparison"]["folders"]
-    teacher_copy = teacher_on_compact_runtime(folders["teacher"])
-    export_onnx(teacher_copy, teacher_copy / "onnx", "text-classification")
-    eager = {
-        "teacher": folders["teacher"],
-        "teacher (compact-bert path)": teacher_copy,
-        "baseline": folders["baseline"],
-        "student": folders["student"],
-    }
-    onnx_files = {
-        "teacher": teacher_copy / "onnx" / "model.onnx",
-        "student": Path(folders["student"]) / "onnx" / "model.onnx",
-    }
-    return compare_latency(eager, onnx_files)
+    # The teacher's compact-bert copy exists for the timing only: in a temporary folder, not the teacher's (where it
+    # would sit as an undocumented 177 MB beside the model).
+    with tempfile.TemporaryDirectory(prefix="compact-bert-teacher-copy-") as scratch:
+        teacher_copy = teacher_on_compact_runtime(folders["teacher"], Path(scratch) / "as-minilm")
+        export_onnx(teacher_copy, teacher_copy / "onnx", "text-classification")
+        eager = {
+            "teacher": folders["teacher"],
+            "teacher (compact-bert path)": teacher_copy,
+            "baseline": folders["baseline"],
+            "student": folders["student"],
+        }
+        onnx_files = {
+            "teacher": teacher_copy / "onnx" / "model.onnx",
+            "student": Path(folders["student"]) / "onnx" / "model.onnx",
+        }
+        return compare_latency(eager, onnx_files)
 
 
 def comparison_table(summary: dict) -> str:

@@ -104,6 +104,12 @@ class FolderFacts:
         return self.config.model_type
 
     @property
+    def has_remote_code(self) -> bool:
+        """The folder ships its own model code (``auto_map`` and ``modeling_*.py``): loading it needs
+        ``trust_remote_code``. A plain transformers folder (the main job's fine-tuned BERT teacher) does not."""
+        return bool(getattr(self.config, "auto_map", None)) and any(self.folder.glob("modeling_*.py"))
+
+    @property
     def paper(self) -> Paper | None:
         return PAPERS.get(self.model_type)
 
@@ -186,7 +192,7 @@ def _base_model(summary: dict) -> str | None:
         source = summary["model_name_or_path"]
     else:
         return None
-    if source == PACKAGED_TEACHER:
+    if _is_packaged_teacher(source):
         return PACKAGED_TEACHER_HUB_ID
     if _is_hub_id(source):
         return source
@@ -199,10 +205,25 @@ def _base_model(summary: dict) -> str | None:
     return None
 
 
+def _is_packaged_teacher(name_or_path: str | None) -> bool:
+    """The packaged all-MiniLM-L6-v2, by its short name or by the path of its installed folder (what a run records
+    when a command resolved the name)."""
+    if name_or_path == PACKAGED_TEACHER:
+        return True
+    if not name_or_path or not Path(name_or_path).is_dir():
+        return False
+    from ..distillation.data import packaged_teacher_dir
+
+    try:
+        return Path(name_or_path).resolve() == Path(packaged_teacher_dir()).resolve()
+    except (OSError, ValueError):  # the package is not installed
+        return False
+
+
 def model_reference(name_or_path: str) -> str:
     """How a card names a model it does not take weights from (a teacher): its Hub id where it has one, else the
     folder's name (never its local path)."""
-    if name_or_path == PACKAGED_TEACHER:
+    if _is_packaged_teacher(name_or_path):
         return PACKAGED_TEACHER_HUB_ID
     return name_or_path if _is_hub_id(name_or_path) else Path(name_or_path).name
 

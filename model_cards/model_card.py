@@ -120,17 +120,18 @@ def _usage_code(facts: FolderFacts, model_id: str, auto_class: str, folder) -> s
     """How a user loads the folder (a fenced Python block): sentence-transformers for an embedding model, the Auto
     class otherwise. The id is a Python string literal, whatever characters a folder name holds."""
     name = json.dumps(model_id)
+    remote = ", trust_remote_code=True" if facts.has_remote_code else ""
     if facts.is_sentence_embedding:
         source = (
             "from sentence_transformers import SentenceTransformer\n\n"
-            f"model = SentenceTransformer({name}, trust_remote_code=True)\n"
+            f"model = SentenceTransformer({name}{remote})\n"
             'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n'
             "similarity = model.similarity(embeddings, embeddings)"
         )
     else:
         source = (
             f"from transformers import {auto_class}, AutoTokenizer\n\n"
-            f"model = {auto_class}.from_pretrained({name}, trust_remote_code=True)\n"
+            f"model = {auto_class}.from_pretrained({name}{remote})\n"
             f"tokenizer = AutoTokenizer.from_pretrained({name}{_tokenizer_arguments(folder)})"
         )
     return code_block(source, "python")
@@ -208,7 +209,7 @@ def _eval_results(facts: FolderFacts) -> list[EvalResult]:
 
 
 def _card_data(facts: FolderFacts, model_name: str) -> ModelCardData:
-    tags = ["compact-bert", facts.model_type, "custom_code"]
+    tags = ["compact-bert", facts.model_type] + (["custom_code"] if facts.has_remote_code else [])
     if facts.is_sentence_embedding:
         tags[1:1] = ["sentence-transformers", "sentence-similarity", "feature-extraction"]
     if facts.paper:
@@ -297,7 +298,7 @@ def _recipe_text(facts: FolderFacts) -> str:
             f"hidden channels: {initialization['hidden_channels']})"
         )
     elif summary.get("model_name_or_path"):
-        lines.append(f"- Fine-tuned from: {code(facts.base_model or Path(summary['model_name_or_path']).name)}")
+        lines.append(f"- Fine-tuned from: {code(facts.base_model or model_reference(summary['model_name_or_path']))}")
     lines.extend(_local_source_stage(summary))
     distillation = summary.get("task_distillation")
     if distillation:
@@ -465,6 +466,12 @@ def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCar
         model_name=plain_text(model_id.split("/")[-1]),
         model_id=model_id,
         usage_code=_usage_code(facts, model_id, auto_class, folder),
+        loading_note=(
+            "It is a custom architecture: load it with `trust_remote_code=True` (the two code files in this repo "
+            "import only torch and transformers; compact-bert itself is not needed)."
+            if facts.has_remote_code
+            else "It is a standard transformers architecture: it loads with transformers alone."
+        ),
         summary_line=f"A `{facts.model_type}` model ({pipeline_tag(facts)}) made with compact-bert{paper}.",
         architecture=[
             (name, getattr(facts.config, name))

@@ -190,3 +190,35 @@ def test_a_local_random_init_student_passes_no_base_model_to_its_fine_tune(tmp_p
     card = build_model_card(fine_tuned, "user/fine-tuned")
     assert card.data.base_model is None
     assert "`student`, is a local student (not on the Hub): distilled from `all-MiniLM-L6-v2`" in card.text
+
+
+def test_a_plain_bert_fine_tuned_from_the_packaged_teacher_names_it_and_needs_no_remote_code(tmp_path):
+    """The main job's teacher card: a plain BertForSequenceClassification fine-tuned from the packaged folder (its
+    summary records the installed path) names all-MiniLM-L6-v2 by its Hub id as base model, is not tagged
+    custom_code, and loads without trust_remote_code; a student initialized from that local folder inherits the base
+    model through its card."""
+    from compact_bert.distillation.data import packaged_teacher_dir
+    from compact_bert.model_cards.folder_facts import PACKAGED_TEACHER_HUB_ID
+
+    teacher = tmp_path / "teacher-sst2"
+    config = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, num_labels=2
+    )
+    transformers.BertForSequenceClassification(config).save_pretrained(teacher)
+    (teacher / "run_summary.json").write_text(json.dumps({"model_name_or_path": str(packaged_teacher_dir())}))
+    card = build_model_card(teacher)
+    card.save(teacher / "README.md")
+    assert card.data.base_model == PACKAGED_TEACHER_HUB_ID and "custom_code" not in card.data.tags
+    assert "trust_remote_code" not in card.text and "standard transformers architecture" in card.text
+    assert f"- Fine-tuned from: `{PACKAGED_TEACHER_HUB_ID}`" in card.text
+
+    student = tmp_path / "student-sst2"
+    student_config = tiny_configs()["minimoe"]
+    AUTO_CLASSES_BY_CONFIG[type(student_config)]["AutoModelForSequenceClassification"](student_config).save_pretrained(
+        student
+    )
+    initialization = {"teacher": str(teacher), "layer_map": [1], "hidden_channels": "all"}
+    (student / "run_summary.json").write_text(json.dumps({"teacher_initialization": initialization}))
+    student_card = build_model_card(student)
+    assert student_card.data.base_model == PACKAGED_TEACHER_HUB_ID and "custom_code" in student_card.data.tags
+    assert "trust_remote_code=True" in student_card.text
