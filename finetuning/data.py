@@ -13,6 +13,7 @@ import io
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -288,15 +289,41 @@ def read_table(
     return rows, lines
 
 
+_TAG = re.compile(r"^(O|[BIESLU]-\S+)$")
+
+
+def _not_conll(path: Path, text: str) -> str | None:
+    """What ``path`` looks like when its suffix or content is not CoNLL's (``None`` when it may be): NER files were
+    read as CoNLL whatever they held, and a table failed later on its header's "tags"."""
+    suffixes = "".join(path.suffixes[-2:]).lower()
+    first = next((line.strip() for line in text.split("\n") if line.strip()), "")
+    if first.startswith(("{", "[")) or suffixes.endswith((".json", ".jsonl")):
+        return "looks like JSON (its suffix or its first line), not CoNLL text"
+    fields = first.split()
+    separated = "\t" in first or "," in first
+    if len(fields) >= 2 and fields[0] != "-DOCSTART-" and separated and not _TAG.match(fields[-1]):
+        kind = "CSV" if "," in first and "\t" not in first else "TSV"
+        return f"looks like a {kind} table (first line {first[:80]!r}, whose last field is not a tag), not CoNLL"
+    return None
+
+
 def read_conll(path: str | Path, role: str = "--train_file") -> tuple[list[list[str]], list[list[str]]]:
     """Sentences of a CoNLL file: one ``token ... TAG`` per line (first column = token, last = tag), a blank line
     between sentences, ``-DOCSTART-`` lines skipped."""
     path = _check_file(path, role)
+    text = read_utf8_text(path)
+    problem = _not_conll(path, text)
+    if problem:
+        raise ValueError(
+            f"{role}: {path} {problem}; NER reads CoNLL text: one 'token TAG' per line (whitespace-separated, the "
+            "tag last), a blank line between sentences. A table of words and tags goes in as a `datasets` "
+            "dataset (--dataset_name, --token_column, --tag_column)."
+        )
     sentences: list[list[str]] = []
     tags: list[list[str]] = []
     words: list[str] = []
     word_tags: list[str] = []
-    for number, line in enumerate(read_utf8_text(path).split("\n"), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":
             if words:

@@ -590,3 +590,34 @@ def test_an_unloadable_dataset_name_in_finetune_is_one_line_naming_the_flag(tmp_
                 *QUIET,
             ]
         )
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "found"),
+    [
+        ("train.tsv", "sentence\tlabel\ngood film\t1\n", "looks like a TSV table"),
+        ("train.tsv.gz", "sentence\tlabel\ngood film\t1\n", "looks like a TSV table"),
+        ("train.jsonl", '{"tokens": ["EU"], "ner_tags": ["B-ORG"]}\n', "looks like JSON"),
+    ],
+)
+def test_ner_on_a_table_names_the_format_found_and_the_one_expected(tmp_path, name, content, found):
+    """A table given to --task_name ner was read as CoNLL and failed on its header's 'tags'."""
+    import gzip
+
+    data = content.encode()
+    (tmp_path / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    with pytest.raises(SystemExit, match=rf"{found}.*NER reads CoNLL text: one 'token TAG' per line"):
+        main(
+            [
+                "finetune",
+                "--model_name_or_path",
+                "minilm-3l-384h",
+                "--task_name",
+                "ner",
+                "--train_file",
+                str(tmp_path / name),
+                "--output_dir",
+                str(tmp_path / "run"),
+                *QUIET,
+            ]
+        )
