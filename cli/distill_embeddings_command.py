@@ -38,7 +38,7 @@ from ..embeddings.sentence_transformers_folder import (
     load_sentence_embedder,
 )
 from ..embeddings.sentences import read_sentences
-from ..evaluation.sts import bundled_sts_validation, evaluate_sts, read_sts_pairs
+from ..evaluation.sts import bundled_sts_validation, evaluate_sts, read_sts_pairs, sts_data_label
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..modeling.model_stats import count_parameters
 from ..training.run_errors import RunSettingsError
@@ -292,7 +292,8 @@ def run(argv: list[str]) -> int:
     if "eval_sts_spearman_cosine" in summary:
         kept = 100 * summary["eval_sts_spearman_cosine"] / teacher_sts["spearman_cosine"]
         print(
-            f"STS Benchmark dev Spearman (cosine, x100): teacher {teacher_sts['spearman_cosine']:.2f}, student "
+            f"{sts_data_label(args.sts_file)} Spearman (cosine, x100): teacher {teacher_sts['spearman_cosine']:.2f}, "
+            "student "
             f"{summary['eval_sts_spearman_cosine']:.2f} ({kept:.1f}% kept)."
         )
     return 0

@@ -21,11 +21,26 @@ __all__ = ["TEXT_COLUMNS", "read_sentences"]
 TEXT_COLUMNS = ("sentence", "sentence1", "sentence2", "question1", "question2", "text")
 
 
+def _refuse_a_table_named_as_text(path: Path, lines: list[str]) -> None:
+    """A file read as one sentence per line whose content is a tab-separated table (an STS or GLUE file under a .txt
+    name) would train on its header and its tab-joined rows: the format found and the one expected are named."""
+    header = lines[0].split("\t") if lines else []
+    tabbed = sum("\t" in line for line in lines)
+    if (len(header) > 1 and any(name in TEXT_COLUMNS for name in header)) or (lines and tabbed > len(lines) / 2):
+        raise RunSettingsError(
+            f"--sentences: {path} is read as one sentence per line (its suffix), but its content is a tab-separated "
+            f"table (first line {lines[0][:80]!r}; {tabbed} of {len(lines)} lines hold tabs). Name it .tsv to "
+            f"read the text columns of its header ({', '.join(TEXT_COLUMNS)}), or give one sentence per line."
+        )
+
+
 def _file_sentences(path: Path) -> list[str]:
     text = read_utf8_text(path)
     stem_suffixes = path.name.split(".")[1:]
     if "tsv" not in stem_suffixes:
-        return [line.strip() for line in text.splitlines() if line.strip()]
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        _refuse_a_table_named_as_text(path, lines)
+        return lines
     rows = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
     header = next(rows, [])
     columns = [index for index, name in enumerate(header) if name in TEXT_COLUMNS]

@@ -29,9 +29,11 @@ __all__ = [
     "StsPairs",
     "bundled_sts_validation",
     "evaluate_sts",
+    "is_sts_benchmark_dev",
     "paraphrase_recall_at_1",
     "read_sts_pairs",
     "spearman",
+    "sts_data_label",
     "sts_spearman",
 ]
 
@@ -57,6 +59,21 @@ class StsPairs:
 def bundled_sts_validation() -> Path:
     """The STS Benchmark dev set shipped with the package (``evaluation/stsb/validation.tsv.gz``, unchanged)."""
     return Path(str(resources.files(__package__).joinpath("stsb", "validation.tsv.gz")))
+
+
+def is_sts_benchmark_dev(path: str | Path) -> bool:
+    """Whether ``path`` holds the STS Benchmark dev set (the bundled file's pairs and scores, compressed or not, under
+    any name): only then may a result be called "STS Benchmark dev"."""
+    try:
+        pairs, bundled = read_sts_pairs(path), read_sts_pairs(bundled_sts_validation())
+    except (RunSettingsError, OSError):
+        return False
+    return (pairs.sentence1, pairs.sentence2, pairs.scores) == (bundled.sentence1, bundled.sentence2, bundled.scores)
+
+
+def sts_data_label(path: str | Path | None) -> str:
+    """How output and cards name an STS evaluation file: "STS Benchmark dev" for that set, else the file's name."""
+    return "STS Benchmark dev" if path is None or is_sts_benchmark_dev(path) else f"STS file {Path(path).name}"
 
 
 def read_sts_pairs(path: str | Path, score_range: tuple[float, float] = (0.0, 5.0)) -> StsPairs:

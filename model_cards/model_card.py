@@ -18,6 +18,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..evaluation.sts import is_sts_benchmark_dev
 from ..training.atomic_files import write_text_atomically
 from .folder_facts import (
     FLOPS_SEQUENCE_LENGTH,
@@ -147,7 +148,7 @@ def _eval_dataset(facts: FolderFacts) -> dict:
     data, summary = facts.summary.get("data") or {}, facts.summary
     if summary.get("sts_file"):  # an embedding student, scored on an STS file
         name = Path(summary["sts_file"]).name
-        if name.startswith("validation.tsv"):  # the bundled (or shared) STS Benchmark dev set
+        if is_sts_benchmark_dev(summary["sts_file"]):  # the bundled (or shared) STS Benchmark dev set, any name
             return {"dataset_type": STSB_HUB_ID, "dataset_name": "STS Benchmark", "dataset_split": "validation"}
         return {"dataset_type": name, "dataset_name": name, "dataset_split": "evaluation"}
     if "corpus" in data:

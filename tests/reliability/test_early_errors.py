@@ -621,3 +621,15 @@ def test_ner_on_a_table_names_the_format_found_and_the_one_expected(tmp_path, na
                 *QUIET,
             ]
         )
+
+
+def test_an_sts_table_named_txt_given_as_sentences_is_named_as_a_table(tmp_path):
+    """Read as one sentence per line, it trained on its header and tab-joined rows."""
+    table = tmp_path / "pairs.txt"
+    table.write_text(
+        "sentence1\tsentence2\tscore\nA man plays.\tSomeone plays.\t4.2\nA dog runs.\tA cat sleeps.\t0.4\n"
+    )
+    with pytest.raises(
+        SystemExit, match=r"pairs\.txt is read as one sentence per line .*content is a tab-separated table"
+    ):
+        main(["distill", "embeddings", "--sentences", str(table), "--output_dir", str(tmp_path / "run"), *QUIET])
