@@ -72,6 +72,11 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="Store the first batch size x length as DIR/latency.json and re-write DIR's model card.",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="With --write_latency: re-write the model card even if it was edited since compact-bert wrote it.",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -105,6 +110,7 @@ def _check_arguments(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
         check_output_file(args.json, "json")
         if args.write_latency:
             check_output_dir_creatable(folder, "write_latency: the model folder")
+            _refuse_to_overwrite_an_edited_card(folder, args.force)
     except RunSettingsError as error:
         _fail(str(error))
     available = [name for name, file in _EXPORTED_FILES.items() if folder is not None and (folder / file).is_file()]
@@ -257,6 +263,17 @@ def speed_against_eager(time_ratio: float) -> str:
     if round(time_ratio, 2) == 1.0:
         return "same" if time_ratio != 1.0 else "(reference)"
     return f"{1 / time_ratio:.2f}x faster" if time_ratio < 1 else f"{time_ratio:.2f}x slower"
+
+
+def _refuse_to_overwrite_an_edited_card(folder: Path, force: bool) -> None:
+    from ..model_cards.model_card import MODEL_CARD_FILE, card_was_edited
+
+    if not force and card_was_edited(folder / MODEL_CARD_FILE):
+        _fail(
+            f"--write_latency: {folder / MODEL_CARD_FILE} was edited since compact-bert wrote it (or was written by "
+            "another tool), and re-writing the card would lose that: pass --force to re-write it, or run without "
+            "--write_latency and add the numbers by hand."
+        )
 
 
 def _write_latency(folder: Path, rows: list[dict], batch_size: int, length: int) -> None:

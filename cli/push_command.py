@@ -52,6 +52,11 @@ def add_parser(subparsers) -> None:
         help="Upload the folder's README.md as it is instead of "
         "regenerating the card (e.g. after editing it by hand).",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="Regenerate the card even if README.md was edited since compact-bert wrote it (the edit is lost).",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -126,12 +131,18 @@ def _size(size: int) -> str:
 
 
 def print_upload_listing(
-    folder: Path, repo_id: str, revision: str | None = None, dry_run: bool = True, keep_card: bool = False
+    folder: Path,
+    repo_id: str,
+    revision: str | None = None,
+    dry_run: bool = True,
+    keep_card: bool = False,
+    force: bool = False,
 ):
     """Print the files (with sizes) that a push of ``folder`` uploads and those it leaves out; return the file
     names and the card to upload (``None`` when the folder's README.md is kept as it is)."""
     from ..model_cards import MODEL_CARD_FILE, build_model_card, excluded_files, hub_files
     from ..model_cards.hub_files import symbolic_links
+    from ..model_cards.model_card import card_was_edited
 
     links = symbolic_links(folder)
     if keep_card and MODEL_CARD_FILE in links:
@@ -140,6 +151,12 @@ def print_upload_listing(
             "folder's own card only: replace the link with the file."
         )
     card = None if keep_card else build_model_card(folder, repo_id)
+    if card is not None and not dry_run and not force and card_was_edited(folder / MODEL_CARD_FILE):
+        raise SystemExit(
+            f"compact-bert push: {folder / MODEL_CARD_FILE} was edited since compact-bert wrote it (or was written by "
+            "another tool); regenerating the card would lose that. --keep-card uploads it as it is, --force "
+            "regenerates it."
+        )
     files = sorted(set(hub_files(folder)) | {MODEL_CARD_FILE})
     if "config.json" not in files or not any(name.endswith((".safetensors", ".bin")) for name in files):
         raise SystemExit(
@@ -180,15 +197,18 @@ def run(args: argparse.Namespace) -> int:
 
     token = check_push_arguments(args)
     folder = args.folder
-    files, card = print_upload_listing(folder, args.repo_id, args.revision, args.dry_run, args.keep_card)
+    files, card = print_upload_listing(
+        folder, args.repo_id, args.revision, args.dry_run, args.keep_card, getattr(args, "force", False)
+    )
     if args.dry_run:
         print(f"\n--- {MODEL_CARD_FILE} ---")
         print(card if card is not None else (folder / MODEL_CARD_FILE).read_text(encoding="utf-8"))
         return 0
     if card is not None:
+        from ..model_cards.model_card import marked_card_text
         from ..training.atomic_files import write_text_atomically
 
-        write_text_atomically(folder / MODEL_CARD_FILE, str(card))
+        write_text_atomically(folder / MODEL_CARD_FILE, marked_card_text(card))
     commit_url = _upload(folder, files, args, token)
     print(f"Pushed to {commit_url}")
     return 0

@@ -9,6 +9,7 @@ network and is left to the Hub, which validates on upload).
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -491,8 +492,30 @@ def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCar
     )
 
 
+_WRITTEN_MARK = re.compile(r"\n<!-- written by compact-bert, sha256 ([0-9a-f]{64}) -->\n?\Z")
+
+
+def marked_card_text(card) -> str:
+    """The card's text with a closing mark holding its SHA-256 (an HTML comment: invisible on the Hub), so that a
+    later rewrite can tell whether a person edited it since (``card_was_edited``)."""
+    text = str(card).rstrip("\n") + "\n"
+    return f"{text}\n<!-- written by compact-bert, sha256 {hashlib.sha256(text.encode()).hexdigest()} -->\n"
+
+
+def card_was_edited(path: str | Path) -> bool:
+    """Whether the card at ``path`` differs from what compact-bert last wrote there: edited by hand, written by
+    another tool, or without the mark (written by an earlier compact-bert). ``False`` when there is no card."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    text = path.read_text(encoding="utf-8", errors="replace")
+    mark = _WRITTEN_MARK.search(text)
+    return mark is None or hashlib.sha256(text[: mark.start()].encode()).hexdigest() != mark.group(1)
+
+
 def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
-    """Write (or rewrite) ``folder/README.md`` from the folder's current facts."""
+    """Write (or rewrite) ``folder/README.md`` from the folder's current facts, with the mark that tells a later
+    rewrite whether it was edited."""
     path = Path(folder) / MODEL_CARD_FILE
-    write_text_atomically(path, str(build_model_card(folder, repo_id)))
+    write_text_atomically(path, marked_card_text(build_model_card(folder, repo_id)))
     return path

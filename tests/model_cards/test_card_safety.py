@@ -63,3 +63,46 @@ def test_escaping_helpers():
     assert code("a`b") == "``a`b``" and code("`x`") == "`` `x` ``" and code("a\nb") == "`a b`"
     assert code_block("```\nx", "bash").startswith("````bash\n") and code_block("```\nx").endswith("\n````")
     assert plain_text("# title <b>[x](y)</b>") == "\\# title &lt;b&gt;\\[x\\]\\(y\\)&lt;/b&gt;"
+
+
+def test_a_hand_edited_card_is_kept_unless_forced(tmp_path):
+    """compact-bert marks the cards it writes; a rewrite (benchmark --write_latency, push) of a card a person edited
+    since is refused without --force, before anything is measured or uploaded (issue 38 item 4)."""
+    import pytest
+    import transformers
+
+    from compact_bert.cli.main import main
+    from compact_bert.model_cards.model_card import card_was_edited, write_model_card
+    from tests.conftest import tiny_configs
+
+    folder = tmp_path / "model"
+    transformers.AutoModel.from_config(tiny_configs()["minimoe"]).save_pretrained(folder)
+    card = write_model_card(folder)
+    assert not card_was_edited(card)
+    card.write_text(card.read_text().replace("## Architecture", "## Architecture\n\nMy own note."))
+    assert card_was_edited(card)
+    with pytest.raises(SystemExit, match=r"--write_latency: .*README\.md was edited .*--force"):
+        main(["benchmark", str(folder), "--write_latency", "--runtimes", "eager", "--rounds", "1"])
+    from compact_bert.cli.push_command import print_upload_listing
+
+    with pytest.raises(SystemExit, match=r"push: .*README\.md was edited .*--keep-card .*--force"):
+        print_upload_listing(folder, "user/model", dry_run=False)  # push's step before any upload
+    assert "My own note." in card.read_text()
+    assert (
+        main(
+            [
+                "benchmark",
+                str(folder),
+                "--write_latency",
+                "--force",
+                "--runtimes",
+                "eager",
+                "--rounds",
+                "1",
+                "--sequence_lengths",
+                "16",
+            ]
+        )
+        == 0
+    )
+    assert "My own note." not in card.read_text() and not card_was_edited(card)
