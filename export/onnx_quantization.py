@@ -17,6 +17,8 @@ does it with the same settings, so that both lines produce the same kind of mode
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,7 +108,7 @@ def quantize_onnx_file(source: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, _without_integer_tensor_notes():
         folded = Path(scratch) / "folded.onnx"
         quant_pre_process(str(source), str(folded), skip_symbolic_shape=True)
         quantize_dynamic(
@@ -118,6 +120,26 @@ def quantize_onnx_file(source: Path, target: Path) -> None:
             weight_type=QuantType.QUInt8,
             extra_options=dict(AVX2_EXTRA_OPTIONS),
         )
+
+
+class _DropIntegerTensorNotes(logging.Filter):
+    """onnxruntime's quantizer logs a 20-line warning for each integer tensor it meets ("Inference failed or
+    unsupported type to quantize for tensor ... elem_type: 7"): the routed MoE form's token positions, which are
+    not meant to be quantized. Every other message passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "unsupported type to quantize for tensor" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_integer_tensor_notes():
+    note_filter = _DropIntegerTensorNotes()
+    logger = logging.getLogger()  # onnxruntime's quantizer logs through the root logger
+    logger.addFilter(note_filter)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note_filter)
 
 
 def _onnx_bytes(path: Path) -> int:
