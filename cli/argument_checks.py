@@ -91,6 +91,19 @@ def check_output_dir_creatable(path: str | Path, flag: str) -> None:
                 created.rmdir()
 
 
+def _require_utf8_path(path: Path, flag: str) -> None:
+    """A path holding a byte that is not UTF-8 (Python keeps it as a surrogate escape) cannot be passed to the
+    tokenizers library, which would fail at the first checkpoint's tokenizer save, leaving a half checkpoint."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError as error:
+        shown = str(path).encode("utf-8", "surrogateescape")
+        raise RunSettingsError(
+            f"--{flag} {shown!r} holds the byte {shown[error.start : error.start + 1]!r}, which is not UTF-8: "
+            "the tokenizer could not be saved there. Choose a folder whose name is UTF-8."
+        ) from None
+
+
 def check_output_dir(path: str | Path | None, flag: str) -> None:
     """``path`` is, or can be created as, a folder this process can write to. The folder is created here (the
     Trainer would create it anyway) and a temporary file written and removed in it, which also catches
@@ -98,6 +111,7 @@ def check_output_dir(path: str | Path | None, flag: str) -> None:
     if path is None:
         return
     folder = Path(path)
+    _require_utf8_path(folder, flag)
     if folder.exists() and not folder.is_dir():
         raise RunSettingsError(
             f"--{flag} {folder} is a file, not a folder; give the path of a folder (created if missing)."

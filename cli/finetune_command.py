@@ -205,7 +205,8 @@ def _load_tokenizer(model_args: FinetuneModelArguments):
     try:
         tokenizer = default_tokenizer() if (source or own) is None else AutoTokenizer.from_pretrained(source or own)
     except (OSError, ValueError) as error:
-        raise SystemExit(f"--tokenizer_name {source}: no tokenizer loads from it ({error}).") from None
+        flag = f"--tokenizer_name {source}" if source is not None else f"--model_name_or_path {folder}"
+        raise SystemExit(f"{flag}: no tokenizer loads from it ({error}).") from None
     if (
         source is not None
         and own is not None

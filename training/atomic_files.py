@@ -19,7 +19,21 @@ __all__ = ["write_text_atomically"]
 
 
 def write_text_atomically(path: str | Path, text: str, encoding: str = "utf-8") -> None:
+    """Write ``text`` to a temporary file next to ``path`` and rename it over ``path``: a reader sees the old file or
+    the new one, never half of one. A failed write (a full disk, a read-only folder) leaves ``path`` as it was and
+    raises an ``OSError`` that names ``path``."""
     path = Path(path)
+    try:
+        _write_and_replace(path, text, encoding)
+    except OSError as error:
+        if error.filename is not None and str(path) in str(error.filename):
+            raise
+        raise OSError(
+            error.errno, f"{error.strerror or error} (writing it; it is left as it was)", str(path)
+        ) from error
+
+
+def _write_and_replace(path: Path, text: str, encoding: str) -> None:
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         if hasattr(os, "fchmod"):  # POSIX; on Windows the mode bits carry no read permission for others anyway

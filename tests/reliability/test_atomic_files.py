@@ -18,8 +18,12 @@ def test_failed_write_keeps_the_old_file_and_leaves_nothing_behind(tmp_path, mon
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", disk_full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="No space left") as error:
         write_text_atomically(path, '{"new": 2}\n' * 1000)
+    assert error.value.filename == str(path)  # what the command's one line names
+    from compact_bert.cli.main import describe_failure
+
+    assert describe_failure(error.value).startswith(f"compact-bert: {path}: No space left on device")
     assert path.read_text() == '{"old": 1}\n'
     assert sorted(item.name for item in tmp_path.iterdir()) == ["run_summary.json"]
 

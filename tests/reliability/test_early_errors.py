@@ -633,3 +633,12 @@ def test_an_sts_table_named_txt_given_as_sentences_is_named_as_a_table(tmp_path)
         SystemExit, match=r"pairs\.txt is read as one sentence per line .*content is a tab-separated table"
     ):
         main(["distill", "embeddings", "--sentences", str(table), "--output_dir", str(tmp_path / "run"), *QUIET])
+
+
+def test_an_output_dir_with_a_byte_that_is_not_utf8_is_refused_before_training(tmp_path):
+    """tokenizers failed at the first checkpoint's save, leaving a checkpoint without tokenizer or manifest."""
+    import os
+
+    folder = os.fsdecode(os.fsencode(str(tmp_path)) + b"/out\xff")
+    with pytest.raises(SystemExit, match=r"--output_dir .* holds the byte b'\\xff', which is not UTF-8"):
+        main(["distill", "minimoe", "--finetune", "false", "--output_dir", folder, *QUIET])
