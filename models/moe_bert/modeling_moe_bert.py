@@ -74,18 +74,20 @@ def _describe(tensor: torch.Tensor) -> str:
     return f"shape {tuple(tensor.shape)} and dtype {tensor.dtype}"
 
 
-def _check_companion(name: str, tensor, shape, allowed_dtypes: str, dtype_ok, broadcast_batch: bool = False) -> None:
-    """``tensor`` (an optional input beside the ids) must have the ids' ``[batch, sequence]`` shape (``[1, sequence]``
-    too where ``broadcast_batch``) and a dtype ``dtype_ok`` accepts; read from metadata only, no device sync."""
-    if tensor is None:
-        return
+def _check_companion(name: str, tensor, shape, integer_ids: bool, broadcast_batch: bool = False) -> None:
+    """``tensor`` (an input beside the ids) must have the ids' ``[batch, sequence]`` shape (``[1, sequence]`` too
+    where ``broadcast_batch``) and, for ids, an integer dtype; read from metadata only, no device sync."""
     if not isinstance(tensor, torch.Tensor):
         raise ValueError(f"`{name}` must be a tensor, got {type(tensor).__name__}.")
     shapes = [tuple(shape)] + ([(1, shape[1])] if broadcast_batch else [])
-    if tuple(tensor.shape) not in shapes or not dtype_ok(tensor.dtype):
+    dtype = tensor.dtype
+    if tuple(tensor.shape) not in shapes or (
+        integer_ids and (dtype.is_floating_point or dtype.is_complex or dtype is torch.bool)
+    ):
         wanted = " or ".join(str(list(item)) for item in shapes)
+        allowed = "an integer dtype" if integer_ids else "a bool, integer or floating dtype of 1 / 0"
         raise ValueError(
-            f"`{name}` must have shape {wanted} ([batch, sequence], as the inputs) and {allowed_dtypes}; "
+            f"`{name}` must have shape {wanted} ([batch, sequence], as the inputs) and {allowed}; "
             f"got {_describe(tensor)}."
         )
 
@@ -111,12 +113,13 @@ def validate_model_inputs(
     shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
     if len(shape) != 2:
         raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
-    integer = "an integer dtype"
-    _check_companion("token_type_ids", token_type_ids, shape, integer, _is_integer_dtype)
-    _check_companion("position_ids", position_ids, shape, integer, _is_integer_dtype, broadcast_batch=True)
-    _check_companion(
-        "attention_mask", attention_mask, shape, "a bool, integer or floating dtype of 1 / 0", lambda dtype: True
-    )
+    for name, tensor, integer_ids in (
+        ("token_type_ids", token_type_ids, True),
+        ("position_ids", position_ids, True),
+        ("attention_mask", attention_mask, False),
+    ):
+        if tensor is not None:  # one call per given input: this runs on every forward
+            _check_companion(name, tensor, shape, integer_ids, broadcast_batch=name == "position_ids")
     if 0 in shape:
         raise ValueError(
             f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
