@@ -27,10 +27,29 @@ __all__ = [
     "default_tokenizer",
     "load_text_corpus",
     "packaged_teacher_dir",
+    "portable_model_name",
     "resolve_text_files",
 ]
 
 PACKAGED_TEACHER = "all-MiniLM-L6-v2"
+# Where the packaged teacher lives on the Hub: how records that can be published name it.
+PACKAGED_TEACHER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def portable_model_name(name_or_path: str) -> str:
+    """How a record that can be published (a ``config.json``) names a model: the packaged teacher by its Hub id
+    (by short name or installed path), a Hub id as it is, a local folder by its name only (never its path)."""
+    if name_or_path == PACKAGED_TEACHER:
+        return PACKAGED_TEACHER_HUB_ID
+    path = Path(name_or_path)
+    if not path.exists():
+        return name_or_path
+    try:
+        if path.resolve() == packaged_teacher_dir():
+            return PACKAGED_TEACHER_HUB_ID
+    except ImportError:
+        pass
+    return path.resolve().name
 
 
 def packaged_teacher_dir() -> Path:

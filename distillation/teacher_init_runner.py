@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import torch
 
+from .data import portable_model_name
 from .importance import measure_teacher_activations
 from .teacher_init import check_teacher_shapes, initialize_from_teacher, needs_activation_statistics, parse_layer_map
 from .teacher_weights import TeacherShapeError, read_encoder_weights
@@ -90,7 +91,9 @@ def initialize_student(
         seed=seed,
         teacher_name=teacher_name,
     )
-    student.config.teacher_initialization = record
+    # The config is pushed with the model: it names the teacher portably; the returned record, which the run summary
+    # keeps (local, never pushed), keeps the path the card follows to the teacher's own card.
+    student.config.teacher_initialization = {**record, "teacher": portable_model_name(str(record["teacher"]))}
     print("Student initialized from its teacher: " + json.dumps(summarize_record(record)))
     return record
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
-from ..distillation.data import PACKAGED_TEACHER, bundled_corpus_files
+from ..distillation.data import PACKAGED_TEACHER, PACKAGED_TEACHER_HUB_ID, bundled_corpus_files
 from ..evaluation.latency_report import LatencyReport, read_latency
 from ..finetuning.data import GLUE_TASKS
 from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
@@ -28,7 +28,6 @@ __all__ = ["FLOPS_SEQUENCE_LENGTH", "PAPERS", "FolderFacts", "Paper", "RUN_SUMMA
 
 RUN_SUMMARY_FILE = "run_summary.json"
 FLOPS_SEQUENCE_LENGTH = 128
-PACKAGED_TEACHER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 WIKITEXT_HUB_ID = "Salesforce/wikitext"
 GLUE_HUB_ID = "nyu-mll/glue"
 # Evaluation keys that describe the evaluation run, not the model.

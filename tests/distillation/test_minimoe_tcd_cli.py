@@ -169,6 +169,9 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     assert summary["teacher"] == "all-MiniLM-L6-v2" and summary["teacher_initialization"]["layer_map"] == [2, 5]
     config = json.loads((finetuned / "config.json").read_text())
     assert config["teacher_initialization"]["layer_map"] == [2, 5] and config["num_experts"] == 4
+    # config.json is pushed: the local teacher is named by its folder's name, no path of this machine in it
+    assert config["teacher_initialization"]["teacher"] == "student-teacher-sst2"
+    assert str(tmp_path) not in (finetuned / "config.json").read_text()
     assert config["teacher_initialization"]["hidden_channels"] == "top 64 of 384 by importance"
     assert summary["student_active_params_per_token"] < summary["student_total_params"]
     assert "SST-2 dev acc." in result.stdout and "\nbaseline " in result.stdout
@@ -222,6 +225,7 @@ def test_general_distillation_starts_from_the_teacher_and_loads_everywhere(tmp_p
     model = transformers.AutoModel.from_pretrained(output).eval()
     assert isinstance(model, MiniMoEModel) and model.config.num_experts == 4
     assert model.config.teacher_initialization["layer_map"] == [2, 5]
+    assert model.config.teacher_initialization["teacher"] == "sentence-transformers/all-MiniLM-L6-v2"
     inputs = {
         "input_ids": torch.tensor([[101, 7592, 2088, 102]]),
         "attention_mask": torch.ones(1, 4, dtype=torch.long),

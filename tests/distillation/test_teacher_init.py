@@ -245,3 +245,15 @@ def test_narrow_students_need_activation_statistics_and_routers_calibration():
         initialize_from_teacher(_student("minimoe", hidden_size=16, num_attention_heads=2), _bert_teacher())
     with pytest.raises(TeacherShapeError, match="calibration"):
         initialize_from_teacher(_student("minimoe", num_experts=4), _bert_teacher())
+
+
+def test_the_config_names_the_teacher_portably_and_the_run_keeps_its_path(tmp_path):
+    """config.json is pushed with the model: it names the packaged teacher by its Hub id and a local teacher by its
+    folder's name, never a local path; the record returned (kept in the local run summary) keeps the path."""
+    from compact_bert.distillation.data import PACKAGED_TEACHER_HUB_ID, packaged_teacher_dir, portable_model_name
+
+    assert portable_model_name("all-MiniLM-L6-v2") == PACKAGED_TEACHER_HUB_ID
+    assert portable_model_name(str(packaged_teacher_dir())) == PACKAGED_TEACHER_HUB_ID
+    assert portable_model_name("sentence-transformers/all-MiniLM-L6-v2") == PACKAGED_TEACHER_HUB_ID
+    (tmp_path / "my-teacher").mkdir()
+    assert portable_model_name(str(tmp_path / "my-teacher")) == "my-teacher"
