@@ -105,6 +105,15 @@ def _expert_matrices(stack: torch.Tensor) -> list[torch.Tensor]:
     return [matrix.t().contiguous() for matrix in stack.detach().unbind(0)]
 
 
+def _hold_expert_matrices(module: nn.Module, experts: nn.Module) -> None:
+    """``module`` holds each expert's up / down matrix as its own constant (``up_proj_<e>``, ``down_proj_<e>``, from
+    ``_expert_matrices``) and the bias stacks (``up_proj_bias``, ``down_proj_bias``), as non-persistent buffers."""
+    for name in ("up_proj", "down_proj"):
+        for expert, matrix in enumerate(_expert_matrices(getattr(experts, name))):
+            module.register_buffer(f"{name}_{expert}", matrix, persistent=False)
+        module.register_buffer(f"{name}_bias", getattr(experts, f"{name}_bias").detach(), persistent=False)
+
+
 def _routed_rows(expert_index: torch.Tensor, weight: torch.Tensor, num_experts: int) -> list[torch.Tensor]:
     """Per expert, the positions of the tokens it runs: its own, of routing weight not 0."""
     target = torch.where(weight != 0, expert_index, num_experts)
@@ -118,10 +127,7 @@ class RoutedExperts(nn.Module):
         super().__init__()
         self.num_experts = experts.num_experts
         self.act_fn = experts.act_fn
-        for name in ("up_proj", "down_proj"):
-            for expert, matrix in enumerate(_expert_matrices(getattr(experts, name))):
-                self.register_buffer(f"{name}_{expert}", matrix, persistent=False)
-            self.register_buffer(f"{name}_bias", getattr(experts, f"{name}_bias").detach(), persistent=False)
+        _hold_expert_matrices(self, experts)
 
     def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
         weight = top_k_weights.reshape(-1)
@@ -142,10 +148,7 @@ class CapacityExperts(nn.Module):
         self.num_experts = experts.num_experts
         self.capacity_factor = capacity_factor
         self.act_fn = experts.act_fn
-        for name in ("up_proj", "down_proj"):
-            for expert, matrix in enumerate(_expert_matrices(getattr(experts, name))):
-                self.register_buffer(f"{name}_{expert}", matrix, persistent=False)
-            self.register_buffer(f"{name}_bias", getattr(experts, f"{name}_bias").detach(), persistent=False)
+        _hold_expert_matrices(self, experts)
 
     def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
         tokens = hidden_states.shape[0]
