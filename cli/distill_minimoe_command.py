@@ -53,6 +53,7 @@ from .training_common import (
 __all__ = [
     "MainJobFinetuneArguments",
     "MiniMoEStudentArguments",
+    "StudentArguments",
     "TaskStageArguments",
     "finetune_arguments",
     "main_job",
@@ -73,7 +74,10 @@ DESCRIPTION = (
 
 
 @dataclass
-class MiniMoEStudentArguments:
+class StudentArguments:
+    """The student and the teacher it starts from: shared by ``distill minimoe`` and ``distill task``, which differ
+    in the default preset only."""
+
     teacher: str = field(
         default=PACKAGED_TEACHER, metadata={"help": f"Teacher folder, or '{PACKAGED_TEACHER}' for the packaged one."}
     )
@@ -105,6 +109,10 @@ class MiniMoEStudentArguments:
             "'uniform' (evenly spaced, ending at the teacher's last layer)."
         },
     )
+
+
+@dataclass
+class MiniMoEStudentArguments(StudentArguments):
     teacher_assistant_preset: str | None = field(
         default=None, metadata={"help": "Distill this preset from the teacher first, then the student from it."}
     )

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field, fields
 from ..distillation.data import PACKAGED_TEACHER
 from ..training.run_errors import RunSettingsError
 from ..training.training_arguments import CompactBertTrainingArguments
-from .distill_minimoe_command import TaskStageArguments, main_job, parse_finetune_step, ship_and_report
+from .distill_minimoe_command import (
+    StudentArguments,
+    TaskStageArguments,
+    main_job,
+    parse_finetune_step,
+    ship_and_report,
+)
 from .main_job_comparison import INHERITED_TRAINING_FLAGS
 from .training_common import parse_arguments
 
@@ -39,34 +45,13 @@ DESCRIPTION = (
 
 
 @dataclass
-class TaskStudentArguments:
-    teacher: str = field(
-        default=PACKAGED_TEACHER, metadata={"help": f"Teacher folder, or '{PACKAGED_TEACHER}' for the packaged one."}
-    )
+class TaskStudentArguments(StudentArguments):
     student_preset: str = field(
         default=DEFAULT_STUDENT_PRESET,
         metadata={
             "help": "Student preset (see `compact-bert presets`; a MiniLM or MiniMoE preset). The default, the "
             "3-layer MiniLM, is the most accurate student at <= 1.1x its own latency in eager PyTorch and ONNX "
             "Runtime on this CPU (docs/students.md)."
-        },
-    )
-    student_overrides: str = field(
-        default="{}",
-        metadata={"help": "JSON object of student config fields, e.g. '{\"moe_intermediate_size\": 384}'."},
-    )
-    init_from_teacher: str = field(
-        default="auto",
-        metadata={
-            "help": "'auto' (default): start the student from the fine-tuned teacher wherever the shapes allow "
-            "(layer map, importance-ranked width, upcycled or split experts); 'none': random initialization."
-        },
-    )
-    layer_map: str = field(
-        default="uniform",
-        metadata={
-            "help": "0-based teacher layer of each student layer ('1,3,5'), or 'uniform' (evenly spaced, ending at "
-            "the teacher's last layer)."
         },
     )
 

@@ -8,6 +8,7 @@ training starts and reported with the file, line or field at fault.
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -42,8 +43,8 @@ def portable_model_name(name_or_path: str) -> str:
     if name_or_path == PACKAGED_TEACHER:
         return PACKAGED_TEACHER_HUB_ID
     path = Path(name_or_path)
-    if not path.exists():
-        return name_or_path
+    if not path.exists():  # a Hub id as it is; a folder that is gone by its name (never its path)
+        return name_or_path if re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name_or_path) else path.name
     try:
         if path.resolve() == packaged_teacher_dir():
             return PACKAGED_TEACHER_HUB_ID

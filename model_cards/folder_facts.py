@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
-from ..distillation.data import PACKAGED_TEACHER, PACKAGED_TEACHER_HUB_ID, bundled_corpus_files
+from ..distillation.data import PACKAGED_TEACHER_HUB_ID, bundled_corpus_files, portable_model_name
 from ..evaluation.latency_report import LatencyReport, read_latency
 from ..finetuning.data import GLUE_TASKS
 from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
@@ -191,7 +191,7 @@ def _base_model(summary: dict) -> str | None:
         source = summary["model_name_or_path"]
     else:
         return None
-    if _is_packaged_teacher(source):
+    if source and portable_model_name(source) == PACKAGED_TEACHER_HUB_ID:  # by name or by its installed path
         return PACKAGED_TEACHER_HUB_ID
     if _is_hub_id(source):
         return source
@@ -204,27 +204,10 @@ def _base_model(summary: dict) -> str | None:
     return None
 
 
-def _is_packaged_teacher(name_or_path: str | None) -> bool:
-    """The packaged all-MiniLM-L6-v2, by its short name or by the path of its installed folder (what a run records
-    when a command resolved the name)."""
-    if name_or_path == PACKAGED_TEACHER:
-        return True
-    if not name_or_path or not Path(name_or_path).is_dir():
-        return False
-    from ..distillation.data import packaged_teacher_dir
-
-    try:
-        return Path(name_or_path).resolve() == Path(packaged_teacher_dir()).resolve()
-    except (OSError, ValueError):  # the package is not installed
-        return False
-
-
 def model_reference(name_or_path: str) -> str:
-    """How a card names a model it does not take weights from (a teacher): its Hub id where it has one, else the
-    folder's name (never its local path)."""
-    if _is_packaged_teacher(name_or_path):
-        return PACKAGED_TEACHER_HUB_ID
-    return name_or_path if _is_hub_id(name_or_path) else Path(name_or_path).name
+    """How a card names a model it does not take weights from (a teacher): ``portable_model_name``, the Hub id where
+    it has one, else the folder's name (never its local path)."""
+    return portable_model_name(name_or_path)
 
 
 def _bundled_wikitext(paths: list[str]) -> bool:
