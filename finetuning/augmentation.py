@@ -11,8 +11,10 @@ We implement the two rules of Tang et al. that need no other model, per word:
   1..5 (paper's range).
 
 (Their third rule, part-of-speech-guided word replacement, needs a tagger and is not implemented.) Sentence pairs
-are perturbed sentence by sentence. The augmentation depends only on its own seed, not on the run's, so every seed
-of a grid trains on the same transfer set and reuses the teacher's cached logits.
+are perturbed sentence by sentence. Tagged sentences (NER) are perturbed word by word with their tags: a masked word
+keeps its place and tag, an n-gram keeps its words' tags; the teacher then relabels every word of the copy. The
+augmentation depends only on its own seed, not on the run's, so every seed of a grid trains on the same transfer
+set and reuses the teacher's cached logits.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import random
 
 import datasets
 
-__all__ = ["AUGMENTED_COLUMN", "augment_sentences", "augment_split"]
+__all__ = ["AUGMENTED_COLUMN", "augment_sentences", "augment_split", "augment_tagged_words"]
 
 AUGMENTED_COLUMN = "augmented"
 MASK_PROBABILITY = 0.1
@@ -42,11 +44,32 @@ def augment_sentences(text: str, mask_token: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
+def augment_tagged_words(words: list[str], tags: list, mask_token: str, rng: random.Random) -> tuple[list, list]:
+    """One perturbed copy of a tagged sentence (``augment_sentences``'s two rules, word by word): the words and
+    the tags that stay aligned with them."""
+    if not words:
+        return list(words), list(tags)
+    words = [mask_token if rng.random() < MASK_PROBABILITY else word for word in words]
+    tags = list(tags)
+    if rng.random() < NGRAM_PROBABILITY:
+        length = rng.randint(1, min(MAX_NGRAM, len(words)))
+        start = rng.randint(0, len(words) - length)
+        words, tags = words[start : start + length], tags[start : start + length]
+    return words, tags
+
+
 def augment_split(
-    split: datasets.Dataset, text_columns: tuple[str, ...], copies: int, mask_token: str, seed: int
+    split: datasets.Dataset,
+    text_columns: tuple[str, ...],
+    copies: int,
+    mask_token: str,
+    seed: int,
+    tag_column: str | None = None,
 ) -> datasets.Dataset:
     """``split`` followed by ``copies`` perturbed copies of every example (original order, copy after copy), with a
-    boolean ``augmented`` column; the copies keep their source's label until the teacher relabels them."""
+    boolean ``augmented`` column; the copies keep their source's label until the teacher relabels them. With
+    ``tag_column`` (NER: one text column of words, one column of their tags), words and tags are perturbed
+    together (``augment_tagged_words``)."""
     if copies < 1:
         return split.add_column(AUGMENTED_COLUMN, [False] * len(split))
     rng = random.Random(seed)
@@ -54,6 +77,16 @@ def augment_split(
     added = {name: [] for name in split.column_names}
     for _ in range(copies):
         for index in range(len(split)):
+            if tag_column is not None:
+                (word_column,) = text_columns
+                words, tags = augment_tagged_words(
+                    columns[word_column][index], columns[tag_column][index], mask_token, rng
+                )
+                for name in split.column_names:
+                    added[name].append(
+                        words if name == word_column else tags if name == tag_column else columns[name][index]
+                    )
+                continue
             for name in split.column_names:
                 value = columns[name][index]
                 added[name].append(

@@ -1,0 +1,76 @@
+"""Transfer-set augmentation: perturbed copies of sentences, sentence pairs and tagged sentences, and the teacher's
+labels for them."""
+
+from __future__ import annotations
+
+import random
+
+import datasets
+
+from compact_bert.finetuning.augmentation import (
+    AUGMENTED_COLUMN,
+    augment_sentences,
+    augment_split,
+    augment_tagged_words,
+)
+from compact_bert.finetuning.task_distillation import TEACHER_LOGITS, label_augmented_examples
+
+WORDS = ["Peter", "Blackburn", "of", "the", "European", "Commission", "said", "on", "Thursday", "in", "Brussels"]
+TAGS = [7, 8, 0, 0, 5, 6, 0, 0, 0, 0, 1]
+
+
+def _aligned(source_words, source_tags, words, tags) -> bool:
+    """``words`` / ``tags`` are a contiguous run of the source, each word the source's or the mask token, each tag
+    the source's tag at that position."""
+    for start in range(len(source_words) - len(words) + 1):
+        if all(
+            word in (source_words[start + offset], "[MASK]") and tag == source_tags[start + offset]
+            for offset, (word, tag) in enumerate(zip(words, tags))
+        ):
+            return True
+    return False
+
+
+def test_tagged_copies_keep_every_tag_with_its_word():
+    rng = random.Random(0)
+    masked = cut = 0
+    for _ in range(300):
+        words, tags = augment_tagged_words(WORDS, TAGS, "[MASK]", rng)
+        assert len(words) == len(tags) >= 1
+        assert _aligned(WORDS, TAGS, words, tags)
+        masked += words.count("[MASK]")
+        cut += len(words) < len(WORDS)
+    # both rules fire at about their rates: p_mask 0.1 per word, p_ng 0.25 per sentence
+    assert 0.06 < masked / (300 * len(WORDS)) < 0.14 and 0.15 < cut / 300 < 0.35
+    assert augment_tagged_words([], [], "[MASK]", rng) == ([], [])
+
+
+def test_sentence_copies_are_reproducible_and_never_empty():
+    first = [augment_sentences(" ".join(WORDS), "[MASK]", random.Random(3)) for _ in range(5)]
+    second = [augment_sentences(" ".join(WORDS), "[MASK]", random.Random(3)) for _ in range(5)]
+    assert first == second and all(text.strip() for text in first)
+
+
+def test_a_tagged_split_grows_by_its_copies_with_words_and_tags_aligned():
+    split = datasets.Dataset.from_dict({"tokens": [WORDS, WORDS[:4]], "label": [TAGS, TAGS[:4]]})
+    grown = augment_split(split, ("tokens",), 2, "[MASK]", seed=1, tag_column="label")
+    assert len(grown) == 6 and grown[AUGMENTED_COLUMN] == [False, False, True, True, True, True]
+    assert grown[0]["tokens"] == WORDS and grown[1]["label"] == TAGS[:4]  # the originals first, unchanged
+    for index in range(2, 6):
+        source = index % 2
+        source_words, source_tags = split[source]["tokens"], split[source]["label"]
+        assert _aligned(source_words, source_tags, grown[index]["tokens"], grown[index]["label"])
+    again = augment_split(split, ("tokens",), 2, "[MASK]", seed=1, tag_column="label")
+    assert again["tokens"] == grown["tokens"]  # the copies depend on the augmentation seed only
+
+
+def test_the_teacher_relabels_the_words_of_tagged_copies_and_leaves_the_originals_alone():
+    # two examples of 4 token positions, 3 classes; -100 marks special tokens and later sub-tokens
+    logits = [
+        [[0, 0, 0], [0, 5, 0], [0, 0, 5], [9, 0, 0]],
+        [[0, 0, 0], [0, 5, 0], [0, 0, 5], [9, 0, 0]],
+    ]
+    split = datasets.Dataset.from_dict({"labels": [[-100, 0, 0, -100], [-100, 0, 0, -100]], TEACHER_LOGITS: logits})
+    relabelled = label_augmented_examples(split, [False, True], "ner")
+    assert relabelled[0]["labels"] == [-100, 0, 0, -100]
+    assert relabelled[1]["labels"] == [-100, 1, 2, -100]
