@@ -15,6 +15,7 @@ __all__ = [
     "attention_transfer_loss",
     "cosine_relation_loss",
     "feature_map_transfer_loss",
+    "hidden_state_relation_loss",
     "masked_mean",
     "mlm_distillation_loss",
     "pretraining_distillation_loss",
@@ -191,6 +192,19 @@ def sample_token_groups(
 def _cosine_matrix(vectors: torch.Tensor) -> torch.Tensor:
     normalized = F.normalize(vectors.float(), dim=-1)
     return normalized @ normalized.transpose(-1, -2)
+
+
+def hidden_state_relation_loss(
+    student_hidden: torch.Tensor, teacher_hidden: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Hidden states of different widths compared through their relations: per sequence, the cosine similarity of
+    every token's state with every other's, matched with MSE between student and teacher (paper 003 eq. 6-8, over
+    a sequence's real tokens instead of sampled groups). Inputs are ``[batch, seq, width]``; widths may differ."""
+    squared = (_cosine_matrix(student_hidden) - _cosine_matrix(teacher_hidden)).pow(2)
+    if attention_mask is None:
+        return squared.mean()
+    pairs = (attention_mask[:, :, None] * attention_mask[:, None, :]).to(squared.dtype)
+    return (squared * pairs).sum() / pairs.sum().clamp(min=1.0)
 
 
 def cosine_relation_loss(

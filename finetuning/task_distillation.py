@@ -35,6 +35,7 @@ from ..training.routing_keys import with_evaluation_router_stats
 from ..training.run_errors import RunSettingsError
 from .data import conventional_names
 from .finetune_trainer import FinetuneTrainer, split_loss_terms
+from .intermediate_distillation import intermediate_distillation_loss, task_layer_map
 
 __all__ = [
     "TEACHER_LOGITS",
@@ -164,14 +165,21 @@ def attach_teacher_logits(
 
 def label_augmented_examples(dataset: datasets.Dataset, augmented: list[bool], task_type: str) -> datasets.Dataset:
     """The augmented examples' ``labels`` replaced by the teacher's prediction (its argmax, or its value for
-    regression), as Tang et al. (2019) label their transfer set; the original examples keep their gold labels."""
+    regression; for NER the argmax of every labelled token, the first sub-token of each word), as Tang et al.
+    (2019) label their transfer set; the original examples keep their gold labels."""
+
+    def argmax(values):
+        return max(range(len(values)), key=values.__getitem__)
 
     def relabel(example, index):
         if augmented[index]:
             logits = example[TEACHER_LOGITS]
-            example["labels"] = (
-                logits[0] if task_type == "regression" else max(range(len(logits)), key=logits.__getitem__)
-            )
+            if task_type == "ner":
+                example["labels"] = [
+                    label if label == -100 else argmax(row) for label, row in zip(example["labels"], logits)
+                ]
+            else:
+                example["labels"] = logits[0] if task_type == "regression" else argmax(logits)
         return example
 
     return dataset.map(relabel, with_indices=True)
@@ -198,8 +206,30 @@ class TeacherLogitsCollator:
 
 class TaskDistillationTrainer(FinetuneTrainer):
     """``FinetuneTrainer`` whose training loss mixes the hard labels with the teacher's predictions (module
-    docstring); ``distillation_alpha`` and ``distillation_temperature`` come from the training arguments. Logs
-    ``task_loss``, ``distillation_loss`` and, for MoE students, ``balance_loss``."""
+    docstring); ``distillation_alpha`` and ``distillation_temperature`` come from the training arguments. With
+    ``distillation_hidden_weight`` β > 0 and the ``teacher`` model, the student's hidden states also learn the
+    teacher's (``intermediate_distillation.py``): ``+ β · L_hidden``, the teacher run on every training batch.
+    Logs ``task_loss``, ``distillation_loss``, ``hidden_loss`` and, for MoE students, ``balance_loss``."""
+
+    def __init__(self, *args, teacher=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.teacher = teacher
+        self.layer_map = None
+        if self.args.distillation_hidden_weight > 0:
+            if teacher is None:
+                raise ValueError("distillation_hidden_weight > 0 needs the teacher model (teacher=...).")
+            self.layer_map = task_layer_map(self.model.config, teacher.config.num_hidden_layers)
+
+    def _teacher_hidden_states(self, inputs) -> tuple[torch.Tensor, ...]:
+        device = inputs["input_ids"].device
+        if next(self.teacher.parameters()).device != device:
+            self.teacher.to(device)
+        names = ("input_ids", "attention_mask", "token_type_ids")
+        with torch.no_grad():
+            outputs = self.teacher(
+                **{name: inputs[name] for name in names if name in inputs}, output_hidden_states=True
+            )
+        return outputs.hidden_states
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
@@ -209,6 +239,9 @@ class TaskDistillationTrainer(FinetuneTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         teacher_logits = inputs.pop(TEACHER_LOGITS, None)
         inputs = with_evaluation_router_stats(model, inputs)
+        hidden = self.layer_map is not None and teacher_logits is not None and model.training
+        if hidden:
+            inputs = {**inputs, "output_hidden_states": True}
         loss, outputs = Trainer.compute_loss(
             self, model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
         )
@@ -224,5 +257,13 @@ class TaskDistillationTrainer(FinetuneTrainer):
                 distillation = soft_target_loss(logits, teacher_logits.to(logits.device), temperature)
             loss = alpha * terms["task_loss"] + (1.0 - alpha) * distillation + terms.get("balance_loss", 0.0)
             terms["distillation_loss"] = distillation
+            if hidden:
+                terms["hidden_loss"] = intermediate_distillation_loss(
+                    outputs["hidden_states"],
+                    self._teacher_hidden_states(inputs),
+                    self.layer_map,
+                    inputs.get("attention_mask"),
+                )
+                loss = loss + self.args.distillation_hidden_weight * terms["hidden_loss"]
         self.record_loss_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss

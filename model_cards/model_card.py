@@ -314,6 +314,11 @@ def _recipe_text(facts: FolderFacts) -> str:
                 if distillation.get("augment_copies")
                 else ""
             )
+            + (
+                f"; its hidden states taught to the student's layers with weight {distillation['hidden_weight']}"
+                if distillation.get("hidden_weight")
+                else ""
+            )
         )
     for key, label in (
         ("strategy", "Knowledge-transfer strategy"),
