@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         raise SystemExit(describe_failure(error)) from error
+    finally:  # a later command run without main() (a recipe calling finetune) must not inherit these arguments
+        record_invocation(None)
 
 
 def one_line_message(message: str) -> str:

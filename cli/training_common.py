@@ -139,11 +139,11 @@ def load_pretrained(path: str, auto_classes: tuple, role: str):
 _invoked_arguments: list[str] | None = None
 
 
-def record_invocation(argv: list[str]) -> None:
+def record_invocation(argv: list[str] | None) -> None:
     """Called by ``cli.main.main``: a command run as a function (``main([...])``) has its own arguments, not the
-    process's ``sys.argv``."""
+    process's ``sys.argv``; ``None`` when it returns."""
     global _invoked_arguments
-    _invoked_arguments = list(argv)
+    _invoked_arguments = None if argv is None else list(argv)
 
 
 def invoked_command_line() -> str:
