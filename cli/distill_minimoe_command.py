@@ -13,6 +13,7 @@ task stage (``main_job``, ``ship_and_report``); ``--compare true`` here runs the
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -32,9 +33,10 @@ from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from ..distillation.relation_kernels import check_relation_kernel_environment
 from ..distillation.teacher_init_runner import start_from_teacher
-from ..distillation.teachers import load_encoder
+from ..distillation.teachers import load_encoder, resolve_model_path
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
+from ..finetuning.task_recipe import AUGMENT_COPIES
 from ..modeling.model_stats import count_parameters, meta_model
 from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..training.run_errors import RunSettingsError
@@ -150,10 +152,11 @@ class TaskStageArguments:
         },
     )
     augment_copies: int = field(
-        default=2,
+        default=AUGMENT_COPIES,
         metadata={
             "help": "Task distillation of the student: perturbed copies of every training sentence that the "
-            "fine-tuned teacher labels (Tang et al. 2019); 0 distills on the training sentences alone."
+            "fine-tuned teacher labels (Tang et al. 2019; the task-distillation recipe's number, "
+            "finetuning/task_recipe.py); 0 distills on the training sentences alone."
         },
     )
     export_onnx: bool = field(
@@ -290,6 +293,27 @@ def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments,
     }
 
 
+def _depth_by_latency_budget(student_args, config):
+    """``--max_latency_ratio``: the deepest student within the budget, measured here (``student_args``'s overrides
+    updated to it); the record of the choice and the student's config."""
+    from ..finetuning.depth_budget import deepest_student_within_budget
+
+    overrides = parse_json_object(student_args.student_overrides, "student_overrides")
+    if "num_hidden_layers" in overrides:
+        raise SystemExit(
+            "--max_latency_ratio chooses num_hidden_layers: drop it from --student_overrides, or drop the budget."
+        )
+    teacher_config = transformers.AutoConfig.from_pretrained(resolve_model_path(student_args.teacher))
+    try:
+        choice = deepest_student_within_budget(config, teacher_config, student_args.max_latency_ratio)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    print(f"Depth by latency budget: {choice.reason}")
+    student_args.student_overrides = json.dumps({**overrides, "num_hidden_layers": choice.num_hidden_layers})
+    config.num_hidden_layers = choice.num_hidden_layers
+    return choice.as_record(), config
+
+
 def main_job(student_args, finetune_args, training_args) -> dict:
     """The main job with the comparison (the default): the teacher fine-tuned on the task teaches a student that
     starts from its layers; no general distillation (a student initialized from the fine-tuned teacher kept more of
@@ -307,6 +331,9 @@ def main_job(student_args, finetune_args, training_args) -> dict:
         raise SystemExit(f"--student_overrides: {error}") from None
     if not isinstance(config, MiniMoEConfig):
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MiniMoE/MiniLM preset.")
+    depth_choice = None
+    if getattr(student_args, "max_latency_ratio", None) is not None:
+        depth_choice, config = _depth_by_latency_budget(student_args, config)
     output_dir = str(training_args.output_dir).rstrip("/")
     student_flags = [
         "--model_overrides",
@@ -324,6 +351,7 @@ def main_job(student_args, finetune_args, training_args) -> dict:
         "teacher": student_args.teacher,
         "student_preset": student_args.student_preset,
         "command_line": invoked_command_line(),
+        **({"depth_by_latency_budget": depth_choice} if depth_choice else {}),
     }
     summary.update(
         run_comparison(
@@ -336,6 +364,7 @@ def main_job(student_args, finetune_args, training_args) -> dict:
             student_flags,
             split_finetune_args(finetune_args.finetune_args),
             student_output_dir=finetune_args.finetune_output_dir,
+            baseline_layers=config.num_hidden_layers,
         )
     )
     # Counted on the meta device from the config: loading the classifier folder's weights into a base model only to

@@ -7,6 +7,9 @@ copies of it (``compact-bert finetune --teacher``); the teacher with every other
 labels as the baseline to beat. All three are scored on the full GLUE SST-2 dev set and timed side by side; the
 student is exported to ONNX and int8, scored again, and gets its card. Folders: ``<output_dir>`` (the run summary),
 ``<output_dir>-teacher-sst2``, ``<output_dir>-baseline-sst2`` and ``<output_dir>-sst2`` (the student classifier).
+The student is taught with the task-distillation recipe of ``finetuning/task_recipe.py``. ``--max_latency_ratio R``
+replaces the preset's depth by the deepest within R× the teacher's latency on this machine, measured before training
+(``finetuning/depth_budget.py``); the baseline gets the same depth.
 
 Only the task stage runs here: no general distillation on a corpus (the relation distillation of paper 002 is
 ``compact-bert distill minimoe``). Training flags other than those every run of the job shares (seed, device,
@@ -54,6 +57,21 @@ class TaskStudentArguments(StudentArguments):
             "Runtime on this CPU (docs/students.md)."
         },
     )
+    max_latency_ratio: float | None = field(
+        default=None,
+        metadata={
+            "help": "Instead of the preset's depth: the deepest student whose latency is at most this share of the "
+            "teacher's, measured on this machine before training (batch 1 x 128, the same inference path; "
+            "finetuning/depth_budget.py), e.g. 0.5. The baseline gets the same depth."
+        },
+    )
+
+    def __post_init__(self):
+        if self.max_latency_ratio is not None and not 0 < self.max_latency_ratio <= 1:
+            raise ValueError(
+                f"--max_latency_ratio must be in (0, 1] (the student's latency over the teacher's), got "
+                f"{self.max_latency_ratio}."
+            )
 
 
 @dataclass

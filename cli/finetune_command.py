@@ -34,7 +34,7 @@ from ..distillation.teacher_init_runner import (
     initialize_student,
     prepare_initialization,
 )
-from ..distillation.teachers import load_encoder
+from ..distillation.teachers import load_encoder, resolve_model_path
 from ..finetuning.augmentation import AUGMENTED_COLUMN, augment_split
 from ..finetuning.data import (
     FinetuneDataArguments,
@@ -42,6 +42,7 @@ from ..finetuning.data import (
     tokenize_sequence_dataset,
     tokenize_token_dataset,
 )
+from ..finetuning.depth_budget import deepest_student_within_budget
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics, check_metric_name
 from ..finetuning.router_rebalancing import rebalance_routers
@@ -53,6 +54,7 @@ from ..finetuning.task_distillation import (
     label_augmented_examples,
     load_task_teacher,
 )
+from ..finetuning.task_recipe import AUGMENT_COPIES
 from ..model_cards import write_model_card
 from ..training.atomic_files import write_text_atomically
 from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
@@ -158,6 +160,14 @@ class FinetuneModelArguments:
             "(e.g. '1,3,5'), or 'uniform' (evenly spaced, ending at the teacher's last layer)."
         },
     )
+    max_latency_ratio: float | None = field(
+        default=None,
+        metadata={
+            "help": "For a preset student with a teacher (--teacher or --init_from_teacher FOLDER): instead of the "
+            "preset's depth, the deepest student whose latency is at most this share of the teacher's, measured "
+            "here before training (batch 1 x 128, the same inference path; finetuning/depth_budget.py), e.g. 0.5."
+        },
+    )
     merge: bool = field(
         default=False,
         metadata={
@@ -167,6 +177,11 @@ class FinetuneModelArguments:
     )
 
     def __post_init__(self):
+        if self.max_latency_ratio is not None and not 0 < self.max_latency_ratio <= 1:
+            raise ValueError(
+                f"--max_latency_ratio must be in (0, 1] (the student's latency over the teacher's), got "
+                f"{self.max_latency_ratio}."
+            )
         if self.merge and not self.peft:
             raise ValueError("--merge merges a PEFT adapter: give --peft too.")
         if self.adapter_size_grid:
@@ -335,7 +350,9 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
         early_stopping = ReportingEarlyStopping(early_stopping_patience=training_args.early_stopping_patience)
         callbacks.append(early_stopping)
     trainer_class = TaskDistillationTrainer if model_args.teacher else FinetuneTrainer
+    teacher = {"teacher": start.task_teacher} if model_args.teacher else {}
     trainer = trainer_class(
+        **teacher,
         model=model,
         args=training_args,
         train_dataset=train,
@@ -366,6 +383,7 @@ def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer,
             **({"teacher_initialization": initialization} if initialization else {}),
             **({"task_distillation": start.distillation} if start is not None and start.distillation else {}),
             **({"rebalanced_routers": rebalanced} if rebalanced else {}),
+            **({"depth_by_latency_budget": start.depth_choice} if start is not None and start.depth_choice else {}),
             **({"reported_checkpoint": reported_checkpoint(training_args)} if has_eval else {}),
         },
     )
@@ -461,6 +479,7 @@ def finetune(
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(str(error)) from None
     tokenizer = _load_tokenizer(model_args)
+    depth_choice = _depth_by_latency_budget(model_args) if model_args.max_latency_ratio is not None else None
     config = _model_config(model_args)
     max_length = data_args.resolved_max_seq_length()
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
@@ -474,11 +493,13 @@ def finetune(
             data_args.task_name if data_args.glue_task else None,
         )
     train_split = splits.train
+    if training_args.augment_copies is None:  # the task-distillation recipe's copies with a teacher, none without
+        training_args.augment_copies = AUGMENT_COPIES if model_args.teacher else 0
     if training_args.augment_copies:
-        if not model_args.teacher or splits.task_type == "ner":
+        if not model_args.teacher:
             raise SystemExit(
-                "--augment_copies: augmented examples are labelled by a teacher's predictions, for "
-                "sentence (pair) tasks: give --teacher, and no augmentation for NER."
+                "--augment_copies: augmented examples are labelled by a teacher's predictions: give --teacher "
+                "(a model fine-tuned on this task), or --augment_copies 0."
             )
         train_split = augment_split(
             train_split,
@@ -486,11 +507,13 @@ def finetune(
             training_args.augment_copies,
             tokenizer.mask_token,
             training_args.augmentation_seed,
+            tag_column="label" if splits.task_type == "ner" else None,
+            pair_perturbation=training_args.augment_pair_sentences,
         )
     if splits.task_type == "ner":
         tokenized = [
             None if split is None else tokenize_token_dataset(split, tokenizer, max_length)
-            for split in (splits.train, splits.validation)
+            for split in (train_split, splits.validation)
         ]
         data_collator = DataCollatorForTokenClassification(tokenizer)
     else:
@@ -499,7 +522,7 @@ def finetune(
             for split in (train_split, splits.validation)
         ]
         data_collator = DataCollatorWithPadding(tokenizer)
-    start = _StudentStart()
+    start = _StudentStart(depth_choice=depth_choice)
     if model_args.teacher:
         task_teacher = load_task_teacher(
             model_args.teacher, splits.task_type, splits.label_names, tokenizer, data_args.glue_task
@@ -519,7 +542,13 @@ def finetune(
             "teacher": model_args.teacher,
             "alpha": training_args.distillation_alpha,
             "temperature": training_args.distillation_temperature,
+            "hidden_weight": training_args.distillation_hidden_weight,
             "augment_copies": training_args.augment_copies,
+            **(
+                {"augment_pair_sentences": training_args.augment_pair_sentences}
+                if len(splits.text_columns) == 2
+                else {}
+            ),
             "teacher_logits_cache": cache,
         }
         start.task_teacher = task_teacher
@@ -584,6 +613,40 @@ class _StudentStart:
     task_teacher: object = None
     distillation: dict | None = None
     router_calibration: list | None = None  # --rebalance_routers: the first training batches
+    depth_choice: dict | None = None  # --max_latency_ratio: the depth chosen, and why
+
+
+def _depth_by_latency_budget(model_args: FinetuneModelArguments) -> dict:
+    """``--max_latency_ratio``: set the preset's depth (``model_args.model_overrides``) to the deepest that fits the
+    budget against the teacher, measured here; the record of the choice."""
+    name = model_args.model_name_or_path
+    if name not in PRESETS:
+        raise SystemExit(
+            f"--max_latency_ratio chooses a preset's depth: {name} is a trained model folder, whose depth is fixed."
+        )
+    teacher = model_args.teacher
+    if teacher is None and model_args.init_from_teacher not in ("auto", "none"):
+        teacher = model_args.init_from_teacher
+    if teacher is None:
+        raise SystemExit(
+            "--max_latency_ratio is a share of a teacher's latency: give --teacher (or --init_from_teacher FOLDER)."
+        )
+    overrides = parse_json_object(model_args.model_overrides, "model_overrides")
+    if "num_hidden_layers" in overrides:
+        raise SystemExit(
+            "--max_latency_ratio chooses num_hidden_layers: drop it from --model_overrides, or drop the budget."
+        )
+    try:
+        teacher_config = AutoConfig.from_pretrained(resolve_model_path(teacher))
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"--max_latency_ratio: the teacher {teacher!r} cannot be read: {error}") from None
+    try:
+        choice = deepest_student_within_budget(_model_config(model_args), teacher_config, model_args.max_latency_ratio)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    print(f"Depth by latency budget: {choice.reason}")
+    model_args.model_overrides = json.dumps({**overrides, "num_hidden_layers": choice.num_hidden_layers})
+    return choice.as_record()
 
 
 def _choose_initialization(model_args: FinetuneModelArguments, config, start: _StudentStart) -> None:

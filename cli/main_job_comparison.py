@@ -86,24 +86,27 @@ def baseline_overrides(teacher_config, num_hidden_layers: int | None = None) -> 
     }
 
 
-def teacher_on_compact_runtime(teacher_folder: str | Path, folder: str | Path) -> Path:
+def teacher_on_compact_runtime(teacher_folder: str | Path, folder: str | Path, auto_class=None) -> Path:
     """The fine-tuned teacher as a compact-bert MiniLM of the same shape (every weight copied, identity layer map:
     the same function), saved in ``folder``: it runs on compact-bert's inference path and exports with
-    ``compact-bert export onnx``, so teacher and student are timed on the same runtimes."""
+    ``compact-bert export onnx``, so teacher and student are timed on the same runtimes. ``auto_class``: the
+    teacher's head (default ``AutoModelForSequenceClassification``; ``AutoModelForTokenClassification`` for a
+    tagger)."""
     import transformers
 
     from ..configuration import MiniMoEConfig
     from ..distillation.teacher_init import initialize_from_teacher
     from ..training.compat import save_tokenizer
 
-    teacher = transformers.AutoModelForSequenceClassification.from_pretrained(teacher_folder).eval()
+    auto_class = auto_class or transformers.AutoModelForSequenceClassification
+    teacher = auto_class.from_pretrained(teacher_folder).eval()
     config = MiniMoEConfig(
         **baseline_overrides(teacher.config, teacher.config.num_hidden_layers),
         num_labels=teacher.config.num_labels,
         id2label=teacher.config.id2label,
         label2id=teacher.config.label2id,
     )
-    converted = transformers.AutoModelForSequenceClassification.from_config(config).eval()
+    converted = auto_class.from_config(config).eval()
     initialize_from_teacher(converted, teacher, teacher_name=str(teacher_folder))
     folder = Path(folder)
     converted.save_pretrained(folder)
@@ -139,10 +142,12 @@ def run_comparison(
     student_flags: list[str],
     common_flags: list[str],
     student_output_dir: str | None = None,
+    baseline_layers: int | None = None,
 ) -> dict:
     """Fine-tune teacher, baseline and student (module docstring) into ``<output_dir>-teacher-sst2``,
     ``<output_dir>-baseline-sst2`` and ``student_output_dir`` (default ``<output_dir>-sst2``); the summary fields
-    of the comparison."""
+    of the comparison. The baseline keeps ``baseline_layers`` of the teacher's layers (default: half, rounded up;
+    the main job gives its student's depth)."""
     from transformers import AutoConfig
 
     files = bundled_sst2_files()
@@ -158,7 +163,7 @@ def run_comparison(
     folders = {role: f"{base}-{role}-sst2" for role in ("teacher", "baseline")}
     folders["student"] = student_output_dir or f"{base}-sst2"
     runs, seconds = {}, {}
-    overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(teacher_path)))
+    overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(teacher_path), baseline_layers))
     commands = {
         "teacher": ["--model_name_or_path", teacher_path, "--output_dir", folders["teacher"], *shared],
         "baseline": [

@@ -23,12 +23,13 @@ import random
 
 import datasets
 
-__all__ = ["AUGMENTED_COLUMN", "augment_sentences", "augment_split", "augment_tagged_words"]
+__all__ = ["AUGMENTED_COLUMN", "PAIR_PERTURBATIONS", "augment_sentences", "augment_split", "augment_tagged_words"]
 
 AUGMENTED_COLUMN = "augmented"
 MASK_PROBABILITY = 0.1
 NGRAM_PROBABILITY = 0.25
 MAX_NGRAM = 5
+PAIR_PERTURBATIONS = ("both", "one")
 
 
 def augment_sentences(text: str, mask_token: str, rng: random.Random) -> str:
@@ -65,11 +66,16 @@ def augment_split(
     mask_token: str,
     seed: int,
     tag_column: str | None = None,
+    pair_perturbation: str = "both",
 ) -> datasets.Dataset:
     """``split`` followed by ``copies`` perturbed copies of every example (original order, copy after copy), with a
     boolean ``augmented`` column; the copies keep their source's label until the teacher relabels them. With
     ``tag_column`` (NER: one text column of words, one column of their tags), words and tags are perturbed
-    together (``augment_tagged_words``)."""
+    together (``augment_tagged_words``). Sentence pairs: ``pair_perturbation="both"`` perturbs each sentence of
+    the copy; ``"one"`` perturbs one of the two, drawn at random, and keeps its partner whole, so that the copy
+    still asks how two real-looking sentences relate."""
+    if pair_perturbation not in PAIR_PERTURBATIONS:
+        raise ValueError(f"pair_perturbation must be one of {PAIR_PERTURBATIONS}, got {pair_perturbation!r}.")
     if copies < 1:
         return split.add_column(AUGMENTED_COLUMN, [False] * len(split))
     rng = random.Random(seed)
@@ -87,11 +93,14 @@ def augment_split(
                         words if name == word_column else tags if name == tag_column else columns[name][index]
                     )
                 continue
+            perturbed = text_columns
+            if pair_perturbation == "one" and len(text_columns) == 2:
+                perturbed = (text_columns[rng.random() < 0.5],)
             for name in split.column_names:
                 value = columns[name][index]
                 added[name].append(
                     augment_sentences(str(value), mask_token, rng)
-                    if name in text_columns and value is not None
+                    if name in perturbed and value is not None
                     else value
                 )
     merged = {name: columns[name] + added[name] for name in split.column_names}

@@ -13,6 +13,13 @@ from dataclasses import dataclass, field
 
 from ..training.compat import TRANSFORMERS_5
 from ..training.training_arguments import CompactBertTrainingArguments
+from .task_recipe import (
+    AUGMENT_COPIES,
+    AUGMENT_PAIR_SENTENCES,
+    DISTILLATION_ALPHA,
+    DISTILLATION_TEMPERATURE,
+    HIDDEN_WEIGHT,
+)
 
 __all__ = ["FinetuneConfig"]
 
@@ -83,24 +90,43 @@ class FinetuneConfig(CompactBertTrainingArguments):
     )
 
     distillation_alpha: float = field(
-        default=0.5,
+        default=DISTILLATION_ALPHA,
         metadata={
             "help": "With --teacher: weight of the hard-label loss; the teacher's soft targets get 1 - alpha "
             "(0 = learn from the teacher alone, 1 = ignore it)."
         },
     )
     distillation_temperature: float = field(
-        default=2.0,
+        default=DISTILLATION_TEMPERATURE,
         metadata={
             "help": "With --teacher: softmax temperature T of the soft targets (the loss is scaled by T^2, "
             "Hinton et al. 2015; DistilBERT uses 2). Regression distills the teacher's value with MSE."
         },
     )
-    augment_copies: int = field(
-        default=0,
+    distillation_hidden_weight: float = field(
+        default=HIDDEN_WEIGHT,
+        metadata={
+            "help": "With --teacher: weight β of the intermediate-layer loss, the student's embeddings and hidden "
+            "states against the teacher's layers it started from (TinyBERT's task stage, eq. 8; relations of the "
+            f"states where the widths differ). 0 distills the predictions only; > 0 runs the teacher on every "
+            f"training batch. Default {HIDDEN_WEIGHT}: the task-distillation recipe (finetuning/task_recipe.py)."
+        },
+    )
+    augment_copies: int | None = field(
+        default=None,
         metadata={
             "help": "With --teacher: add this many perturbed copies of every training example (word masking "
-            "and n-gram sampling, Tang et al. 2019), labelled by the teacher's predictions (sentence tasks)."
+            "and n-gram sampling, Tang et al. 2019; tagged sentences keep each tag with its word), labelled by the "
+            f"teacher's predictions. Default: {AUGMENT_COPIES} with --teacher (the task-distillation recipe, "
+            "finetuning/task_recipe.py), none without."
+        },
+    )
+    augment_pair_sentences: str = field(
+        default=AUGMENT_PAIR_SENTENCES,
+        metadata={
+            "help": "Sentence-pair tasks with --augment_copies: 'both' perturbs each sentence of a copy, 'one' "
+            "perturbs one of the two (drawn at random) and keeps its partner whole. Default: the task-distillation "
+            "recipe's (finetuning/task_recipe.py)."
         },
     )
     augmentation_seed: int = field(
@@ -150,10 +176,14 @@ class FinetuneConfig(CompactBertTrainingArguments):
                 raise ValueError(
                     f"`capacity_factor` must be 'none', 'checkpoint' or a number > 0, got {self.capacity_factor!r}."
                 )
-        if self.augment_copies < 0:
+        if self.augment_pair_sentences not in ("both", "one"):
+            raise ValueError(f"`augment_pair_sentences` must be 'both' or 'one', got {self.augment_pair_sentences!r}.")
+        if self.augment_copies is not None and self.augment_copies < 0:
             raise ValueError(f"`augment_copies` must be >= 0, got {self.augment_copies}.")
         if not 0.0 <= self.distillation_alpha <= 1.0:
             raise ValueError(f"`distillation_alpha` must be in [0, 1], got {self.distillation_alpha}.")
+        if not self.distillation_hidden_weight >= 0:
+            raise ValueError(f"`distillation_hidden_weight` must be >= 0, got {self.distillation_hidden_weight}.")
         if not self.distillation_temperature > 0:
             raise ValueError(f"`distillation_temperature` must be > 0, got {self.distillation_temperature}.")
         if self.early_stopping_patience is not None and self.early_stopping_patience <= 0:

@@ -197,6 +197,43 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     )
 
 
+def test_the_main_job_takes_its_depth_from_a_latency_budget(tmp_path):
+    """``distill task --max_latency_ratio``: the student's depth is measured against the teacher before anything
+    trains, the baseline gets the same depth, and the choice is recorded; an impossible budget fails first."""
+    from compact_bert.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["distill", "task", "--output_dir", str(tmp_path / "never"), "--max_latency_ratio", "0.001"])
+    assert "no student depth fits" in str(exit_info.value.code)
+    assert not (tmp_path / "never-teacher-sst2").exists()
+    output = tmp_path / "job"
+    finetune_args = (
+        "--max_train_samples 16 --max_eval_samples 16 --per_device_train_batch_size 16 --num_train_epochs 1"
+    )
+    result = run_cli(
+        [
+            "distill",
+            "task",
+            "--student_overrides",
+            json.dumps({key: value for key, value in json.loads(TINY_MINIMOE).items() if key != "num_hidden_layers"}),
+            "--max_latency_ratio",
+            "0.99",
+            "--export_onnx",
+            "false",
+            "--output_dir",
+            str(output),
+            "--finetune_args",
+            finetune_args,
+        ]
+    )
+    summary = json.loads((output / "run_summary.json").read_text())
+    # a 64-wide student is far below the 384-wide teacher at every depth: the deepest below the teacher's 6
+    assert summary["depth_by_latency_budget"]["num_hidden_layers"] == 5
+    assert "Depth by latency budget: 5 layers" in result.stdout
+    assert json.loads((tmp_path / "job-sst2" / "config.json").read_text())["num_hidden_layers"] == 5
+    assert summary["comparison"]["baseline"].startswith("the pretrained teacher's layers 1, 2, 3, 4, 5 ")
+
+
 def test_the_main_job_refuses_training_flags_it_would_not_use(tmp_path):
     """``distill task`` runs fine-tuning only: a distillation flag (``--max_steps``, ``--learning_rate``) would be
     ignored, so it is refused, naming --finetune_args, before anything is built."""

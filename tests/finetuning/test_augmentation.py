@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import datasets
+import pytest
 
 from compact_bert.finetuning.augmentation import (
     AUGMENTED_COLUMN,
@@ -74,3 +75,24 @@ def test_the_teacher_relabels_the_words_of_tagged_copies_and_leaves_the_original
     relabelled = label_augmented_examples(split, [False, True], "ner")
     assert relabelled[0]["labels"] == [-100, 0, 0, -100]
     assert relabelled[1]["labels"] == [-100, 1, 2, -100]
+
+
+def test_pair_copies_perturb_one_sentence_and_keep_its_partner_whole_when_asked():
+    first = [" ".join(WORDS), "A man is playing a large flute on a stage tonight"] * 100
+    second = ["The European Commission said on Thursday it disagreed", "A man plays the flute on a stage"] * 100
+    split = datasets.Dataset.from_dict({"sentence1": first, "sentence2": second, "label": [3.5] * 200})
+    one = augment_split(split, ("sentence1", "sentence2"), 1, "[MASK]", seed=0, pair_perturbation="one")
+    both = augment_split(split, ("sentence1", "sentence2"), 1, "[MASK]", seed=0, pair_perturbation="both")
+    kept_one = [
+        (row["sentence1"] == first[index], row["sentence2"] == second[index])
+        for index, row in enumerate(one.select(range(200, 400)))
+    ]
+    kept_both = [
+        (row["sentence1"] == first[index], row["sentence2"] == second[index])
+        for index, row in enumerate(both.select(range(200, 400)))
+    ]
+    assert all(any(pair) for pair in kept_one)  # a partner always stays whole
+    assert sum(not first_kept for first_kept, _ in kept_one) > 20 and sum(not kept for _, kept in kept_one) > 20
+    assert sum(not any(pair) for pair in kept_both) > 20  # both perturbed in the same copy
+    with pytest.raises(ValueError, match="pair_perturbation must be one of"):
+        augment_split(split, ("sentence1", "sentence2"), 1, "[MASK]", seed=0, pair_perturbation="either")

@@ -160,6 +160,8 @@ def test_a_tagging_student_learns_the_teachers_hidden_states_over_augmented_copi
     summary = json.loads((distilled / "run_summary.json").read_text())
     assert summary["task_distillation"]["hidden_weight"] == 1.0 and summary["task_distillation"]["augment_copies"] == 1
     assert summary["teacher_initialization"]["layer_map"] == [1, 3]
+    card = (distilled / "README.md").read_text(encoding="utf-8")
+    assert "its hidden states taught to the student's layers with weight 1.0" in card
     history = json.loads((distilled / "trainer_state.json").read_text())["log_history"]
     hidden = [entry["hidden_loss"] for entry in history if "hidden_loss" in entry]
     steps = [entry for entry in history if "loss" in entry and "hidden_loss" in entry]

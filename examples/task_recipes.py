@@ -1,0 +1,401 @@
+"""Which task-distillation recipe holds across task kinds — chosen on sets carved from *training* data.
+
+The main job's student (the 3-layer MiniLM that starts from its fine-tuned teacher's layers 1, 3, 5) and its recipe
+must keep its teacher's quality on every kind of task, not only on the one it was first tuned on. This recipe trains,
+for each task kind the shared data holds and each seed, the teacher, the layer-dropped baseline and one student per
+candidate recipe, all with the main job's settings (3 epochs, batch 32, learning rate 1e-4, length-grouped batches,
+one evaluation of the final model), and scores them on a **selection set** drawn from the task's training data and
+never trained on:
+
+- ``sst2`` (single sentence, accuracy): the bundled 3,000-sentence slice; selection: the 872 GLUE SST-2 train
+  sentences of ``examples/student_selection.py`` (8 words or more, not in the slice);
+- ``stsb`` (sentence pairs, regression, Spearman; a cross-encoder): 3,000 STS-B train pairs; selection: 1,000 other
+  train pairs (a fixed shuffle of train's distinct pairs: selection first, then training);
+- ``conll2003`` (tagging, entity F1): the first 4,000 CoNLL-2003 train sentences (the slice of
+  ``examples/student_results.py``); selection: 1,000 of the train sentences after them (none repeating a sentence
+  of the first 4,000).
+
+Candidates (``RECIPES``) differ only in the student's ``compact-bert finetune --teacher`` flags: ``current`` (the
+recipe before issue 37: 2 copies perturbing both sentences of a pair), ``hidden`` (plus intermediate-layer
+distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), ``hidden-one-of-pair`` (both),
+``hidden-no-copies``. The recipe with the best mean share of its teacher over the task kinds (``--seeds`` averaged)
+becomes ``finetune --teacher``'s default (``finetuning/task_recipe.py``; measured: docs/students.md).
+Then, and only then, ``--report_dev`` scores the saved teacher, baseline and the *default* recipe's student on each
+task's official dev set (GLUE SST-2 dev, STS-B dev, CoNLL-2003 validation) — the numbers of docs/students.md.
+
+Every finished run leaves its ``run_summary.json`` and is not repeated when the recipe is run again; the teacher's
+logits are cached in ``<output_dir>/cache``. Outcome: ``selection.json`` / ``dev.json`` and the tables printed.
+
+Run: ``python -m examples.task_recipes --output_dir runs/task_recipes --seeds 0 1`` (about 45 minutes per seed on 2
+CPU cores with two candidates); ``--recipes current`` trains one candidate only; then ``... --report_dev``. Needs
+``sst2/``, ``stsb/`` and ``conll2003/`` under ``--data_dir`` (the shared data beside a checkout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+from pathlib import Path
+
+from compact_bert.cli import finetune_command
+from compact_bert.cli.main_job_comparison import baseline_overrides
+from compact_bert.distillation.teachers import resolve_model_path
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
+
+from .downstream import DEFAULT_DATA_DIR
+from .student_selection import write_selection_set
+
+__all__ = ["RECIPES", "TASKS", "main", "write_conll_split", "write_stsb_split"]
+
+TEACHER = "all-MiniLM-L6-v2"
+SPLIT_SEED = 37
+STSB_SELECTION, STSB_TRAIN = 1000, 3000
+CONLL_TRAIN, CONLL_SELECTION = 4000, 1000
+
+# The main job's training settings (cli/main_job_comparison.COMPARISON_FLAGS without the task's own flags).
+TRAINING_FLAGS = [
+    "--num_train_epochs",
+    "3",
+    "--learning_rate",
+    "1e-4",
+    "--per_device_train_batch_size",
+    "32",
+    "--eval_strategy",
+    "no",
+    "--save_strategy",
+    "no",
+    "--load_best_model_at_end",
+    "false",
+    "--logging_strategy",
+    "steps",
+    "--logging_steps",
+    "50",
+    "--group_by_length",
+    "true",
+    "--report_to",
+    "none",
+    "--disable_tqdm",
+    "true",
+]
+# task -> (dev metric key, task flags, dev file relative to --data_dir)
+TASKS = {
+    "sst2": ("eval_accuracy", ["--task_name", "sst2", "--max_seq_length", "64"], "sst2/validation.tsv"),
+    "stsb": ("eval_spearmanr", ["--task_name", "stsb", "--max_seq_length", "128"], "stsb/validation.tsv"),
+    "conll2003": ("eval_overall_f1", ["--task_name", "ner", "--max_seq_length", "128"], "conll2003/validation.txt"),
+}
+# name -> the student's flags beyond the data and training settings; "{teacher}" is the seed's fine-tuned teacher.
+RECIPES = {
+    "current": [
+        "--teacher",
+        "{teacher}",
+        "--augment_copies",
+        "2",
+        "--distillation_hidden_weight",
+        "0",
+        "--augment_pair_sentences",
+        "both",
+    ],
+    "one-of-pair": [
+        "--teacher",
+        "{teacher}",
+        "--augment_copies",
+        "2",
+        "--distillation_hidden_weight",
+        "0",
+        "--augment_pair_sentences",
+        "one",
+    ],
+    "hidden": [
+        "--teacher",
+        "{teacher}",
+        "--augment_copies",
+        "2",
+        "--distillation_hidden_weight",
+        "1",
+        "--augment_pair_sentences",
+        "both",
+    ],
+    "hidden-no-copies": ["--teacher", "{teacher}", "--augment_copies", "0", "--distillation_hidden_weight", "1"],
+    "hidden-one-of-pair": [
+        "--teacher",
+        "{teacher}",
+        "--augment_copies",
+        "2",
+        "--distillation_hidden_weight",
+        "1",
+        "--augment_pair_sentences",
+        "one",
+    ],
+}
+
+
+def write_stsb_split(train_tsv: Path, folder: Path) -> tuple[Path, Path]:
+    """``STSB_TRAIN`` training pairs and ``STSB_SELECTION`` selection pairs of STS-B train, disjoint, as
+    ``sentence1<TAB>sentence2<TAB>score`` files (rows copied verbatim: quotes stay quotes). STS-B train repeats some
+    pairs: each sentence pair is kept once (its first row), so that no selection pair is also trained on."""
+    header, *rows = train_tsv.read_text(encoding="utf-8").splitlines()
+    rows = list({tuple(row.split("\t")[:2]): row for row in reversed(rows)}.values())[::-1]
+    random.Random(SPLIT_SEED).shuffle(rows)
+    folder.mkdir(parents=True, exist_ok=True)
+    selection, train = folder / "stsb-selection.tsv", folder / "stsb-train.tsv"
+    selection.write_text("\n".join([header, *rows[:STSB_SELECTION]]) + "\n", encoding="utf-8")
+    train.write_text("\n".join([header, *rows[STSB_SELECTION : STSB_SELECTION + STSB_TRAIN]]) + "\n", encoding="utf-8")
+    return train, selection
+
+
+def write_conll_split(train_txt: Path, folder: Path) -> tuple[Path, Path]:
+    """The first ``CONLL_TRAIN`` sentences of CoNLL-2003 train, and ``CONLL_SELECTION`` sentences drawn with a fixed
+    seed from the rest, as CoNLL files. CoNLL-2003 repeats short sentences (table rows, scores): a sentence whose
+    words are in the training part is never drawn, nor drawn twice."""
+    sentences = [block for block in train_txt.read_text(encoding="utf-8").split("\n\n") if block.strip()]
+
+    def words(block: str) -> tuple[str, ...]:
+        return tuple(line.split()[0] for line in block.splitlines() if line.strip())
+
+    trained = {words(block) for block in sentences[:CONLL_TRAIN]}
+    rest = list({words(block): block for block in reversed(sentences[CONLL_TRAIN:])}.values())[::-1]
+    rest = [block for block in rest if words(block) not in trained]
+    chosen = sorted(random.Random(SPLIT_SEED).sample(range(len(rest)), CONLL_SELECTION))
+    folder.mkdir(parents=True, exist_ok=True)
+    train, selection = folder / "conll-train.txt", folder / "conll-selection.txt"
+    train.write_text("\n\n".join(sentences[:CONLL_TRAIN]) + "\n", encoding="utf-8")
+    selection.write_text("\n\n".join(rest[index] for index in chosen) + "\n", encoding="utf-8")
+    return train, selection
+
+
+def task_files(data_dir: Path, output: Path) -> dict[str, tuple[Path, Path]]:
+    """Each task's (training file, selection file)."""
+    for needed in ("sst2/train.tsv", "stsb/train.tsv", "conll2003/train.txt"):
+        if not (data_dir / needed).is_file():
+            raise SystemExit(f"{data_dir / needed} is missing: the selection sets are drawn from it (--data_dir).")
+    splits = output / "splits"
+    sst2_train = bundled_sst2_files()["train"]
+    return {
+        "sst2": (
+            sst2_train,
+            write_selection_set(data_dir / "sst2/train.tsv", sst2_train, splits / "sst2-selection.tsv"),
+        ),
+        "stsb": write_stsb_split(data_dir / "stsb/train.tsv", splits),
+        "conll2003": write_conll_split(data_dir / "conll2003/train.txt", splits),
+    }
+
+
+def _finetune(arguments: list[str]) -> dict:
+    """One ``compact-bert finetune`` run, or the finished run's summary when its folder holds one."""
+    output_dir = Path(arguments[arguments.index("--output_dir") + 1])
+    if (output_dir / "run_summary.json").is_file():
+        print(f"Reusing the finished run in {output_dir}")
+        return json.loads((output_dir / "run_summary.json").read_text())
+    print(f"\n=== compact-bert finetune {' '.join(arguments)}", flush=True)
+    model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
+    return finetune_command.finetune(model_args, data_args, config, arguments)[0]
+
+
+def model_commands(task: str, seed: int, files, output: Path, recipes: list[str]) -> dict[str, list[str]]:
+    """The ``finetune`` command line of every model of one task and seed, by role."""
+    train, selection = files
+    base = output / task / f"seed-{seed}"
+    shared = [
+        *TASKS[task][1],
+        "--train_file",
+        str(train),
+        "--validation_file",
+        str(selection),
+        *TRAINING_FLAGS,
+        "--seed",
+        str(seed),
+        "--teacher_cache_dir",
+        str(output / "cache"),
+    ]
+    pretrained = str(resolve_model_path(TEACHER))
+    from transformers import AutoConfig
+
+    overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(pretrained)))
+    commands = {
+        "teacher": ["--model_name_or_path", pretrained, "--output_dir", str(base / "teacher"), *shared],
+        "baseline": [
+            "--model_name_or_path",
+            "minilm-3l-384h",
+            "--model_overrides",
+            overrides,
+            "--init_from_teacher",
+            pretrained,
+            "--output_dir",
+            str(base / "baseline"),
+            *shared,
+        ],
+    }
+    for name in recipes:
+        flags = [flag.replace("{teacher}", str(base / "teacher")) for flag in RECIPES[name]]
+        commands[f"student: {name}"] = [
+            "--model_name_or_path",
+            "minilm-3l-384h",
+            "--output_dir",
+            str(base / f"student-{name}"),
+            *shared,
+            *flags,  # last: a recipe's flag overrides a shared one
+        ]
+    return commands
+
+
+def evaluate_folder(folder: Path, task: str, train_file: Path, dev_file: Path) -> dict:
+    """A saved classifier's metrics on ``dev_file``, computed as ``finetune`` computes them at the end of training."""
+    import transformers
+    from transformers import AutoTokenizer, DataCollatorForTokenClassification, DataCollatorWithPadding
+
+    from compact_bert.finetuning.data import (
+        FinetuneDataArguments,
+        load_finetuning_data,
+        tokenize_sequence_dataset,
+        tokenize_token_dataset,
+    )
+    from compact_bert.finetuning.finetune_trainer import build_compute_metrics
+    from compact_bert.training.compat import FROM_PRETRAINED_KWARGS
+
+    flags = TASKS[task][1]
+    data_args = FinetuneDataArguments(
+        task_name=flags[1], train_file=str(train_file), validation_file=str(dev_file), max_seq_length=int(flags[3])
+    )
+    splits = load_finetuning_data(data_args)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if splits.task_type == "ner":
+        model_class = transformers.AutoModelForTokenClassification
+        dev = tokenize_token_dataset(splits.validation, tokenizer, data_args.max_seq_length)
+        collator = DataCollatorForTokenClassification(tokenizer)
+    else:
+        model_class = transformers.AutoModelForSequenceClassification
+        dev = tokenize_sequence_dataset(splits.validation, tokenizer, splits.text_columns, data_args.max_seq_length)
+        collator = DataCollatorWithPadding(tokenizer)
+    model = model_class.from_pretrained(folder, **FROM_PRETRAINED_KWARGS)
+    glue = data_args.task_name if data_args.glue_task else None
+    with tempfile.TemporaryDirectory() as scratch:
+        trainer = transformers.Trainer(
+            model=model,
+            args=transformers.TrainingArguments(
+                output_dir=scratch, per_device_eval_batch_size=64, report_to="none", disable_tqdm=True
+            ),
+            eval_dataset=dev,
+            data_collator=collator,
+            compute_metrics=build_compute_metrics(splits.task_type, splits.label_names, glue),
+        )
+        return trainer.evaluate()
+
+
+def like_for_like_latency(folders: dict[str, Path], task: str) -> dict[str, float]:
+    """Median eager milliseconds of the task's teacher, baseline and student at batch 1 x 128, all on compact-bert's
+    inference path (the teacher converted to a MiniLM of its own shape, as the main job times it), and of the teacher
+    as transformers runs it (the reference row), interleaved in one process (``evaluation/runtime_latency.py``)."""
+    import transformers
+
+    from compact_bert.cli.main_job_comparison import (
+        LATENCY_ROUNDS,
+        LATENCY_SEQUENCE_LENGTH,
+        teacher_on_compact_runtime,
+    )
+    from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
+
+    auto_class = (
+        transformers.AutoModelForTokenClassification
+        if task == "conll2003"
+        else transformers.AutoModelForSequenceClassification
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        converted = teacher_on_compact_runtime(folders["teacher"], Path(scratch) / "teacher", auto_class)
+        models = {
+            role: auto_class.from_pretrained(folder).eval() for role, folder in folders.items() if role != "teacher"
+        }
+        models["teacher"] = auto_class.from_pretrained(converted).eval()
+        inputs = latency_inputs(models["teacher"].config.vocab_size, 1, LATENCY_SEQUENCE_LENGTH)
+        runners = {role: eager_runner(model, inputs, optimize=True) for role, model in models.items()}
+        reference = auto_class.from_pretrained(folders["teacher"]).eval()  # as transformers runs it: for reference
+        runners["teacher (transformers)"] = eager_runner(reference, inputs, optimize=False)
+        measured = measure_interleaved(runners, rounds=LATENCY_ROUNDS)
+    return {role: round(result.median_ms, 2) for role, result in measured.items()}
+
+
+def _record(path: Path, task: str, role: str, seed: int, value: float) -> None:
+    """Add one score to ``path`` (every run of every invocation: a later run of other recipes adds to it)."""
+    recorded = json.loads(path.read_text()) if path.is_file() else {}
+    recorded.setdefault(task, {}).setdefault(role, {})[str(seed)] = value
+    path.write_text(json.dumps(recorded, indent=2) + "\n")
+
+
+def _summarize(results: dict, title: str) -> str:
+    """One table: per task, each role's metric per seed, mean, spread and share of the teacher's mean."""
+    lines = [title, "", "| task | model | per seed | mean | spread | of teacher |", "|---|---|---|---|---|---|"]
+    shares: dict[str, list[float]] = {}
+    for task, roles in results.items():
+        teacher = statistics.fmean(roles["teacher"].values())
+        for role, per_seed in roles.items():
+            values = list(per_seed.values())
+            mean = statistics.fmean(values)
+            spread = max(values) - min(values)
+            shares.setdefault(role, []).append(mean / teacher)
+            lines.append(
+                f"| {task} | {role} | {', '.join(f'{100 * value:.1f}' for value in values)} | {100 * mean:.1f} | "
+                f"{100 * spread:.1f} | {100 * mean / teacher:.1f}% |"
+            )
+    lines += ["", "Mean share of the teacher over the task kinds:"]
+    lines += [f"- {role}: {100 * statistics.fmean(values):.1f}%" for role, values in shares.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", default="runs/task_recipes")
+    parser.add_argument("--data_dir", default=str(DEFAULT_DATA_DIR))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
+    parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=list(RECIPES))
+    parser.add_argument(
+        "--report_dev",
+        action="store_true",
+        help="Score the saved teacher, baseline and the named recipe's student (--recipes, one) on the dev sets.",
+    )
+    args = parser.parse_args(argv)
+    output, data_dir = Path(args.output_dir), Path(args.data_dir)
+    files = task_files(data_dir, output)
+    if args.report_dev and len(args.recipes) != 1:
+        raise SystemExit("--report_dev scores one recipe's students: name it with --recipes.")
+    results: dict[str, dict[str, dict[int, float]]] = {}
+    for seed in args.seeds:
+        for task in args.tasks:
+            metric = TASKS[task][0]
+            for role, command in model_commands(task, seed, files[task], output, args.recipes).items():
+                summary = _finetune(command)
+                if args.report_dev:
+                    folder = Path(command[command.index("--output_dir") + 1])
+                    scores = evaluate_folder(folder, task, files[task][0], data_dir / TASKS[task][2])
+                    value = scores[metric]
+                else:
+                    value = summary[metric]
+                results.setdefault(task, {}).setdefault(role, {})[seed] = value
+                _record(output / ("dev.json" if args.report_dev else "selection.json"), task, role, seed, value)
+    if args.report_dev:
+        latency = {}
+        for task in args.tasks:
+            commands = model_commands(task, args.seeds[0], files[task], output, args.recipes)
+            folders = {  # one recipe with --report_dev: one student
+                "student" if role.startswith("student") else role: Path(command[command.index("--output_dir") + 1])
+                for role, command in commands.items()
+            }
+            latency[task] = like_for_like_latency(folders, task)
+            print(
+                f"{task}: eager ms, compact-bert's path, batch 1 x 128: "
+                + ", ".join(f"{role} {ms}" for role, ms in latency[task].items())
+                + f"; student / teacher {latency[task]['student'] / latency[task]['teacher']:.2f}x"
+            )
+        (output / "dev_latency.json").write_text(json.dumps(latency, indent=2) + "\n")
+    title = (
+        f"Official dev sets, recipe {args.recipes[0]!r}, seeds {args.seeds}"
+        if args.report_dev
+        else f"Selection sets (carved from train), seeds {args.seeds}"
+    )
+    print("\n" + _summarize(results, title))
+
+
+if __name__ == "__main__":
+    main()

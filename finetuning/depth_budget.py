@@ -1,0 +1,119 @@
+"""Depth by latency budget: the deepest student that runs within ``max_latency_ratio`` of its teacher, here.
+
+A user who needs "half the teacher's latency" should not have to know that, on this CPU, 3 of 6 layers is 0.51× and
+4 is 0.67× (the embeddings, the classifier and the per-call overhead do not shrink with depth). So ``compact-bert
+finetune --max_latency_ratio R`` (with a preset student and a teacher) and the main job (``distill task``) measure
+instead of assuming: the teacher and the student at every depth below the teacher's, built from their configs (the
+latency of a forward pass does not depend on the values of the weights), run interleaved at batch 1 × 128 on the
+same inference path — compact-bert's eager path after ``optimize_for_inference``, the teacher converted to a MiniLM
+of its own shape as the main job's comparison does — and the deepest student within ``R`` of the teacher's median
+is chosen. Every layer of a student costs the same, so its latency is ``a + b · depth``: the choice reads the
+least-squares line through the depths' medians, not each median alone, so that one round disturbed by another
+process on a shared machine cannot make a deeper student look faster than a shallower one. The measurements, the
+line and the reason are printed and returned for the run summary.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+__all__ = ["DepthChoice", "LATENCY_BUDGET_ROUNDS", "deepest_student_within_budget"]
+
+LATENCY_BUDGET_ROUNDS = 15
+SEQUENCE_LENGTH = 128
+
+
+@dataclass
+class DepthChoice:
+    """The chosen depth, the latency ratio of every depth measured, and the sentence that says why."""
+
+    num_hidden_layers: int
+    max_latency_ratio: float
+    teacher_ms: float
+    ratios: dict[int, float] = field(default_factory=dict)  # read off the fitted line
+    measured_ms: dict[int, float] = field(default_factory=dict)  # the medians the line was fitted to
+    reason: str = ""
+
+    def as_record(self) -> dict:
+        return {
+            "num_hidden_layers": self.num_hidden_layers,
+            "max_latency_ratio": self.max_latency_ratio,
+            "teacher_ms": self.teacher_ms,
+            "latency_ratio_by_depth": {str(depth): ratio for depth, ratio in self.ratios.items()},
+            "measured_ms_by_depth": {str(depth): ms for depth, ms in self.measured_ms.items()},
+            "reason": self.reason,
+        }
+
+
+def _check_ratio(max_latency_ratio: float) -> None:
+    if not 0 < max_latency_ratio <= 1:
+        raise ValueError(
+            f"--max_latency_ratio must be in (0, 1] (the student's latency over the teacher's), got "
+            f"{max_latency_ratio}."
+        )
+
+
+def _line(medians: dict[int, float]) -> tuple[float, float]:
+    """Least-squares ``a + b · depth`` through the medians (one depth: no slope to fit, the median itself)."""
+    depths = list(medians)
+    if len(depths) == 1:
+        return 0.0, medians[depths[0]] / depths[0]
+    mean_depth = sum(depths) / len(depths)
+    mean_ms = sum(medians.values()) / len(depths)
+    slope = sum((depth - mean_depth) * (medians[depth] - mean_ms) for depth in depths) / sum(
+        (depth - mean_depth) ** 2 for depth in depths
+    )
+    return mean_ms - slope * mean_depth, slope
+
+
+def deepest_student_within_budget(
+    student_config, teacher_config, max_latency_ratio: float, rounds: int = LATENCY_BUDGET_ROUNDS
+) -> DepthChoice:
+    """The deepest ``student_config`` (1 layer up to one fewer than the teacher's) whose latency is at most
+    ``max_latency_ratio`` × the teacher's (module docstring). Raises ``ValueError`` when not even one layer fits,
+    naming the ratio it measured."""
+    import torch
+    import transformers
+
+    from ..cli.main_job_comparison import baseline_overrides
+    from ..configuration import MiniMoEConfig
+    from ..evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
+
+    _check_ratio(max_latency_ratio)
+    teacher_layers = teacher_config.num_hidden_layers
+    if teacher_layers < 2:
+        raise ValueError(f"The teacher has {teacher_layers} layer: there is no shallower student to choose.")
+    configs = {"teacher": MiniMoEConfig(**baseline_overrides(teacher_config, teacher_layers))}
+    for depth in range(1, teacher_layers):
+        config = copy.deepcopy(student_config)
+        config.num_hidden_layers = depth
+        configs[depth] = config
+    length = min(SEQUENCE_LENGTH, *(config.max_position_embeddings for config in configs.values()))
+    inputs = latency_inputs(min(config.vocab_size for config in configs.values()), 1, length)
+    with torch.random.fork_rng():  # random weights for timing only: the run's seeded stream is left as it was
+        torch.manual_seed(0)
+        runners = {
+            name: eager_runner(transformers.AutoModelForSequenceClassification.from_config(config), inputs, True)
+            for name, config in configs.items()
+        }
+    measured = measure_interleaved(runners, rounds=rounds)
+    teacher_ms = measured.pop("teacher").median_ms
+    fixed_ms, per_layer_ms = _line({depth: result.median_ms for depth, result in measured.items()})
+    ratios = {depth: round((fixed_ms + per_layer_ms * depth) / teacher_ms, 3) for depth in measured}
+    fitting = [depth for depth, ratio in ratios.items() if ratio <= max_latency_ratio]
+    table = ", ".join(f"{depth} layers {ratio:.2f}x" for depth, ratio in ratios.items())
+    if not fitting:
+        raise ValueError(
+            f"--max_latency_ratio {max_latency_ratio}: no student depth fits; measured against the teacher "
+            f"({teacher_ms:.1f} ms at batch 1 x {length}): {table}. Give a larger ratio or a narrower preset."
+        )
+    depth = max(fitting)
+    deeper = f"; {depth + 1} layers would be {ratios[depth + 1]:.2f}x" if depth + 1 in ratios else ""
+    reason = (
+        f"{depth} layers: the deepest student within {max_latency_ratio}x of the teacher's latency on this machine "
+        f"({ratios[depth]:.2f}x{deeper}; teacher {teacher_ms:.1f} ms, student {fixed_ms:.1f} + {per_layer_ms:.1f} ms "
+        f"per layer, batch 1 x {length}, compact-bert's eager path; every depth: {table})."
+    )
+    medians = {depth: round(result.median_ms, 2) for depth, result in measured.items()}
+    return DepthChoice(depth, max_latency_ratio, round(teacher_ms, 2), ratios, medians, reason)

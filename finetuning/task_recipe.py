@@ -1,0 +1,37 @@
+"""The task-distillation recipe: what ``compact-bert finetune --teacher FOLDER`` does unless told otherwise, and
+what the main job (``compact-bert distill task``) runs.
+
+Chosen by its mean share of the teacher over three kinds of task — single sentences (SST-2), sentence pairs scored
+by a cross-encoder (STS-B) and tagging (CoNLL-2003) — on selection sets carved from each task's *training* data,
+never on the dev sets the project reports (``python -m examples.task_recipes``; the measurements and the runners-up:
+docs/students.md, "One recipe across task kinds"):
+
+- the labels and the teacher's soft targets, half and half, at temperature 2 (DistilBERT's; not varied);
+- two perturbed copies of every training example labelled by the teacher (Tang et al., 2019): on STS-B no copies
+  lost 3.9 Spearman points against two;
+- in a sentence pair, one sentence of each copy perturbed and its partner kept whole: +1.2 to +2.5 points on STS-B
+  against perturbing both;
+- the student's hidden states taught layer by layer (TinyBERT's task stage, weight 1): ahead on the mean over the
+  three tasks (+0.4 points of the teacher's share; within one seed's noise) for about 1.5× the training time.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AUGMENT_COPIES",
+    "AUGMENT_PAIR_SENTENCES",
+    "DISTILLATION_ALPHA",
+    "DISTILLATION_TEMPERATURE",
+    "HIDDEN_WEIGHT",
+]
+
+# Weight of the hard labels; the teacher's soft targets get 1 - alpha.
+DISTILLATION_ALPHA = 0.5
+# Softmax temperature of the soft targets (DistilBERT's 2).
+DISTILLATION_TEMPERATURE = 2.0
+# Perturbed copies of every training example (sentence, pair or tagged sentence), labelled by the teacher.
+AUGMENT_COPIES = 2
+# Sentence pairs: perturb "one" sentence of each copy and keep its partner whole ("both": perturb each).
+AUGMENT_PAIR_SENTENCES = "one"
+# Weight of the intermediate-layer loss (finetuning/intermediate_distillation.py).
+HIDDEN_WEIGHT = 1.0

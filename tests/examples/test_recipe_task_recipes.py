@@ -1,0 +1,71 @@
+"""The task-recipe selection: its selection sets are carved from training data, disjoint from what the models train
+on; every model's command parses; the embedding-corpus recipe draws SST-2 sentences outside the bundled slice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compact_bert.cli import finetune_command
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
+from compact_bert.finetuning.data import FinetuneDataArguments, load_finetuning_data
+from examples.embedding_data_kinds import CORPUS_SENTENCES, sst2_sentences
+from examples.task_recipes import (
+    CONLL_SELECTION,
+    CONLL_TRAIN,
+    RECIPES,
+    STSB_SELECTION,
+    STSB_TRAIN,
+    model_commands,
+    task_files,
+)
+
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+needs_shared_data = pytest.mark.skipif(
+    not (SHARED_DATA / "stsb" / "train.tsv").is_file(),
+    reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})",
+)
+
+
+@needs_shared_data
+def test_selection_sets_come_from_training_data_and_share_nothing_with_what_trains(tmp_path):
+    files = task_files(SHARED_DATA, tmp_path)
+    for task, (train, selection) in files.items():
+        name = {"sst2": "sst2", "stsb": "stsb", "conll2003": "ner"}[task]
+        splits = load_finetuning_data(
+            FinetuneDataArguments(task_name=name, train_file=str(train), validation_file=str(selection))
+        )
+        columns = splits.text_columns
+        trained = {tuple(str(row[column]) for column in columns) for row in splits.train}
+        selected = [tuple(str(row[column]) for column in columns) for row in splits.validation]
+        assert not trained & set(selected), task
+        if task == "stsb":
+            assert (len(splits.train), len(splits.validation)) == (STSB_TRAIN, STSB_SELECTION)
+        if task == "conll2003":
+            assert (len(splits.train), len(splits.validation)) == (CONLL_TRAIN, CONLL_SELECTION)
+    train_rows = set((SHARED_DATA / "stsb" / "train.tsv").read_text(encoding="utf-8").splitlines()[1:])
+    assert set(files["stsb"][1].read_text(encoding="utf-8").splitlines()[1:]) <= train_rows  # all from train
+    again = task_files(SHARED_DATA, tmp_path / "again")  # fixed seeds: the same sets every time
+    assert all(again[task][1].read_bytes() == files[task][1].read_bytes() for task in files)
+
+
+@needs_shared_data
+def test_every_models_command_parses_as_finetune_flags(tmp_path):
+    files = task_files(SHARED_DATA, tmp_path)
+    (tmp_path / "conll2003" / "seed-0" / "teacher").mkdir(parents=True)
+    commands = model_commands("conll2003", 0, files["conll2003"], tmp_path, list(RECIPES))
+    assert list(commands) == ["teacher", "baseline", *(f"student: {name}" for name in RECIPES)]
+    for command in commands.values():
+        finetune_command.parse_finetune_arguments(command)
+    student = commands["student: hidden"]
+    assert student[student.index("--teacher") + 1] == str(tmp_path / "conll2003" / "seed-0" / "teacher")
+
+
+@needs_shared_data
+def test_the_sst2_embedding_corpus_holds_no_sentence_of_the_bundled_slice(tmp_path):
+    corpus = sst2_sentences(SHARED_DATA / "sst2" / "train.tsv", tmp_path / "sst2.txt")
+    sentences = corpus.read_text(encoding="utf-8").splitlines()
+    bundled = {line.split("\t")[0] for line in bundled_sst2_files()["train"].read_text(encoding="utf-8").splitlines()}
+    assert len(sentences) == len(set(sentences)) == CORPUS_SENTENCES
+    assert not set(sentences) & bundled and all(len(sentence.split()) >= 3 for sentence in sentences)

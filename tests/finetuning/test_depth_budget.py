@@ -1,0 +1,101 @@
+"""Depth by latency budget: the line through the measured depths, the choice it makes, and ``finetune
+--max_latency_ratio`` end to end with its early errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compact_bert.cli.main import main
+from compact_bert.configuration import preset_config
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
+from compact_bert.finetuning.depth_budget import _line, deepest_student_within_budget
+
+TEACHER_SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}
+
+
+def test_the_line_through_the_medians_is_least_squares():
+    assert _line({1: 3.0, 2: 5.0, 3: 7.0}) == pytest.approx((1.0, 2.0))
+    fixed, slope = _line({1: 3.0, 2: 9.0, 3: 7.0})  # one disturbed round: the line still rises with depth
+    assert slope == pytest.approx(2.0) and fixed == pytest.approx(7.0 / 3.0 + 0.0, abs=1.0)
+    assert _line({2: 8.0}) == (0.0, 4.0)
+
+
+def test_the_deepest_depth_within_the_budget_is_chosen_and_an_impossible_budget_is_named():
+    teacher = preset_config("minilm-6l-384h", num_hidden_layers=4, **TEACHER_SHAPE)
+    student = preset_config("minilm-3l-96h", **TEACHER_SHAPE)
+    choice = deepest_student_within_budget(student, teacher, 1.0, rounds=3)
+    assert choice.num_hidden_layers == 3 and list(choice.ratios) == [1, 2, 3]
+    ratios = list(choice.ratios.values())
+    assert ratios == sorted(ratios)  # read off one line: deeper is never cheaper
+    record = choice.as_record()
+    assert record["num_hidden_layers"] == 3 and set(record["measured_ms_by_depth"]) == {"1", "2", "3"}
+    assert "3 layers: the deepest student within 1.0x" in record["reason"]
+    with pytest.raises(ValueError, match=r"--max_latency_ratio 0.001: no student depth fits; .*1 layers"):
+        deepest_student_within_budget(student, teacher, 0.001, rounds=3)
+    with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
+        deepest_student_within_budget(student, teacher, 1.5, rounds=3)
+
+
+QUICK = [
+    "--task_name",
+    "sst2",
+    "--max_train_samples",
+    "32",
+    "--max_eval_samples",
+    "16",
+    "--per_device_train_batch_size",
+    "16",
+    "--num_train_epochs",
+    "1",
+    "--report_to",
+    "none",
+    "--eval_strategy",
+    "no",
+    "--save_strategy",
+    "no",
+    "--load_best_model_at_end",
+    "false",
+    "--disable_tqdm",
+    "true",
+    "--max_seq_length",
+    "32",
+]
+
+
+def _data() -> list[str]:
+    files = bundled_sst2_files()
+    return ["--train_file", str(files["train"]), "--validation_file", str(files["validation"])]
+
+
+def test_finetune_takes_the_depth_its_budget_allows_against_its_teacher(tmp_path, capsys):
+    teacher = tmp_path / "teacher"
+    shape = json.dumps({**TEACHER_SHAPE, "num_hidden_layers": 3})
+    argv = ["finetune", "--model_name_or_path", "minilm-3l-96h", "--model_overrides", shape, *_data(), *QUICK]
+    assert main([*argv, "--output_dir", str(teacher)]) == 0
+    student = tmp_path / "student"
+    budget = ["--teacher", str(teacher), "--max_latency_ratio", "1.0", "--output_dir", str(student)]
+    budget += ["--teacher_cache_dir", str(tmp_path / "cache")]
+    assert main([*argv[:3], "--model_overrides", json.dumps(TEACHER_SHAPE), *argv[5:], *budget]) == 0
+    assert "Depth by latency budget: 2 layers: the deepest student within 1.0x" in capsys.readouterr().out
+    summary = json.loads((student / "run_summary.json").read_text())
+    assert summary["depth_by_latency_budget"]["num_hidden_layers"] == 2
+    assert summary["teacher_initialization"]["layer_map"] == [1, 2]
+    assert json.loads((student / "config.json").read_text())["num_hidden_layers"] == 2
+
+    def fails(extra) -> str:
+        with pytest.raises(SystemExit) as raised:
+            main([*argv[:3], "--model_overrides", json.dumps(TEACHER_SHAPE), *argv[5:], *extra])
+        return str(raised.value.code)
+
+    out = ["--output_dir", str(tmp_path / "never")]
+    assert "give --teacher" in fails(["--max_latency_ratio", "0.5", *out])
+    assert "no student depth fits" in fails(["--teacher", str(teacher), "--max_latency_ratio", "0.001", *out])
+    with pytest.raises(SystemExit) as raised:
+        main(["finetune", "--model_name_or_path", str(teacher), *_data(), *QUICK, *budget[:4], *out])
+    assert "trained model folder, whose depth is fixed" in str(raised.value.code)
+    with pytest.raises(SystemExit) as raised:
+        main([*argv, "--teacher", str(teacher), "--max_latency_ratio", "0.5", *out])
+    assert "drop it from --model_overrides" in str(raised.value.code)
+    assert not (tmp_path / "never" / "model.safetensors").exists()
