@@ -27,6 +27,7 @@ from . import finetune_command
 
 __all__ = [
     "COMPARISON_FLAGS",
+    "COMPARISON_TRAINING_FLAGS",
     "baseline_overrides",
     "compare_latency",
     "comparison_table",
@@ -64,6 +65,14 @@ COMPARISON_FLAGS = (
     "50",
     "--group_by_length",
     "true",
+)
+# COMPARISON_FLAGS without the task's own flags (its name and length): the settings the recipes in examples/ give every
+# task.
+COMPARISON_TRAINING_FLAGS = tuple(
+    item
+    for index in range(0, len(COMPARISON_FLAGS), 2)
+    if COMPARISON_FLAGS[index] not in ("--task_name", "--max_seq_length")
+    for item in COMPARISON_FLAGS[index : index + 2]
 )
 INHERITED_TRAINING_FLAGS = ("seed", "use_cpu", "disable_tqdm", "dataloader_num_workers", "keep_checkpoints")
 LATENCY_SEQUENCE_LENGTH = 128

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from compact_bert.cli import finetune_command
-from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS
+from compact_bert.cli.main_job_comparison import COMPARISON_TRAINING_FLAGS
 from compact_bert.distillation.teachers import resolve_model_path
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
@@ -54,14 +54,8 @@ SHAPES = ("minimoe-4l-384h", "minilm-4l-384h", "minimoe-4l-192h")
 STARTS = ("random init", "teacher init", "teacher init + task distillation")
 
 
-def _without(flags: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
-    """``flags`` (``--name value`` pairs) without the pairs named in ``names``."""
-    pairs = [flags[index : index + 2] for index in range(0, len(flags), 2)]
-    return [item for pair in pairs if pair[0] not in names for item in pair]
-
-
 # The main job's training settings; each task sets its own task name and length.
-_SHARED_FLAGS = _without(COMPARISON_FLAGS, ("--task_name", "--max_seq_length"))
+_SHARED_FLAGS = list(COMPARISON_TRAINING_FLAGS)
 TASKS = {
     # name -> (metric in the run summary, flags that pick the data, augmented copies for task distillation)
     "sst2": (

@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 
 from compact_bert.cli import finetune_command
-from compact_bert.cli.main_job_comparison import baseline_overrides
+from compact_bert.cli.main_job_comparison import COMPARISON_TRAINING_FLAGS, baseline_overrides
 from compact_bert.distillation.teachers import resolve_model_path
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
@@ -55,31 +55,8 @@ SPLIT_SEED = 37
 STSB_SELECTION, STSB_TRAIN = 1000, 3000
 CONLL_TRAIN, CONLL_SELECTION = 4000, 1000
 
-# The main job's training settings (cli/main_job_comparison.COMPARISON_FLAGS without the task's own flags).
-TRAINING_FLAGS = [
-    "--num_train_epochs",
-    "3",
-    "--learning_rate",
-    "1e-4",
-    "--per_device_train_batch_size",
-    "32",
-    "--eval_strategy",
-    "no",
-    "--save_strategy",
-    "no",
-    "--load_best_model_at_end",
-    "false",
-    "--logging_strategy",
-    "steps",
-    "--logging_steps",
-    "50",
-    "--group_by_length",
-    "true",
-    "--report_to",
-    "none",
-    "--disable_tqdm",
-    "true",
-]
+# The main job's training settings (its comparison's flags without the task's own), without reporting.
+TRAINING_FLAGS = [*COMPARISON_TRAINING_FLAGS, "--report_to", "none", "--disable_tqdm", "true"]
 # task -> (dev metric key, task flags, dev file relative to --data_dir)
 TASKS = {
     "sst2": ("eval_accuracy", ["--task_name", "sst2", "--max_seq_length", "64"], "sst2/validation.tsv"),
