@@ -28,6 +28,7 @@ from . import finetune_command
 __all__ = [
     "COMPARISON_FLAGS",
     "COMPARISON_TRAINING_FLAGS",
+    "baseline_arguments",
     "baseline_overrides",
     "compare_latency",
     "comparison_table",
@@ -95,6 +96,26 @@ def baseline_overrides(teacher_config, num_hidden_layers: int | None = None) -> 
     }
 
 
+def baseline_arguments(teacher_path: str, output_dir: str, num_hidden_layers: int | None = None) -> list[str]:
+    """The ``compact-bert finetune`` model flags of the layer-dropped baseline: a dense MiniLM of the teacher's shape
+    with ``num_hidden_layers`` (default half, rounded up) of the pretrained teacher's layers, evenly spaced."""
+    from transformers import AutoConfig
+
+    overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(teacher_path), num_hidden_layers))
+    return [
+        "--model_name_or_path",
+        "minilm-3l-384h",
+        "--model_overrides",
+        overrides,
+        "--init_from_teacher",
+        teacher_path,
+        "--layer_map",
+        "uniform",
+        "--output_dir",
+        output_dir,
+    ]
+
+
 def teacher_on_compact_runtime(teacher_folder: str | Path, folder: str | Path, auto_class=None) -> Path:
     """The fine-tuned teacher as a compact-bert MiniLM of the same shape (every weight copied, identity layer map:
     the same function), saved in ``folder``: it runs on compact-bert's inference path and exports with
@@ -157,8 +178,6 @@ def run_comparison(
     ``<output_dir>-baseline-sst2`` and ``student_output_dir`` (default ``<output_dir>-sst2``); the summary fields
     of the comparison. The baseline keeps ``baseline_layers`` of the teacher's layers (default: half, rounded up;
     the main job gives its student's depth)."""
-    from transformers import AutoConfig
-
     files = bundled_sst2_files()
     base = str(output_dir).rstrip("/")
     data = [
@@ -172,22 +191,9 @@ def run_comparison(
     folders = {role: f"{base}-{role}-sst2" for role in ("teacher", "baseline")}
     folders["student"] = student_output_dir or f"{base}-sst2"
     runs, seconds = {}, {}
-    overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(teacher_path), baseline_layers))
     commands = {
         "teacher": ["--model_name_or_path", teacher_path, "--output_dir", folders["teacher"], *shared],
-        "baseline": [
-            "--model_name_or_path",
-            "minilm-3l-384h",
-            "--model_overrides",
-            overrides,
-            "--init_from_teacher",
-            teacher_path,
-            "--layer_map",
-            "uniform",
-            "--output_dir",
-            folders["baseline"],
-            *shared,
-        ],
+        "baseline": [*baseline_arguments(teacher_path, folders["baseline"], baseline_layers), *shared],
         "student": [
             "--model_name_or_path",
             student_dir,

@@ -30,7 +30,7 @@ import statistics
 from pathlib import Path
 
 from compact_bert.cli import finetune_command
-from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS, baseline_overrides
+from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS, baseline_arguments
 from compact_bert.distillation.teachers import resolve_model_path
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
@@ -123,7 +123,6 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"{glue_train} is missing: the selection set is drawn from GLUE SST-2 train (--data_dir).")
     selection = write_selection_set(glue_train, bundled_sst2_files()["train"], output / "selection.tsv")
     pretrained = str(resolve_model_path(TEACHER))
-    from transformers import AutoConfig
 
     common = [
         "--task_name",
@@ -145,19 +144,8 @@ def main(argv: list[str] | None = None) -> None:
         seeded = [*common, "--seed", str(seed)]
         teacher_dir = output / f"seed-{seed}" / "teacher"
         runs = {"teacher": _finetune(["--model_name_or_path", pretrained, "--output_dir", str(teacher_dir), *seeded])}
-        overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(pretrained)))
         runs["baseline"] = _finetune(
-            [
-                "--model_name_or_path",
-                "minilm-3l-384h",
-                "--model_overrides",
-                overrides,
-                "--init_from_teacher",
-                pretrained,
-                "--output_dir",
-                str(output / f"seed-{seed}" / "baseline"),
-                *seeded,
-            ]
+            [*baseline_arguments(pretrained, str(output / f"seed-{seed}" / "baseline")), *seeded]
         )
         for index, (name, (model, flags)) in enumerate(CANDIDATES.items()):
             if index not in chosen:

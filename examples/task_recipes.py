@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 
 from compact_bert.cli import finetune_command
-from compact_bert.cli.main_job_comparison import COMPARISON_TRAINING_FLAGS, baseline_overrides
+from compact_bert.cli.main_job_comparison import COMPARISON_TRAINING_FLAGS, baseline_arguments
 from compact_bert.distillation.teachers import resolve_model_path
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
@@ -63,49 +63,29 @@ TASKS = {
     "stsb": ("eval_spearmanr", ["--task_name", "stsb", "--max_seq_length", "128"], "stsb/validation.tsv"),
     "conll2003": ("eval_overall_f1", ["--task_name", "ner", "--max_seq_length", "128"], "conll2003/validation.txt"),
 }
-# name -> the student's flags beyond the data and training settings; "{teacher}" is the seed's fine-tuned teacher.
+
+
+def _student_flags(copies: int, hidden_weight: float, pair_sentences: str) -> list[str]:
+    """A candidate's ``finetune`` flags beyond the data and training settings ("{teacher}": the seed's teacher)."""
+    return [
+        "--teacher",
+        "{teacher}",
+        "--augment_copies",
+        str(copies),
+        "--distillation_hidden_weight",
+        str(hidden_weight),
+        "--augment_pair_sentences",
+        pair_sentences,
+    ]
+
+
+# name -> the student's flags
 RECIPES = {
-    "current": [
-        "--teacher",
-        "{teacher}",
-        "--augment_copies",
-        "2",
-        "--distillation_hidden_weight",
-        "0",
-        "--augment_pair_sentences",
-        "both",
-    ],
-    "one-of-pair": [
-        "--teacher",
-        "{teacher}",
-        "--augment_copies",
-        "2",
-        "--distillation_hidden_weight",
-        "0",
-        "--augment_pair_sentences",
-        "one",
-    ],
-    "hidden": [
-        "--teacher",
-        "{teacher}",
-        "--augment_copies",
-        "2",
-        "--distillation_hidden_weight",
-        "1",
-        "--augment_pair_sentences",
-        "both",
-    ],
-    "hidden-no-copies": ["--teacher", "{teacher}", "--augment_copies", "0", "--distillation_hidden_weight", "1"],
-    "hidden-one-of-pair": [
-        "--teacher",
-        "{teacher}",
-        "--augment_copies",
-        "2",
-        "--distillation_hidden_weight",
-        "1",
-        "--augment_pair_sentences",
-        "one",
-    ],
+    "current": _student_flags(copies=2, hidden_weight=0, pair_sentences="both"),  # the recipe before issue 37
+    "one-of-pair": _student_flags(copies=2, hidden_weight=0, pair_sentences="one"),
+    "hidden": _student_flags(copies=2, hidden_weight=1, pair_sentences="both"),
+    "hidden-no-copies": _student_flags(copies=0, hidden_weight=1, pair_sentences="one"),
+    "hidden-one-of-pair": _student_flags(copies=2, hidden_weight=1, pair_sentences="one"),
 }
 
 
@@ -188,22 +168,9 @@ def model_commands(task: str, seed: int, files, output: Path, recipes: list[str]
         str(output / "cache"),
     ]
     pretrained = str(resolve_model_path(TEACHER))
-    from transformers import AutoConfig
-
-    overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(pretrained)))
     commands = {
         "teacher": ["--model_name_or_path", pretrained, "--output_dir", str(base / "teacher"), *shared],
-        "baseline": [
-            "--model_name_or_path",
-            "minilm-3l-384h",
-            "--model_overrides",
-            overrides,
-            "--init_from_teacher",
-            pretrained,
-            "--output_dir",
-            str(base / "baseline"),
-            *shared,
-        ],
+        "baseline": [*baseline_arguments(pretrained, str(base / "baseline")), *shared],
     }
     for name in recipes:
         flags = [flag.replace("{teacher}", str(base / "teacher")) for flag in RECIPES[name]]
