@@ -9,7 +9,8 @@ student is exported to ONNX and int8, scored again, and gets its card. Folders: 
 ``<output_dir>-teacher-sst2``, ``<output_dir>-baseline-sst2`` and ``<output_dir>-sst2`` (the student classifier).
 The student is taught with the task-distillation recipe of ``finetuning/task_recipe.py``. ``--max_latency_ratio R``
 replaces the preset's depth by the deepest within R× the teacher's latency on this machine, measured before training
-(``finetuning/depth_budget.py``); the baseline gets the same depth.
+(``finetuning/depth_budget.py``). The baseline always has the student's depth (the teacher's layers evenly spaced,
+ending at its last: every other layer for the default 3-layer student), so the two are compared at equal latency.
 
 Only the task stage runs here: no general distillation on a corpus (the relation distillation of paper 002 is
 ``compact-bert distill minimoe``). Training flags other than those every run of the job shares (seed, device,

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..configuration.presets import minilm_fields_like
 from ..distillation.teachers import resolve_model_path
 from ..finetuning.bundled_data import bundled_sst2_files
 from . import finetune_command
@@ -29,7 +30,6 @@ __all__ = [
     "COMPARISON_FLAGS",
     "COMPARISON_TRAINING_FLAGS",
     "baseline_arguments",
-    "baseline_overrides",
     "compare_latency",
     "comparison_table",
     "inherited_flags",
@@ -80,28 +80,12 @@ LATENCY_SEQUENCE_LENGTH = 128
 LATENCY_ROUNDS = 20
 
 
-def baseline_overrides(teacher_config, num_hidden_layers: int | None = None) -> dict:
-    """A dense MiniLM config with the teacher's shape and ``num_hidden_layers`` layers (default: half the teacher's,
-    rounded up — the layer-dropped baseline)."""
-    return {
-        "num_hidden_layers": num_hidden_layers or (teacher_config.num_hidden_layers + 1) // 2,
-        "hidden_size": teacher_config.hidden_size,
-        "num_attention_heads": teacher_config.num_attention_heads,
-        "intermediate_size": teacher_config.intermediate_size,
-        "vocab_size": teacher_config.vocab_size,
-        "max_position_embeddings": teacher_config.max_position_embeddings,
-        "type_vocab_size": teacher_config.type_vocab_size,
-        "hidden_act": teacher_config.hidden_act,
-        "num_experts": 1,
-    }
-
-
 def baseline_arguments(teacher_path: str, output_dir: str, num_hidden_layers: int | None = None) -> list[str]:
     """The ``compact-bert finetune`` model flags of the layer-dropped baseline: a dense MiniLM of the teacher's shape
     with ``num_hidden_layers`` (default half, rounded up) of the pretrained teacher's layers, evenly spaced."""
     from transformers import AutoConfig
 
-    overrides = json.dumps(baseline_overrides(AutoConfig.from_pretrained(teacher_path), num_hidden_layers))
+    overrides = json.dumps(minilm_fields_like(AutoConfig.from_pretrained(teacher_path), num_hidden_layers))
     return [
         "--model_name_or_path",
         "minilm-3l-384h",
@@ -131,7 +115,7 @@ def teacher_on_compact_runtime(teacher_folder: str | Path, folder: str | Path, a
     auto_class = auto_class or transformers.AutoModelForSequenceClassification
     teacher = auto_class.from_pretrained(teacher_folder).eval()
     config = MiniMoEConfig(
-        **baseline_overrides(teacher.config, teacher.config.num_hidden_layers),
+        **minilm_fields_like(teacher.config, teacher.config.num_hidden_layers),
         num_labels=teacher.config.num_labels,
         id2label=teacher.config.id2label,
         label2id=teacher.config.label2id,

@@ -6,7 +6,24 @@ and the modular sources are never imported at run time (one config class per mod
 
 from __future__ import annotations
 
-__all__ = ["PRESET_FIELDS"]
+__all__ = ["PRESET_FIELDS", "minilm_fields_like"]
+
+
+def minilm_fields_like(config, num_hidden_layers: int | None = None) -> dict:
+    """The config fields of a dense MiniLM with a BERT-like ``config``'s shape and ``num_hidden_layers`` layers
+    (default: half of ``config``'s, rounded up): the main job's layer-dropped baseline, and the teacher on
+    compact-bert's runtime (all of its layers) that students are timed against."""
+    return {
+        "num_hidden_layers": num_hidden_layers or (config.num_hidden_layers + 1) // 2,
+        "hidden_size": config.hidden_size,
+        "num_attention_heads": config.num_attention_heads,
+        "intermediate_size": config.intermediate_size,
+        "vocab_size": config.vocab_size,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size,
+        "hidden_act": config.hidden_act,
+        "num_experts": 1,
+    }
 
 
 def _student(layers: int, hidden: int, experts: int) -> dict:

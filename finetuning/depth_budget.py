@@ -76,15 +76,15 @@ def deepest_student_within_budget(
     import torch
     import transformers
 
-    from ..cli.main_job_comparison import baseline_overrides
     from ..configuration import MiniMoEConfig
+    from ..configuration.presets import minilm_fields_like
     from ..evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
 
     _check_ratio(max_latency_ratio)
     teacher_layers = teacher_config.num_hidden_layers
     if teacher_layers < 2:
         raise ValueError(f"The teacher has {teacher_layers} layer: there is no shallower student to choose.")
-    configs = {"teacher": MiniMoEConfig(**baseline_overrides(teacher_config, teacher_layers))}
+    configs = {"teacher": MiniMoEConfig(**minilm_fields_like(teacher_config, teacher_layers))}
     for depth in range(1, teacher_layers):
         config = copy.deepcopy(student_config)
         config.num_hidden_layers = depth

@@ -162,7 +162,8 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     assert student_run["task_distillation"]["teacher"] == str(tmp_path / "student-teacher-sst2")
     assert student_run["reported_checkpoint"] == "final model (no selection on the dev set)"
     comparison = summary["comparison"]
-    assert comparison["baseline"].startswith("the pretrained teacher's layers 1, 3, 5")
+    # the baseline has the student's depth: the pretrained teacher's layers 2, 5 of 6 (evenly spaced, ending at the last)
+    assert comparison["baseline"].startswith("the pretrained teacher's layers 2, 5 ")
     for role, folder in (("teacher", "student-teacher-sst2"), ("baseline", "student-baseline-sst2")):
         run = json.loads((tmp_path / folder / "run_summary.json").read_text())
         assert run["eval_accuracy"] == comparison["sst2_accuracy"][role] and run["optimizer_steps"] == 3
