@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..distillation.data import PACKAGED_TEACHER
+from ..finetuning.depth_budget import check_max_latency_ratio
 from ..training.run_errors import RunSettingsError
 from ..training.training_arguments import CompactBertTrainingArguments
 from .distill_minimoe_command import (
@@ -68,11 +69,8 @@ class TaskStudentArguments(StudentArguments):
     )
 
     def __post_init__(self):
-        if self.max_latency_ratio is not None and not 0 < self.max_latency_ratio <= 1:
-            raise ValueError(
-                f"--max_latency_ratio must be in (0, 1] (the student's latency over the teacher's), got "
-                f"{self.max_latency_ratio}."
-            )
+        if self.max_latency_ratio is not None:
+            check_max_latency_ratio(self.max_latency_ratio)
 
 
 @dataclass

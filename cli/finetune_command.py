@@ -42,7 +42,7 @@ from ..finetuning.data import (
     tokenize_sequence_dataset,
     tokenize_token_dataset,
 )
-from ..finetuning.depth_budget import deepest_student_within_budget
+from ..finetuning.depth_budget import check_max_latency_ratio, deepest_student_within_budget
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics, check_metric_name
 from ..finetuning.router_rebalancing import rebalance_routers
@@ -177,11 +177,8 @@ class FinetuneModelArguments:
     )
 
     def __post_init__(self):
-        if self.max_latency_ratio is not None and not 0 < self.max_latency_ratio <= 1:
-            raise ValueError(
-                f"--max_latency_ratio must be in (0, 1] (the student's latency over the teacher's), got "
-                f"{self.max_latency_ratio}."
-            )
+        if self.max_latency_ratio is not None:
+            check_max_latency_ratio(self.max_latency_ratio)
         if self.merge and not self.peft:
             raise ValueError("--merge merges a PEFT adapter: give --peft too.")
         if self.adapter_size_grid:

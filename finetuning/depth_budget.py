@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-__all__ = ["DepthChoice", "LATENCY_BUDGET_ROUNDS", "deepest_student_within_budget"]
+__all__ = ["DepthChoice", "LATENCY_BUDGET_ROUNDS", "check_max_latency_ratio", "deepest_student_within_budget"]
 
 LATENCY_BUDGET_ROUNDS = 15
 SEQUENCE_LENGTH = 128
@@ -46,7 +46,8 @@ class DepthChoice:
         }
 
 
-def _check_ratio(max_latency_ratio: float) -> None:
+def check_max_latency_ratio(max_latency_ratio: float) -> None:
+    """``--max_latency_ratio`` must be a share of the teacher's latency in (0, 1]."""
     if not 0 < max_latency_ratio <= 1:
         raise ValueError(
             f"--max_latency_ratio must be in (0, 1] (the student's latency over the teacher's), got "
@@ -80,7 +81,7 @@ def deepest_student_within_budget(
     from ..configuration.presets import minilm_fields_like
     from ..evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
 
-    _check_ratio(max_latency_ratio)
+    check_max_latency_ratio(max_latency_ratio)
     teacher_layers = teacher_config.num_hidden_layers
     if teacher_layers < 2:
         raise ValueError(f"The teacher has {teacher_layers} layer: there is no shallower student to choose.")
