@@ -33,7 +33,7 @@ from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
 from ..distillation.relation_kernels import check_relation_kernel_environment
 from ..distillation.teacher_init_runner import start_from_teacher
-from ..distillation.teachers import load_encoder, resolve_model_path
+from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..finetuning.task_recipe import AUGMENT_COPIES
@@ -296,22 +296,21 @@ def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments,
 def _depth_by_latency_budget(student_args, config):
     """``--max_latency_ratio``: the deepest student within the budget, measured here (``student_args``'s overrides
     updated to it); the record of the choice and the student's config."""
-    from ..finetuning.depth_budget import deepest_student_within_budget
+    from ..finetuning.depth_budget import budgeted_overrides
 
-    overrides = parse_json_object(student_args.student_overrides, "student_overrides")
-    if "num_hidden_layers" in overrides:
-        raise SystemExit(
-            "--max_latency_ratio chooses num_hidden_layers: drop it from --student_overrides, or drop the budget."
-        )
-    teacher_config = transformers.AutoConfig.from_pretrained(resolve_model_path(student_args.teacher))
     try:
-        choice = deepest_student_within_budget(config, teacher_config, student_args.max_latency_ratio)
+        overrides, record = budgeted_overrides(
+            config,
+            student_args.teacher,
+            student_args.max_latency_ratio,
+            parse_json_object(student_args.student_overrides, "student_overrides"),
+            "student_overrides",
+        )
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    print(f"Depth by latency budget: {choice.reason}")
-    student_args.student_overrides = json.dumps({**overrides, "num_hidden_layers": choice.num_hidden_layers})
-    config.num_hidden_layers = choice.num_hidden_layers
-    return choice.as_record(), config
+    student_args.student_overrides = json.dumps(overrides)
+    config.num_hidden_layers = overrides["num_hidden_layers"]
+    return record, config
 
 
 def main_job(student_args, finetune_args, training_args) -> dict:

@@ -34,7 +34,7 @@ from ..distillation.teacher_init_runner import (
     initialize_student,
     prepare_initialization,
 )
-from ..distillation.teachers import load_encoder, resolve_model_path
+from ..distillation.teachers import load_encoder
 from ..finetuning.augmentation import AUGMENTED_COLUMN, augment_split
 from ..finetuning.data import (
     FinetuneDataArguments,
@@ -42,7 +42,7 @@ from ..finetuning.data import (
     tokenize_sequence_dataset,
     tokenize_token_dataset,
 )
-from ..finetuning.depth_budget import check_max_latency_ratio, deepest_student_within_budget
+from ..finetuning.depth_budget import budgeted_overrides, check_max_latency_ratio
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics, check_metric_name
 from ..finetuning.router_rebalancing import rebalance_routers
@@ -628,22 +628,18 @@ def _depth_by_latency_budget(model_args: FinetuneModelArguments) -> dict:
         raise SystemExit(
             "--max_latency_ratio is a share of a teacher's latency: give --teacher (or --init_from_teacher FOLDER)."
         )
-    overrides = parse_json_object(model_args.model_overrides, "model_overrides")
-    if "num_hidden_layers" in overrides:
-        raise SystemExit(
-            "--max_latency_ratio chooses num_hidden_layers: drop it from --model_overrides, or drop the budget."
+    try:
+        overrides, record = budgeted_overrides(
+            _model_config(model_args),
+            teacher,
+            model_args.max_latency_ratio,
+            parse_json_object(model_args.model_overrides, "model_overrides"),
+            "model_overrides",
         )
-    try:
-        teacher_config = AutoConfig.from_pretrained(resolve_model_path(teacher))
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"--max_latency_ratio: the teacher {teacher!r} cannot be read: {error}") from None
-    try:
-        choice = deepest_student_within_budget(_model_config(model_args), teacher_config, model_args.max_latency_ratio)
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    print(f"Depth by latency budget: {choice.reason}")
-    model_args.model_overrides = json.dumps({**overrides, "num_hidden_layers": choice.num_hidden_layers})
-    return choice.as_record()
+    model_args.model_overrides = json.dumps(overrides)
+    return record
 
 
 def _choose_initialization(model_args: FinetuneModelArguments, config, start: _StudentStart) -> None:

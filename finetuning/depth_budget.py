@@ -18,7 +18,13 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-__all__ = ["DepthChoice", "LATENCY_BUDGET_ROUNDS", "check_max_latency_ratio", "deepest_student_within_budget"]
+__all__ = [
+    "DepthChoice",
+    "LATENCY_BUDGET_ROUNDS",
+    "budgeted_overrides",
+    "check_max_latency_ratio",
+    "deepest_student_within_budget",
+]
 
 LATENCY_BUDGET_ROUNDS = 15
 SEQUENCE_LENGTH = 128
@@ -56,7 +62,9 @@ def check_max_latency_ratio(max_latency_ratio: float) -> None:
 
 
 def _line(medians: dict[int, float]) -> tuple[float, float]:
-    """Least-squares ``a + b · depth`` through the medians (one depth: no slope to fit, the median itself)."""
+    """Least-squares ``a + b · depth`` through the medians (one depth: no slope to fit, the median itself), with
+    ``b >= 0``: a layer never costs less than nothing, and a machine busy enough to tilt the medians the other way
+    gets every depth at their mean instead of deeper students that look cheaper."""
     depths = list(medians)
     if len(depths) == 1:
         return 0.0, medians[depths[0]] / depths[0]
@@ -65,6 +73,7 @@ def _line(medians: dict[int, float]) -> tuple[float, float]:
     slope = sum((depth - mean_depth) * (medians[depth] - mean_ms) for depth in depths) / sum(
         (depth - mean_depth) ** 2 for depth in depths
     )
+    slope = max(slope, 0.0)
     return mean_ms - slope * mean_depth, slope
 
 
@@ -118,3 +127,26 @@ def deepest_student_within_budget(
     )
     medians = {depth: round(result.median_ms, 2) for depth, result in measured.items()}
     return DepthChoice(depth, max_latency_ratio, round(teacher_ms, 2), ratios, medians, reason)
+
+
+def budgeted_overrides(
+    student_config, teacher: str, max_latency_ratio: float, overrides: dict, overrides_flag: str
+) -> tuple[dict, dict]:
+    """What ``--max_latency_ratio`` does on ``finetune`` and ``distill task``: the student's config ``overrides``
+    (the JSON object of ``--<overrides_flag>``) with the depth chosen against ``teacher`` (a folder or the packaged
+    name), printed with its reason, and the record of the choice. ``ValueError`` names the flag to change."""
+    from transformers import AutoConfig
+
+    from ..distillation.teachers import resolve_model_path
+
+    if "num_hidden_layers" in overrides:
+        raise ValueError(
+            f"--max_latency_ratio chooses num_hidden_layers: drop it from --{overrides_flag}, or drop the budget."
+        )
+    try:
+        teacher_config = AutoConfig.from_pretrained(resolve_model_path(teacher))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--max_latency_ratio: the teacher {teacher!r} cannot be read: {error}") from None
+    choice = deepest_student_within_budget(student_config, teacher_config, max_latency_ratio)
+    print(f"Depth by latency budget: {choice.reason}")
+    return {**overrides, "num_hidden_layers": choice.num_hidden_layers}, choice.as_record()

@@ -20,6 +20,7 @@ def test_the_line_through_the_medians_is_least_squares():
     fixed, slope = _line({1: 3.0, 2: 9.0, 3: 7.0})  # one disturbed round: the line still rises with depth
     assert slope == pytest.approx(2.0) and fixed == pytest.approx(7.0 / 3.0 + 0.0, abs=1.0)
     assert _line({2: 8.0}) == (0.0, 4.0)
+    assert _line({1: 9.0, 2: 6.0, 3: 3.0}) == pytest.approx((6.0, 0.0))  # tilted by a busy machine: flat, not falling
 
 
 def test_the_deepest_depth_within_the_budget_is_chosen_and_an_impossible_budget_is_named():
