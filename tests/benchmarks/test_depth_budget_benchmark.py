@@ -1,0 +1,22 @@
+"""``benchmarks/bench_depth_budget.py`` runs end to end (a smoke run: few rounds; its numbers mean nothing)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "bench_depth_budget.py"
+
+
+def test_the_depth_budget_benchmark_prints_every_depth_and_its_choice():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--rounds", "2", "--max_latency_ratio", "1.0"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=BENCHMARK.parents[1],
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert "measured medians (ms) by depth: {1: " in result.stdout and ", 5: " in result.stdout
+    assert "5 layers: the deepest student within 1.0x" in result.stdout
