@@ -55,9 +55,11 @@ from ..finetuning.task_distillation import (
     load_task_teacher,
 )
 from ..finetuning.task_recipe import AUGMENT_COPIES
+from ..finetuning.word_neighbours import WordNeighbours
 from ..model_cards import write_model_card
 from ..training.atomic_files import write_text_atomically
 from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
+from ..training.run_errors import RunSettingsError
 from .argument_checks import check_output_dir_creatable
 from .training_common import (
     parse_arguments,
@@ -492,12 +494,30 @@ def finetune(
     train_split = splits.train
     if training_args.augment_copies is None:  # the task-distillation recipe's copies with a teacher, none without
         training_args.augment_copies = AUGMENT_COPIES if model_args.teacher else 0
-    if training_args.augment_copies:
-        if not model_args.teacher:
-            raise SystemExit(
-                "--augment_copies: augmented examples are labelled by a teacher's predictions: give --teacher "
-                "(a model fine-tuned on this task), or --augment_copies 0."
+    if training_args.augment_copies and not model_args.teacher:
+        raise SystemExit(
+            "--augment_copies: augmented examples are labelled by a teacher's predictions: give --teacher "
+            "(a model fine-tuned on this task), or --augment_copies 0."
+        )
+    task_teacher = None
+    if model_args.teacher:  # before the copies: word replacement reads the teacher's word embeddings
+        task_teacher = load_task_teacher(
+            model_args.teacher, splits.task_type, splits.label_names, tokenizer, data_args.glue_task
+        )
+        heads = (config.num_attention_heads, task_teacher.config.num_attention_heads)
+        if training_args.distillation_attention_weight > 0 and heads[0] != heads[1]:
+            raise RunSettingsError(
+                f"--distillation_attention_weight {training_args.distillation_attention_weight}: the attention loss "
+                f"compares head by head, and the student has {heads[0]} heads, the teacher {model_args.teacher} "
+                f"{heads[1]}. Use 0 (--distillation_hidden_weight works across shapes) or a student with "
+                f"{heads[1]} heads."
             )
+    if training_args.augment_copies:
+        neighbours = (
+            WordNeighbours.from_model(task_teacher, tokenizer, training_args.augment_word_neighbours)
+            if training_args.augment_word_neighbours
+            else None
+        )
         train_split = augment_split(
             train_split,
             splits.text_columns,
@@ -506,6 +526,7 @@ def finetune(
             training_args.augmentation_seed,
             tag_column="label" if splits.task_type == "ner" else None,
             pair_perturbation=training_args.augment_pair_sentences,
+            neighbours=neighbours,
         )
     if splits.task_type == "ner":
         tokenized = [
@@ -521,9 +542,6 @@ def finetune(
         data_collator = DataCollatorWithPadding(tokenizer)
     start = _StudentStart(depth_choice=depth_choice)
     if model_args.teacher:
-        task_teacher = load_task_teacher(
-            model_args.teacher, splits.task_type, splits.label_names, tokenizer, data_args.glue_task
-        )
         tokenized[0], cache = attach_teacher_logits(
             task_teacher,
             tokenized[0],
@@ -540,7 +558,9 @@ def finetune(
             "alpha": training_args.distillation_alpha,
             "temperature": training_args.distillation_temperature,
             "hidden_weight": training_args.distillation_hidden_weight,
+            "attention_weight": training_args.distillation_attention_weight,
             "augment_copies": training_args.augment_copies,
+            "augment_word_neighbours": training_args.augment_word_neighbours if training_args.augment_copies else 0,
             **(
                 {"augment_pair_sentences": training_args.augment_pair_sentences}
                 if len(splits.text_columns) == 2

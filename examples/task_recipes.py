@@ -66,7 +66,9 @@ TASKS = {
 }
 
 
-def _student_flags(copies: int, hidden_weight: float, pair_sentences: str) -> list[str]:
+def _student_flags(
+    copies: int, hidden_weight: float, pair_sentences: str, neighbours: int = 0, attention_weight: float = 0
+) -> list[str]:
     """A candidate's ``finetune`` flags beyond the data and training settings ("{teacher}": the seed's teacher)."""
     return [
         "--teacher",
@@ -77,6 +79,10 @@ def _student_flags(copies: int, hidden_weight: float, pair_sentences: str) -> li
         str(hidden_weight),
         "--augment_pair_sentences",
         pair_sentences,
+        "--augment_word_neighbours",
+        str(neighbours),
+        "--distillation_attention_weight",
+        str(attention_weight),
     ]
 
 
@@ -87,6 +93,12 @@ RECIPES = {
     "hidden": _student_flags(copies=2, hidden_weight=1, pair_sentences="both"),
     "hidden-no-copies": _student_flags(copies=0, hidden_weight=1, pair_sentences="one"),
     "hidden-one-of-pair": _student_flags(copies=2, hidden_weight=1, pair_sentences="one"),
+    "four-copies-one-of-pair": _student_flags(copies=4, hidden_weight=0, pair_sentences="one"),
+    "neighbours-one-of-pair": _student_flags(copies=2, hidden_weight=0, pair_sentences="one", neighbours=15),
+    "hidden-neighbours-one-of-pair": _student_flags(copies=2, hidden_weight=1, pair_sentences="one", neighbours=15),
+    "attention-hidden-neighbours-one-of-pair": _student_flags(
+        copies=2, hidden_weight=1, pair_sentences="one", neighbours=15, attention_weight=1
+    ),
 }
 
 

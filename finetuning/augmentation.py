@@ -10,7 +10,9 @@ We implement the two rules of Tang et al. that need no other model, per word:
 - **n-gram sampling**: with probability ``p_ng`` (0.25) the sentence is cut to a random n-gram, ``n`` uniform in
   1..5 (paper's range).
 
-(Their third rule, part-of-speech-guided word replacement, needs a tagger and is not implemented.) Sentence pairs
+Their third rule, part-of-speech-guided word replacement, needs a tagger; TinyBERT's word replacement takes its
+place when ``neighbours`` are given (``word_neighbours.py``): a word that is not masked is replaced with
+probability ``p_t`` (0.4) by one of its nearest neighbours in the teacher's word embeddings. Sentence pairs
 are perturbed sentence by sentence. Tagged sentences (NER) are perturbed word by word with their tags: a masked word
 keeps its place and tag, an n-gram keeps its words' tags; the teacher then relabels every word of the copy. The
 augmentation depends only on its own seed, not on the run's, so every seed of a grid trains on the same transfer
@@ -23,6 +25,8 @@ import random
 
 import datasets
 
+from .word_neighbours import REPLACE_PROBABILITY, WordNeighbours
+
 __all__ = ["AUGMENTED_COLUMN", "PAIR_PERTURBATIONS", "augment_sentences", "augment_split", "augment_tagged_words"]
 
 AUGMENTED_COLUMN = "augmented"
@@ -32,12 +36,22 @@ MAX_NGRAM = 5
 PAIR_PERTURBATIONS = ("both", "one")
 
 
-def augment_sentences(text: str, mask_token: str, rng: random.Random) -> str:
+def _perturb_word(word: str, mask_token: str, rng: random.Random, neighbours: WordNeighbours | None) -> str:
+    """Masked with probability ``p_mask``; else, with ``neighbours``, replaced with probability ``p_t``. Without
+    ``neighbours`` one draw per word, as before word replacement existed: the same seed, the same copies."""
+    if rng.random() < MASK_PROBABILITY:
+        return mask_token
+    if neighbours is not None and rng.random() < REPLACE_PROBABILITY:
+        return neighbours.replace(word, rng)
+    return word
+
+
+def augment_sentences(text: str, mask_token: str, rng: random.Random, neighbours: WordNeighbours | None = None) -> str:
     """One perturbed copy of ``text`` (module docstring); never empty for a non-empty input."""
     words = text.split()
     if not words:
         return text
-    words = [mask_token if rng.random() < MASK_PROBABILITY else word for word in words]
+    words = [_perturb_word(word, mask_token, rng, neighbours) for word in words]
     if rng.random() < NGRAM_PROBABILITY:
         length = rng.randint(1, min(MAX_NGRAM, len(words)))
         start = rng.randint(0, len(words) - length)
@@ -45,12 +59,14 @@ def augment_sentences(text: str, mask_token: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-def augment_tagged_words(words: list[str], tags: list, mask_token: str, rng: random.Random) -> tuple[list, list]:
-    """One perturbed copy of a tagged sentence (``augment_sentences``'s two rules, word by word): the words and
-    the tags that stay aligned with them."""
+def augment_tagged_words(
+    words: list[str], tags: list, mask_token: str, rng: random.Random, neighbours: WordNeighbours | None = None
+) -> tuple[list, list]:
+    """One perturbed copy of a tagged sentence (``augment_sentences``'s rules, word by word; a replaced word keeps
+    its tag until the teacher relabels it): the words and the tags that stay aligned with them."""
     if not words:
         return list(words), list(tags)
-    words = [mask_token if rng.random() < MASK_PROBABILITY else word for word in words]
+    words = [_perturb_word(word, mask_token, rng, neighbours) for word in words]
     tags = list(tags)
     if rng.random() < NGRAM_PROBABILITY:
         length = rng.randint(1, min(MAX_NGRAM, len(words)))
@@ -67,13 +83,14 @@ def augment_split(
     seed: int,
     tag_column: str | None = None,
     pair_perturbation: str = "both",
+    neighbours: WordNeighbours | None = None,
 ) -> datasets.Dataset:
     """``split`` followed by ``copies`` perturbed copies of every example (original order, copy after copy), with a
     boolean ``augmented`` column; the copies keep their source's label until the teacher relabels them. With
     ``tag_column`` (NER: one text column of words, one column of their tags), words and tags are perturbed
     together (``augment_tagged_words``). Sentence pairs: ``pair_perturbation="both"`` perturbs each sentence of
     the copy; ``"one"`` perturbs one of the two, drawn at random, and keeps its partner whole, so that the copy
-    still asks how two real-looking sentences relate."""
+    still asks how two real-looking sentences relate. ``neighbours``: word replacement (module docstring)."""
     if pair_perturbation not in PAIR_PERTURBATIONS:
         raise ValueError(f"pair_perturbation must be one of {PAIR_PERTURBATIONS}, got {pair_perturbation!r}.")
     if copies < 1:
@@ -86,7 +103,7 @@ def augment_split(
             if tag_column is not None:
                 (word_column,) = text_columns
                 words, tags = augment_tagged_words(
-                    columns[word_column][index], columns[tag_column][index], mask_token, rng
+                    columns[word_column][index], columns[tag_column][index], mask_token, rng, neighbours
                 )
                 for name in split.column_names:
                     added[name].append(
@@ -99,7 +116,7 @@ def augment_split(
             for name in split.column_names:
                 value = columns[name][index]
                 added[name].append(
-                    augment_sentences(str(value), mask_token, rng)
+                    augment_sentences(str(value), mask_token, rng, neighbours)
                     if name in perturbed and value is not None
                     else value
                 )

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from ..training.compat import TRANSFORMERS_5
 from ..training.training_arguments import CompactBertTrainingArguments
 from .task_recipe import (
+    ATTENTION_WEIGHT,
     AUGMENT_COPIES,
     AUGMENT_PAIR_SENTENCES,
+    AUGMENT_WORD_NEIGHBOURS,
     DISTILLATION_ALPHA,
     DISTILLATION_TEMPERATURE,
     HIDDEN_WEIGHT,
@@ -112,6 +114,15 @@ class FinetuneConfig(CompactBertTrainingArguments):
             f"training batch. Default {HIDDEN_WEIGHT}: the task-distillation recipe (finetuning/task_recipe.py)."
         },
     )
+    distillation_attention_weight: float = field(
+        default=ATTENTION_WEIGHT,
+        metadata={
+            "help": "With --teacher: weight γ of the attention loss, each student layer's attention distributions "
+            "against those of the teacher layer it started from (TinyBERT's task stage, eq. 7, as a KL per head; "
+            "the head counts must match). > 0 runs the teacher on every training batch, both models with eager "
+            f"attention. Default {ATTENTION_WEIGHT}: the task-distillation recipe (finetuning/task_recipe.py)."
+        },
+    )
     augment_copies: int | None = field(
         default=None,
         metadata={
@@ -127,6 +138,15 @@ class FinetuneConfig(CompactBertTrainingArguments):
             "help": "Sentence-pair tasks with --augment_copies: 'both' perturbs each sentence of a copy, 'one' "
             "perturbs one of the two (drawn at random) and keeps its partner whole. Default: the task-distillation "
             "recipe's (finetuning/task_recipe.py)."
+        },
+    )
+    augment_word_neighbours: int = field(
+        default=AUGMENT_WORD_NEIGHBOURS,
+        metadata={
+            "help": "With --augment_copies: K > 0 also replaces words of the copies (each word not masked, with "
+            "probability 0.4) by one of their K nearest neighbours in the teacher's word embeddings (TinyBERT's "
+            "augmentation: K = 15, p = 0.4; finetuning/word_neighbours.py). 0: masking and n-gram sampling only. "
+            f"Default {AUGMENT_WORD_NEIGHBOURS}: the task-distillation recipe (finetuning/task_recipe.py)."
         },
     )
     augmentation_seed: int = field(
@@ -184,6 +204,12 @@ class FinetuneConfig(CompactBertTrainingArguments):
             raise ValueError(f"`distillation_alpha` must be in [0, 1], got {self.distillation_alpha}.")
         if not self.distillation_hidden_weight >= 0:
             raise ValueError(f"`distillation_hidden_weight` must be >= 0, got {self.distillation_hidden_weight}.")
+        if self.augment_word_neighbours < 0:
+            raise ValueError(f"`augment_word_neighbours` must be >= 0, got {self.augment_word_neighbours}.")
+        if not self.distillation_attention_weight >= 0:
+            raise ValueError(
+                f"`distillation_attention_weight` must be >= 0, got {self.distillation_attention_weight}."
+            )
         if not self.distillation_temperature > 0:
             raise ValueError(f"`distillation_temperature` must be > 0, got {self.distillation_temperature}.")
         if self.early_stopping_patience is not None and self.early_stopping_patience <= 0:

@@ -12,6 +12,10 @@ starts from its teacher's layers (``distillation/teacher_init.py``) already spea
 widths differ, the states are compared through their relations — the cosine similarity of every token with every
 other, matched with MSE (paper 003 eq. 6-8) — which needs no projection to train and save.
 
+TinyBERT also teaches each student layer the teacher layer's attention (eq. 7). Here it is the KL divergence of the
+attention distributions, head by head (``distillation/losses.attention_transfer_loss``, MobileBERT eq. 3), weighted
+by its own ``γ``: it needs equal head counts on both sides, and both models run eager attention to return them.
+
 ``g`` is the layer map the student was initialized with (``config.teacher_initialization``), so each student layer
 keeps learning the teacher layer it is a copy of; a student that did not start from a teacher of this depth gets
 TinyBERT's uniform map, ``g(m) = m · N / M``.
@@ -21,9 +25,9 @@ from __future__ import annotations
 
 import torch
 
-from ..distillation.losses import feature_map_transfer_loss, hidden_state_relation_loss
+from ..distillation.losses import attention_transfer_loss, feature_map_transfer_loss, hidden_state_relation_loss
 
-__all__ = ["intermediate_distillation_loss", "task_layer_map"]
+__all__ = ["attention_distillation_loss", "intermediate_distillation_loss", "task_layer_map"]
 
 
 def task_layer_map(student_config, teacher_layers: int) -> list[int]:
@@ -61,4 +65,25 @@ def intermediate_distillation_loss(
             losses.append(feature_map_transfer_loss(student, teacher, attention_mask))
         else:
             losses.append(hidden_state_relation_loss(student, teacher, attention_mask))
+    return torch.stack(losses).mean()
+
+
+def attention_distillation_loss(
+    student_attentions: tuple[torch.Tensor, ...],
+    teacher_attentions: tuple[torch.Tensor, ...],
+    layer_map: list[int],
+    attention_mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """``L_attn = 1/M · Σ_m KL(A^T_{g(m)} ‖ A^S_m)`` (TinyBERT eq. 7 as a KL of distributions): ``*_attentions`` are
+    the models' per-layer ``[batch, heads, seq, seq]`` attention probabilities, ``layer_map`` the 1-based teacher
+    layer of each student layer."""
+    if len(student_attentions) != len(layer_map):
+        raise ValueError(
+            f"The student returned {len(student_attentions)} attention maps for {len(layer_map)} layers; "
+            "attention distillation needs one map per layer."
+        )
+    losses = [
+        attention_transfer_loss(student, teacher_attentions[layer - 1].detach(), attention_mask)
+        for student, layer in zip(student_attentions, layer_map)
+    ]
     return torch.stack(losses).mean()

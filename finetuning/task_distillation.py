@@ -35,7 +35,7 @@ from ..training.routing_keys import with_evaluation_router_stats
 from ..training.run_errors import RunSettingsError
 from .data import conventional_names
 from .finetune_trainer import FinetuneTrainer, split_loss_terms
-from .intermediate_distillation import intermediate_distillation_loss, task_layer_map
+from .intermediate_distillation import attention_distillation_loss, intermediate_distillation_loss, task_layer_map
 
 __all__ = [
     "TEACHER_LOGITS",
@@ -208,28 +208,45 @@ class TaskDistillationTrainer(FinetuneTrainer):
     """``FinetuneTrainer`` whose training loss mixes the hard labels with the teacher's predictions (module
     docstring); ``distillation_alpha`` and ``distillation_temperature`` come from the training arguments. With
     ``distillation_hidden_weight`` β > 0 and the ``teacher`` model, the student's hidden states also learn the
-    teacher's (``intermediate_distillation.py``): ``+ β · L_hidden``, the teacher run on every training batch.
-    Logs ``task_loss``, ``distillation_loss``, ``hidden_loss`` and, for MoE students, ``balance_loss``."""
+    teacher's (``intermediate_distillation.py``): ``+ β · L_hidden``, the teacher run on every training batch; with
+    ``distillation_attention_weight`` γ > 0 their attention too: ``+ γ · L_attn``. Logs ``task_loss``,
+    ``distillation_loss``, ``hidden_loss``, ``attention_loss`` and, for MoE students, ``balance_loss``."""
 
     def __init__(self, *args, teacher=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.teacher = teacher
         self.layer_map = None
-        if self.args.distillation_hidden_weight > 0:
+        weights = {
+            "distillation_hidden_weight": self.args.distillation_hidden_weight,
+            "distillation_attention_weight": self.args.distillation_attention_weight,
+        }
+        needed = [name for name, weight in weights.items() if weight > 0]
+        if needed:
             if teacher is None:
-                raise ValueError("distillation_hidden_weight > 0 needs the teacher model (teacher=...).")
+                raise ValueError(f"{' and '.join(needed)} > 0 need the teacher model (teacher=...).")
             self.layer_map = task_layer_map(self.model.config, teacher.config.num_hidden_layers)
+        if self.args.distillation_attention_weight > 0:
+            heads = (self.model.config.num_attention_heads, teacher.config.num_attention_heads)
+            if heads[0] != heads[1]:
+                raise ValueError(
+                    f"distillation_attention_weight > 0 compares attention head by head: the student has {heads[0]} "
+                    f"heads, the teacher {heads[1]}. Use 0 (the hidden-state loss works across shapes)."
+                )
+            # Fused attention never returns its probabilities: the teacher runs eager ones (the student's own
+            # attention switches to eager whenever they are asked for, modeling/shared_blocks.attention_function).
+            teacher.set_attn_implementation("eager")
 
-    def _teacher_hidden_states(self, inputs) -> tuple[torch.Tensor, ...]:
+    def _teacher_outputs(self, inputs, attentions: bool):
         device = inputs["input_ids"].device
         if next(self.teacher.parameters()).device != device:
             self.teacher.to(device)
         names = ("input_ids", "attention_mask", "token_type_ids")
         with torch.no_grad():
-            outputs = self.teacher(
-                **{name: inputs[name] for name in names if name in inputs}, output_hidden_states=True
+            return self.teacher(
+                **{name: inputs[name] for name in names if name in inputs},
+                output_hidden_states=True,
+                output_attentions=attentions,
             )
-        return outputs.hidden_states
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
@@ -239,9 +256,10 @@ class TaskDistillationTrainer(FinetuneTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         teacher_logits = inputs.pop(TEACHER_LOGITS, None)
         inputs = with_evaluation_router_stats(model, inputs)
-        hidden = self.layer_map is not None and teacher_logits is not None and model.training
-        if hidden:
-            inputs = {**inputs, "output_hidden_states": True}
+        intermediate = self.layer_map is not None and teacher_logits is not None and model.training
+        attentions = intermediate and self.args.distillation_attention_weight > 0
+        if intermediate:
+            inputs = {**inputs, "output_hidden_states": True, "output_attentions": attentions}
         loss, outputs = Trainer.compute_loss(
             self, model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
         )
@@ -257,13 +275,18 @@ class TaskDistillationTrainer(FinetuneTrainer):
                 distillation = soft_target_loss(logits, teacher_logits.to(logits.device), temperature)
             loss = alpha * terms["task_loss"] + (1.0 - alpha) * distillation + terms.get("balance_loss", 0.0)
             terms["distillation_loss"] = distillation
-            if hidden:
-                terms["hidden_loss"] = intermediate_distillation_loss(
-                    outputs["hidden_states"],
-                    self._teacher_hidden_states(inputs),
-                    self.layer_map,
-                    inputs.get("attention_mask"),
-                )
-                loss = loss + self.args.distillation_hidden_weight * terms["hidden_loss"]
+            if intermediate:
+                teacher = self._teacher_outputs(inputs, attentions)
+                mask = inputs.get("attention_mask")
+                if self.args.distillation_hidden_weight > 0:
+                    terms["hidden_loss"] = intermediate_distillation_loss(
+                        outputs["hidden_states"], teacher.hidden_states, self.layer_map, mask
+                    )
+                    loss = loss + self.args.distillation_hidden_weight * terms["hidden_loss"]
+                if attentions:
+                    terms["attention_loss"] = attention_distillation_loss(
+                        outputs["attentions"], teacher.attentions, self.layer_map, mask
+                    )
+                    loss = loss + self.args.distillation_attention_weight * terms["attention_loss"]
         self.record_loss_terms(terms, "train" if model.training else "eval")
         return (loss, outputs) if return_outputs else loss

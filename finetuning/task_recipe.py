@@ -20,6 +20,8 @@ from __future__ import annotations
 __all__ = [
     "AUGMENT_COPIES",
     "AUGMENT_PAIR_SENTENCES",
+    "AUGMENT_WORD_NEIGHBOURS",
+    "ATTENTION_WEIGHT",
     "DISTILLATION_ALPHA",
     "DISTILLATION_TEMPERATURE",
     "HIDDEN_WEIGHT",
@@ -33,5 +35,9 @@ DISTILLATION_TEMPERATURE = 2.0
 AUGMENT_COPIES = 2
 # Sentence pairs: perturb "one" sentence of each copy and keep its partner whole ("both": perturb each).
 AUGMENT_PAIR_SENTENCES = "one"
+# Candidates per word for word replacement in the copies (finetuning/word_neighbours.py; 0: masking and n-grams only).
+AUGMENT_WORD_NEIGHBOURS = 0
 # Weight of the intermediate-layer loss (finetuning/intermediate_distillation.py).
 HIDDEN_WEIGHT = 1.0
+# Weight of the attention loss (finetuning/intermediate_distillation.py).
+ATTENTION_WEIGHT = 0.0

@@ -311,12 +311,23 @@ def _recipe_text(facts: FolderFacts) -> str:
             + (
                 f", over the training set and {distillation['augment_copies']} perturbed copies of every "
                 "example labelled by the teacher"
+                + (
+                    f" (words masked, cut to n-grams or replaced by one of their {distillation['augment_word_neighbours']}"
+                    " nearest neighbours in the teacher's word embeddings)"
+                    if distillation.get("augment_word_neighbours")
+                    else ""
+                )
                 if distillation.get("augment_copies")
                 else ""
             )
             + (
                 f"; its hidden states taught to the student's layers with weight {distillation['hidden_weight']}"
                 if distillation.get("hidden_weight")
+                else ""
+            )
+            + (
+                f"; its attention taught to the student's layers with weight {distillation['attention_weight']}"
+                if distillation.get("attention_weight")
                 else ""
             )
         )

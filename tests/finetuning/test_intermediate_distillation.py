@@ -1,5 +1,6 @@
-"""Intermediate-layer distillation in the task stage: the layer map, the loss by hand, and ``finetune --teacher
---distillation_hidden_weight`` end to end on a tagging task with augmented copies."""
+"""Intermediate-layer distillation in the task stage: the layer map, the losses by hand, and ``finetune --teacher
+--distillation_hidden_weight`` / ``--distillation_attention_weight`` end to end on a tagging task with augmented
+copies."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from transformers import AutoModelForTokenClassification, AutoTokenizer
 
 from compact_bert.cli.main import main
 from compact_bert.configuration import preset_config
-from compact_bert.finetuning.intermediate_distillation import intermediate_distillation_loss, task_layer_map
+from compact_bert.finetuning.intermediate_distillation import (
+    attention_distillation_loss,
+    intermediate_distillation_loss,
+    task_layer_map,
+)
 
 TINY = '{"num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}'
 QUICK = [
@@ -71,6 +76,30 @@ def test_the_loss_by_hand_over_real_tokens_and_through_relations_across_widths()
         intermediate_distillation_loss(student, teacher, [1, 2, 3], mask)
 
 
+def test_the_attention_loss_by_hand_is_the_kl_of_each_student_layer_to_its_teacher_layer():
+    generator = torch.Generator().manual_seed(0)
+
+    def attention(layers: int) -> tuple[torch.Tensor, ...]:
+        scores = torch.randn(layers, 2, 3, 5, 5, generator=generator)
+        scores[..., 3:] = -1e4  # keys 3 and 4 are padding in every row
+        return tuple(scores.softmax(-1))
+
+    teacher, student = attention(4), attention(2)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    real = mask.bool()
+
+    def kl(target, approximation):  # per query row, averaged over heads, then over real query tokens
+        rows = (target * (target.clamp(min=1e-12).log() - approximation.clamp(min=1e-12).log())).sum(-1)
+        return rows.mean(1)[real].mean()
+
+    by_hand = (kl(teacher[1], student[0]) + kl(teacher[3], student[1])) / 2
+    loss = attention_distillation_loss(student, teacher, [2, 4], mask)
+    assert loss.item() == pytest.approx(by_hand.item(), rel=1e-5)
+    assert attention_distillation_loss((teacher[1], teacher[3]), teacher, [2, 4], mask).item() < 1e-6
+    with pytest.raises(ValueError, match="2 attention maps for 3 layers"):
+        attention_distillation_loss(student, teacher, [1, 2, 3], mask)
+
+
 PEOPLE = ["Alice", "Bruno", "Chen", "Dmitri", "Esther", "Farid", "Greta", "Hiro"]
 PLACES = ["Paris", "Lagos", "Lima", "Oslo", "Kyoto", "Quito", "Accra", "Perth"]
 VERBS = ["visited", "left", "loved", "reached", "painted", "described"]
@@ -104,7 +133,7 @@ def ner_teacher(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
     return teacher, files
 
 
-def _student(tmp_path, teacher: Path, files, weight: str, name: str) -> Path:
+def _student(tmp_path, teacher: Path, files, weight: str, name: str, *flags: str) -> Path:
     output = tmp_path / name
     assert (
         main(
@@ -137,6 +166,7 @@ def _student(tmp_path, teacher: Path, files, weight: str, name: str) -> Path:
                 str(output),
                 "--teacher_cache_dir",
                 str(tmp_path / "cache"),
+                *flags,
             ]
         )
         == 0
@@ -144,14 +174,25 @@ def _student(tmp_path, teacher: Path, files, weight: str, name: str) -> Path:
     return output
 
 
-def _hidden_loss_on(folder: Path, teacher: Path, sentences: list[list[str]]) -> float:
+def _losses_on(folder: Path, teacher: Path, sentences: list[list[str]]) -> tuple[float, float]:
+    """The student's hidden-state and attention losses against the teacher on ``sentences``."""
     tokenizer = AutoTokenizer.from_pretrained(teacher)
     batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
     models = [AutoModelForTokenClassification.from_pretrained(path).eval() for path in (folder, teacher)]
+    models[1].set_attn_implementation("eager")
     with torch.no_grad():
-        student, reference = (model(**batch, output_hidden_states=True).hidden_states for model in models)
+        student, reference = (model(**batch, output_hidden_states=True, output_attentions=True) for model in models)
     layer_map = task_layer_map(models[0].config, models[1].config.num_hidden_layers)
-    return intermediate_distillation_loss(student, reference, layer_map, batch["attention_mask"]).item()
+    mask = batch["attention_mask"]
+    return (
+        intermediate_distillation_loss(student.hidden_states, reference.hidden_states, layer_map, mask).item(),
+        attention_distillation_loss(student.attentions, reference.attentions, layer_map, mask).item(),
+    )
+
+
+def _dev_sentences(files) -> list[list[str]]:
+    words = [line.split()[0] for line in files["validation"].read_text().splitlines() if line.strip()]
+    return [words[start : start + 4] for start in range(0, 64, 4)]
 
 
 def test_a_tagging_student_learns_the_teachers_hidden_states_over_augmented_copies(ner_teacher, tmp_path):
@@ -170,6 +211,43 @@ def test_a_tagging_student_learns_the_teachers_hidden_states_over_augmented_copi
     plain = _student(tmp_path, teacher, files, "0", "plain")
     plain_history = json.loads((plain / "trainer_state.json").read_text())["log_history"]
     assert not any("hidden_loss" in entry for entry in plain_history)  # the teacher is not run for it
-    sentences = [line.split()[0] for line in files["validation"].read_text().splitlines() if line.strip()]
-    dev = [sentences[start : start + 4] for start in range(0, 64, 4)]
-    assert _hidden_loss_on(distilled, teacher, dev) < 0.8 * _hidden_loss_on(plain, teacher, dev)
+    dev = _dev_sentences(files)
+    assert _losses_on(distilled, teacher, dev)[0] < 0.8 * _losses_on(plain, teacher, dev)[0]
+    attending = _student(
+        tmp_path,
+        teacher,
+        files,
+        "0",
+        "attention",
+        "--distillation_attention_weight",
+        "1",
+        "--augment_word_neighbours",
+        "5",
+    )
+    summary = json.loads((attending / "run_summary.json").read_text())
+    assert summary["task_distillation"]["attention_weight"] == 1.0
+    assert summary["task_distillation"]["augment_word_neighbours"] == 5
+    card = (attending / "README.md").read_text(encoding="utf-8")
+    assert "its attention taught to the student's layers with weight 1.0" in card
+    assert "replaced by one of their 5 nearest neighbours in the teacher's word embeddings" in card
+    # other copies than the plain student's: the teacher labelled another transfer set
+    caches = {
+        json.loads((folder / "run_summary.json").read_text())["task_distillation"]["teacher_logits_cache"]["folder"]
+        for folder in (plain, attending)
+    }
+    assert len(caches) == 2
+    history = json.loads((attending / "trainer_state.json").read_text())["log_history"]
+    assert len([entry for entry in history if "attention_loss" in entry]) == 24
+    assert not any("hidden_loss" in entry for entry in history)  # β = 0: the attention loss alone
+    assert _losses_on(attending, teacher, dev)[1] < 0.8 * _losses_on(plain, teacher, dev)[1]
+
+
+def test_the_attention_loss_refuses_a_student_with_other_head_counts_before_training(ner_teacher, tmp_path):
+    teacher, files = ner_teacher
+    argv = ["finetune", "--model_name_or_path", "minilm-3l-96h", "--model_overrides"]
+    overrides = TINY.replace('"num_attention_heads": 4', '"num_attention_heads": 2')
+    data = ["--train_file", str(files["train"]), "--validation_file", str(files["validation"]), *QUICK]
+    flags = ["--teacher", str(teacher), "--distillation_attention_weight", "0.5", "--output_dir", str(tmp_path / "s")]
+    with pytest.raises(SystemExit, match="the student has 2 heads, the teacher .* 4"):
+        main([*argv, overrides, *data, *flags])
+    assert not (tmp_path / "s" / "model.safetensors").exists()
