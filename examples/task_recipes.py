@@ -18,8 +18,12 @@ never trained on:
 Candidates (``RECIPES``) differ only in the student's ``compact-bert finetune --teacher`` flags: ``current`` (the
 recipe before issue 37: 2 copies perturbing both sentences of a pair), ``hidden`` (plus intermediate-layer
 distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), ``hidden-one-of-pair`` (both),
-``hidden-no-copies``. The recipe with the best mean share of its teacher over the task kinds (``--seeds`` averaged)
-becomes ``finetune --teacher``'s default (``finetuning/task_recipe.py``; measured: docs/students.md).
+``hidden-no-copies``; then, one lever at a time on ``one-of-pair``: ``four-copies-one-of-pair`` (a transfer set of
+4 copies), ``neighbours-one-of-pair`` (words replaced by teacher-embedding neighbours), ``six-epochs-one-of-pair``,
+``first-and-last-layers-one-of-pair`` (the student starts from teacher layers 0, 2, 5) and
+``attention-hidden-one-of-pair`` (the attention loss beside the hidden states). The recipe with the best mean share
+of its teacher over the task kinds (``--seeds`` averaged) becomes ``finetune --teacher``'s default
+(``finetuning/task_recipe.py``; measured: docs/students.md).
 Then, and only then, ``--report_dev`` scores the saved teacher, baseline and the *default* recipe's student on each
 task's official dev set (GLUE SST-2 dev, STS-B dev, CoNLL-2003 validation) — the numbers of docs/students.md.
 
@@ -27,9 +31,10 @@ Every finished run leaves its ``run_summary.json`` and is not repeated when the 
 logits are cached in ``<output_dir>/cache``. Outcome: ``selection.json`` / ``dev.json`` and the tables printed.
 
 Run: ``python -m examples.task_recipes --output_dir runs/task_recipes --seeds 0 1`` (on 2 CPU cores, per seed: about
-12 minutes for the teachers and baselines of the three tasks, then 10 minutes per recipe, 14 with the hidden-state
-loss); ``--recipes hidden-one-of-pair`` trains one candidate only; then ``... --report_dev``. Needs
-``sst2/``, ``stsb/`` and ``conll2003/`` under ``--data_dir`` (the shared data beside a checkout).
+12 minutes for the teachers and baselines of the three tasks, then 10 minutes per recipe of 2 copies, 16 of 4, 14
+of 2 with the hidden-state loss); ``--recipes four-copies-one-of-pair`` trains one candidate only; then ``...
+--report_dev``. Needs ``sst2/``, ``stsb/`` and ``conll2003/`` under ``--data_dir`` (the shared data beside a
+checkout).
 """
 
 from __future__ import annotations
@@ -67,9 +72,15 @@ TASKS = {
 
 
 def _student_flags(
-    copies: int, hidden_weight: float, pair_sentences: str, neighbours: int = 0, attention_weight: float = 0
+    copies: int,
+    hidden_weight: float,
+    pair_sentences: str,
+    neighbours: int = 0,
+    attention_weight: float = 0,
+    *extra: str,
 ) -> list[str]:
-    """A candidate's ``finetune`` flags beyond the data and training settings ("{teacher}": the seed's teacher)."""
+    """A candidate's ``finetune`` flags beyond the data and training settings ("{teacher}": the seed's teacher;
+    ``extra``: flags that replace a shared training setting, e.g. the number of epochs)."""
     return [
         "--teacher",
         "{teacher}",
@@ -83,6 +94,7 @@ def _student_flags(
         str(neighbours),
         "--distillation_attention_weight",
         str(attention_weight),
+        *extra,
     ]
 
 
@@ -95,10 +107,9 @@ RECIPES = {
     "hidden-one-of-pair": _student_flags(copies=2, hidden_weight=1, pair_sentences="one"),
     "four-copies-one-of-pair": _student_flags(copies=4, hidden_weight=0, pair_sentences="one"),
     "neighbours-one-of-pair": _student_flags(copies=2, hidden_weight=0, pair_sentences="one", neighbours=15),
-    "hidden-neighbours-one-of-pair": _student_flags(copies=2, hidden_weight=1, pair_sentences="one", neighbours=15),
-    "attention-hidden-neighbours-one-of-pair": _student_flags(
-        copies=2, hidden_weight=1, pair_sentences="one", neighbours=15, attention_weight=1
-    ),
+    "attention-hidden-one-of-pair": _student_flags(2, 1, "one", 0, 1),
+    "six-epochs-one-of-pair": _student_flags(2, 0, "one", 0, 0, "--num_train_epochs", "6"),
+    "first-and-last-layers-one-of-pair": _student_flags(2, 0, "one", 0, 0, "--layer_map", "0,2,5"),
 }
 
 

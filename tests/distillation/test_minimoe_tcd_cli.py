@@ -12,6 +12,7 @@ import transformers
 from compact_bert.configuration import MoEBertConfig
 from compact_bert.evaluation.latency_report import read_latency
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
+from compact_bert.finetuning.task_recipe import AUGMENT_COPIES
 from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM, MoEBertModel
 from tests.distillation.cli_helpers import (
     QUICK_DATA,
@@ -156,9 +157,9 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     assert summary["finetune_output_dir"] == str(finetuned.resolve()) and summary["finetune_runs"] == 1
     assert summary["finetune_train_file"] == str(bundled_sst2_files()["train"]) and summary["finetune_seconds"] > 0
     assert summary["sst2_eval_accuracy"] == pytest.approx(_sst2_accuracy(finetuned, 40), abs=1e-4)
-    # 48 rows and their 2 augmented copies each, 16 a step
+    # 48 rows and the recipe's augmented copies of each, 16 a step
     student_run = json.loads((finetuned / "run_summary.json").read_text())
-    assert student_run["optimizer_steps"] == 9
+    assert student_run["optimizer_steps"] == 48 * (1 + AUGMENT_COPIES) // 16
     assert student_run["task_distillation"]["teacher"] == str(tmp_path / "student-teacher-sst2")
     assert student_run["reported_checkpoint"] == "final model (no selection on the dev set)"
     comparison = summary["comparison"]
