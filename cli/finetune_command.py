@@ -464,6 +464,23 @@ def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, F
     return model_args, data_args, training_args
 
 
+def _check_distillation_flags(model_args, training_args, argv) -> None:
+    """Flags that only act with a teacher, or on augmented copies, are refused where they would be ignored."""
+    given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    needs_teacher = ("--distillation_hidden_weight", "--distillation_attention_weight", "--augment_word_neighbours")
+    for flag in needs_teacher:
+        if flag in given and getattr(training_args, flag[2:]) and not model_args.teacher:
+            raise SystemExit(
+                f"{flag}: it distills from a fine-tuned teacher, and none was given: add --teacher FOLDER, or leave "
+                f"{flag} out."
+            )
+    if training_args.augment_word_neighbours and not training_args.augment_copies:
+        raise SystemExit(
+            f"--augment_word_neighbours {training_args.augment_word_neighbours}: words are replaced in the augmented "
+            "copies, and --augment_copies is 0: give --augment_copies N (N > 0)."
+        )
+
+
 def finetune(
     model_args: FinetuneModelArguments,
     data_args: FinetuneDataArguments,
@@ -499,6 +516,7 @@ def finetune(
             "--augment_copies: augmented examples are labelled by a teacher's predictions: give --teacher "
             "(a model fine-tuned on this task), or --augment_copies 0."
         )
+    _check_distillation_flags(model_args, training_args, argv)
     task_teacher = None
     if model_args.teacher:  # before the copies: word replacement reads the teacher's word embeddings
         task_teacher = load_task_teacher(

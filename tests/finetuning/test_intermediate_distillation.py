@@ -251,3 +251,18 @@ def test_the_attention_loss_refuses_a_student_with_other_head_counts_before_trai
     with pytest.raises(SystemExit, match="the student has 2 heads, the teacher .* 4"):
         main([*argv, overrides, *data, *flags])
     assert not (tmp_path / "s" / "model.safetensors").exists()
+
+
+def test_distillation_flags_that_would_be_ignored_are_refused_before_training(ner_teacher, tmp_path):
+    teacher, files = ner_teacher
+    argv = ["finetune", "--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY]
+    data = ["--train_file", str(files["train"]), "--validation_file", str(files["validation"]), *QUICK]
+    out = ["--output_dir", str(tmp_path / "never")]
+    for flag in ("--distillation_attention_weight", "--distillation_hidden_weight", "--augment_word_neighbours"):
+        with pytest.raises(SystemExit, match=f"{flag}: it distills from a fine-tuned teacher, and none was given"):
+            main([*argv, *data, *out, flag, "1"])
+    with pytest.raises(SystemExit, match="--augment_word_neighbours 5: .* --augment_copies is 0"):
+        main(
+            [*argv, *data, *out, "--teacher", str(teacher), "--augment_copies", "0", "--augment_word_neighbours", "5"]
+        )
+    assert not (tmp_path / "never" / "model.safetensors").exists()
