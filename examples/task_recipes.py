@@ -20,8 +20,9 @@ recipe before issue 37: 2 copies perturbing both sentences of a pair), ``hidden`
 distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), ``hidden-one-of-pair`` (both),
 ``hidden-no-copies``; then, one lever at a time on ``one-of-pair``: ``four-copies-one-of-pair`` (a transfer set of
 4 copies), ``neighbours-one-of-pair`` (words replaced by teacher-embedding neighbours), ``six-epochs-one-of-pair``,
-``first-and-last-layers-one-of-pair`` (the student starts from teacher layers 0, 2, 5) and
-``attention-hidden-one-of-pair`` (the attention loss beside the hidden states). The recipe with the best mean share
+``first-and-last-layers-one-of-pair`` (the student starts from teacher layers 0, 2, 5),
+``attention-hidden-one-of-pair`` (the attention loss beside the hidden states) and
+``hidden-six-epochs-one-of-pair`` (the two best on STS-B together). The recipe with the best mean share
 of its teacher over the task kinds (``--seeds`` averaged) becomes ``finetune --teacher``'s default
 (``finetuning/task_recipe.py``; measured: docs/students.md).
 Then, and only then, ``--report_dev`` scores the saved teacher, baseline and the *default* recipe's student on each
@@ -110,6 +111,7 @@ RECIPES = {
     "attention-hidden-one-of-pair": _student_flags(2, 1, "one", 0, 1),
     "six-epochs-one-of-pair": _student_flags(2, 0, "one", 0, 0, "--num_train_epochs", "6"),
     "first-and-last-layers-one-of-pair": _student_flags(2, 0, "one", 0, 0, "--layer_map", "0,2,5"),
+    "hidden-six-epochs-one-of-pair": _student_flags(2, 1, "one", 0, 0, "--num_train_epochs", "6"),
 }
 
 
