@@ -45,6 +45,7 @@ from ..finetuning.data import (
 from ..finetuning.depth_budget import budgeted_overrides, check_max_latency_ratio
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics, check_metric_name
+from ..finetuning.intermediate_distillation import check_attention_heads
 from ..finetuning.router_rebalancing import rebalance_routers
 from ..finetuning.run_honesty import ReportingEarlyStopping, reported_checkpoint, single_class_warning
 from ..finetuning.task_distillation import (
@@ -466,6 +467,11 @@ def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, F
 
 def _check_distillation_flags(model_args, training_args, argv) -> None:
     """Flags that only act with a teacher, or on augmented copies, are refused where they would be ignored."""
+    if training_args.augment_copies and not model_args.teacher:
+        raise SystemExit(
+            "--augment_copies: augmented examples are labelled by a teacher's predictions: give --teacher "
+            "(a model fine-tuned on this task), or --augment_copies 0."
+        )
     given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
     needs_teacher = ("--distillation_hidden_weight", "--distillation_attention_weight", "--augment_word_neighbours")
     for flag in needs_teacher:
@@ -511,25 +517,17 @@ def finetune(
     train_split = splits.train
     if training_args.augment_copies is None:  # the task-distillation recipe's copies with a teacher, none without
         training_args.augment_copies = AUGMENT_COPIES if model_args.teacher else 0
-    if training_args.augment_copies and not model_args.teacher:
-        raise SystemExit(
-            "--augment_copies: augmented examples are labelled by a teacher's predictions: give --teacher "
-            "(a model fine-tuned on this task), or --augment_copies 0."
-        )
     _check_distillation_flags(model_args, training_args, argv)
     task_teacher = None
     if model_args.teacher:  # before the copies: word replacement reads the teacher's word embeddings
         task_teacher = load_task_teacher(
             model_args.teacher, splits.task_type, splits.label_names, tokenizer, data_args.glue_task
         )
-        heads = (config.num_attention_heads, task_teacher.config.num_attention_heads)
-        if training_args.distillation_attention_weight > 0 and heads[0] != heads[1]:
-            raise RunSettingsError(
-                f"--distillation_attention_weight {training_args.distillation_attention_weight}: the attention loss "
-                f"compares head by head, and the student has {heads[0]} heads, the teacher {model_args.teacher} "
-                f"{heads[1]}. Use 0 (--distillation_hidden_weight works across shapes) or a student with "
-                f"{heads[1]} heads."
-            )
+        if training_args.distillation_attention_weight > 0:
+            try:
+                check_attention_heads(config, task_teacher.config)
+            except ValueError as error:
+                raise RunSettingsError(f"--teacher {model_args.teacher}: {error}") from None
     if training_args.augment_copies:
         neighbours = (
             WordNeighbours.from_model(task_teacher, tokenizer, training_args.augment_word_neighbours)

@@ -27,7 +27,12 @@ import torch
 
 from ..distillation.losses import attention_transfer_loss, feature_map_transfer_loss, hidden_state_relation_loss
 
-__all__ = ["attention_distillation_loss", "intermediate_distillation_loss", "task_layer_map"]
+__all__ = [
+    "attention_distillation_loss",
+    "check_attention_heads",
+    "intermediate_distillation_loss",
+    "task_layer_map",
+]
 
 
 def task_layer_map(student_config, teacher_layers: int) -> list[int]:
@@ -66,6 +71,17 @@ def intermediate_distillation_loss(
         else:
             losses.append(hidden_state_relation_loss(student, teacher, attention_mask))
     return torch.stack(losses).mean()
+
+
+def check_attention_heads(student_config, teacher_config) -> None:
+    """The attention loss compares head by head: ``ValueError`` naming both head counts when they differ."""
+    student, teacher = student_config.num_attention_heads, teacher_config.num_attention_heads
+    if student != teacher:
+        raise ValueError(
+            f"the attention loss (distillation_attention_weight > 0) compares head by head, and the student has "
+            f"{student} heads, the teacher {teacher}. Use 0 (the hidden-state loss works across shapes) or a student "
+            f"with {teacher} heads."
+        )
 
 
 def attention_distillation_loss(

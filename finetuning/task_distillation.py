@@ -35,7 +35,12 @@ from ..training.routing_keys import with_evaluation_router_stats
 from ..training.run_errors import RunSettingsError
 from .data import conventional_names
 from .finetune_trainer import FinetuneTrainer, split_loss_terms
-from .intermediate_distillation import attention_distillation_loss, intermediate_distillation_loss, task_layer_map
+from .intermediate_distillation import (
+    attention_distillation_loss,
+    check_attention_heads,
+    intermediate_distillation_loss,
+    task_layer_map,
+)
 
 __all__ = [
     "TEACHER_LOGITS",
@@ -226,17 +231,12 @@ class TaskDistillationTrainer(FinetuneTrainer):
                 raise ValueError(f"{' and '.join(needed)} > 0 need the teacher model (teacher=...).")
             self.layer_map = task_layer_map(self.model.config, teacher.config.num_hidden_layers)
         if self.args.distillation_attention_weight > 0:
-            heads = (self.model.config.num_attention_heads, teacher.config.num_attention_heads)
-            if heads[0] != heads[1]:
-                raise ValueError(
-                    f"distillation_attention_weight > 0 compares attention head by head: the student has {heads[0]} "
-                    f"heads, the teacher {heads[1]}. Use 0 (the hidden-state loss works across shapes)."
-                )
+            check_attention_heads(self.model.config, teacher.config)
             # Fused attention never returns its probabilities: the teacher runs eager ones (the student's own
             # attention switches to eager whenever they are asked for, modeling/shared_blocks.attention_function).
             teacher.set_attn_implementation("eager")
 
-    def _teacher_outputs(self, inputs, attentions: bool):
+    def _teacher_outputs(self, inputs, hidden: bool, attentions: bool):
         device = inputs["input_ids"].device
         if next(self.teacher.parameters()).device != device:
             self.teacher.to(device)
@@ -244,7 +244,7 @@ class TaskDistillationTrainer(FinetuneTrainer):
         with torch.no_grad():
             return self.teacher(
                 **{name: inputs[name] for name in names if name in inputs},
-                output_hidden_states=True,
+                output_hidden_states=hidden,
                 output_attentions=attentions,
             )
 
@@ -257,9 +257,10 @@ class TaskDistillationTrainer(FinetuneTrainer):
         teacher_logits = inputs.pop(TEACHER_LOGITS, None)
         inputs = with_evaluation_router_stats(model, inputs)
         intermediate = self.layer_map is not None and teacher_logits is not None and model.training
+        hidden = intermediate and self.args.distillation_hidden_weight > 0
         attentions = intermediate and self.args.distillation_attention_weight > 0
         if intermediate:
-            inputs = {**inputs, "output_hidden_states": True, "output_attentions": attentions}
+            inputs = {**inputs, "output_hidden_states": hidden, "output_attentions": attentions}
         loss, outputs = Trainer.compute_loss(
             self, model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
         )
@@ -276,9 +277,9 @@ class TaskDistillationTrainer(FinetuneTrainer):
             loss = alpha * terms["task_loss"] + (1.0 - alpha) * distillation + terms.get("balance_loss", 0.0)
             terms["distillation_loss"] = distillation
             if intermediate:
-                teacher = self._teacher_outputs(inputs, attentions)
+                teacher = self._teacher_outputs(inputs, hidden, attentions)
                 mask = inputs.get("attention_mask")
-                if self.args.distillation_hidden_weight > 0:
+                if hidden:
                     terms["hidden_loss"] = intermediate_distillation_loss(
                         outputs["hidden_states"], teacher.hidden_states, self.layer_map, mask
                     )
