@@ -36,7 +36,7 @@ from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
-from ..finetuning.task_recipe import AUGMENT_COPIES
+from ..finetuning.task_recipe import AUGMENT_COPIES, LEARNING_RATE
 from ..modeling.model_stats import count_parameters, meta_model
 from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..training.run_errors import RunSettingsError
@@ -171,7 +171,8 @@ class TaskStageArguments:
         default="",
         metadata={
             "help": "Further `compact-bert finetune` flags for every model of the task stage, which override the "
-            "main job's (3 epochs, batch 32, 64 tokens, learning rate 1e-4), e.g. '--num_train_epochs 4'."
+            f"main job's (3 epochs, batch 32, 64 tokens, learning rate 1e-4; the student's {LEARNING_RATE:g}), e.g. "
+            "'--num_train_epochs 4'."
         },
     )
 

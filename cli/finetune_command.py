@@ -55,7 +55,7 @@ from ..finetuning.task_distillation import (
     label_augmented_examples,
     load_task_teacher,
 )
-from ..finetuning.task_recipe import AUGMENT_COPIES
+from ..finetuning.task_recipe import AUGMENT_COPIES, LEARNING_RATE
 from ..finetuning.word_neighbours import WordNeighbours
 from ..model_cards import write_model_card
 from ..training.atomic_files import write_text_atomically
@@ -444,7 +444,7 @@ def _adjusted_training_args(training_args: FinetuneConfig, argv: list[str], metr
         return dataclasses.replace(
             training_args, eval_strategy="no", load_best_model_at_end=False, early_stopping_patience=None
         )
-    if any(token.split("=", 1)[0] == "--metric_for_best_model" for token in argv):
+    if "--metric_for_best_model" in given_flags(argv):
         return training_args
     return dataclasses.replace(training_args, metric_for_best_model=metric, greater_is_better=True)
 
@@ -462,7 +462,14 @@ def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, F
         model_args.model_name_or_path = str(packaged_teacher_dir())
     if training_args.teacher_cache_dir is not None:  # before the teacher's logits are computed, not after
         check_output_dir_creatable(training_args.teacher_cache_dir, "teacher_cache_dir")
+    if model_args.teacher and "--learning_rate" not in given_flags(argv):  # the task-distillation recipe's rate
+        training_args.learning_rate = LEARNING_RATE
     return model_args, data_args, training_args
+
+
+def given_flags(argv: list[str]) -> set[str]:
+    """The flags named on a command line (``--name value`` or ``--name=value``), to tell a default from a choice."""
+    return {token.split("=", 1)[0] for token in argv if token.startswith("--")}
 
 
 def _check_distillation_flags(model_args, training_args, argv) -> None:
@@ -472,7 +479,7 @@ def _check_distillation_flags(model_args, training_args, argv) -> None:
             "--augment_copies: augmented examples are labelled by a teacher's predictions: give --teacher "
             "(a model fine-tuned on this task), or --augment_copies 0."
         )
-    given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    given = given_flags(argv)
     needs_teacher = ("--distillation_hidden_weight", "--distillation_attention_weight", "--augment_word_neighbours")
     for flag in needs_teacher:
         if flag in given and getattr(training_args, flag[2:]) and not model_args.teacher:
@@ -507,7 +514,7 @@ def finetune(
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
         max_length = min(max_length, config.max_position_embeddings)
     _check_fits(config, tokenizer, max_length)  # before any run: fail in seconds, not epochs
-    if splits.validation is not None and any(token.split("=", 1)[0] == "--metric_for_best_model" for token in argv):
+    if splits.validation is not None and "--metric_for_best_model" in given_flags(argv):
         check_metric_name(
             training_args.metric_for_best_model,
             splits.task_type,

@@ -1,7 +1,8 @@
 """The main job's task stage: the teacher, the layer-dropped baseline and the student, trained and timed side by side.
 
 A distilled student is worth shipping only if it beats what a user gets without the library. So the main job
-fine-tunes three models on the same data with the same settings (``compact-bert finetune`` each time):
+fine-tunes three models on the same data with the same settings (``compact-bert finetune`` each time; the student
+at the task-distillation recipe's learning rate):
 
 1. the **teacher** itself — the accuracy the student is measured against;
 2. the **baseline**: the pretrained teacher with every other layer dropped (DistilBERT's initialization, no
@@ -24,11 +25,13 @@ from pathlib import Path
 from ..configuration.presets import minilm_fields_like
 from ..distillation.teachers import resolve_model_path
 from ..finetuning.bundled_data import bundled_sst2_files
+from ..finetuning.task_recipe import LEARNING_RATE
 from . import finetune_command
 
 __all__ = [
     "COMPARISON_FLAGS",
     "COMPARISON_TRAINING_FLAGS",
+    "STUDENT_RECIPE_FLAGS",
     "baseline_arguments",
     "compare_latency",
     "comparison_table",
@@ -67,6 +70,8 @@ COMPARISON_FLAGS = (
     "--group_by_length",
     "true",
 )
+# The student departs from COMPARISON_FLAGS where the task-distillation recipe does (finetuning/task_recipe.py).
+STUDENT_RECIPE_FLAGS = ("--learning_rate", f"{LEARNING_RATE:g}")
 # COMPARISON_FLAGS without the task's own flags (its name and length): the settings the recipes in examples/ give every
 # task.
 COMPARISON_TRAINING_FLAGS = tuple(
@@ -170,14 +175,18 @@ def run_comparison(
         "--validation_file",
         validation_file or str(files["validation"]),
     ]
-    shared = [*data, *COMPARISON_FLAGS, *inherited_flags(training_args), *common_flags]
+    shared = [*data, *COMPARISON_FLAGS, *inherited_flags(training_args)]
     teacher_path = str(resolve_model_path(teacher))
     folders = {role: f"{base}-{role}-sst2" for role in ("teacher", "baseline")}
     folders["student"] = student_output_dir or f"{base}-sst2"
     runs, seconds = {}, {}
     commands = {
-        "teacher": ["--model_name_or_path", teacher_path, "--output_dir", folders["teacher"], *shared],
-        "baseline": [*baseline_arguments(teacher_path, folders["baseline"], baseline_layers), *shared],
+        "teacher": ["--model_name_or_path", teacher_path, "--output_dir", folders["teacher"], *shared, *common_flags],
+        "baseline": [
+            *baseline_arguments(teacher_path, folders["baseline"], baseline_layers),
+            *shared,
+            *common_flags,
+        ],
         "student": [
             "--model_name_or_path",
             student_dir,
@@ -186,6 +195,8 @@ def run_comparison(
             "--output_dir",
             folders["student"],
             *shared,
+            *STUDENT_RECIPE_FLAGS,
+            *common_flags,  # the user's flags override the recipe's
             *student_flags,
         ],
     }

@@ -22,7 +22,9 @@ distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), 
 4 copies), ``neighbours-one-of-pair`` (words replaced by teacher-embedding neighbours), ``six-epochs-one-of-pair``,
 ``first-and-last-layers-one-of-pair`` (the student starts from teacher layers 0, 2, 5),
 ``attention-hidden-one-of-pair`` (the attention loss beside the hidden states) and
-``hidden-six-epochs-one-of-pair`` (the two best on STS-B together). The recipe with the best mean share
+``hidden-six-epochs-one-of-pair`` (the two best on STS-B together); then, one setting at a time on
+``four-copies-one-of-pair``: ``soft-targets-only`` (alpha 0), ``double-learning-rate`` (the student at 2e-4, the
+choice: ``CHOSEN_RECIPE``) and ``quadruple-learning-rate`` (4e-4). The recipe with the best mean share
 of its teacher over the task kinds (``--seeds`` averaged) becomes ``finetune --teacher``'s default
 (``finetuning/task_recipe.py``; measured: docs/students.md).
 Then, and only then, ``--report_dev`` scores the saved teacher, baseline and the *default* recipe's student on each
@@ -55,7 +57,7 @@ from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from .downstream import DEFAULT_DATA_DIR
 from .student_selection import write_selection_set
 
-__all__ = ["RECIPES", "TASKS", "main", "write_conll_split", "write_stsb_split"]
+__all__ = ["CHOSEN_RECIPE", "RECIPES", "TASKS", "main", "write_conll_split", "write_stsb_split"]
 
 TEACHER = "all-MiniLM-L6-v2"
 SPLIT_SEED = 37
@@ -112,7 +114,12 @@ RECIPES = {
     "six-epochs-one-of-pair": _student_flags(2, 0, "one", 0, 0, "--num_train_epochs", "6"),
     "first-and-last-layers-one-of-pair": _student_flags(2, 0, "one", 0, 0, "--layer_map", "0,2,5"),
     "hidden-six-epochs-one-of-pair": _student_flags(2, 1, "one", 0, 0, "--num_train_epochs", "6"),
+    "soft-targets-only": _student_flags(4, 0, "one", 0, 0, "--distillation_alpha", "0"),
+    "double-learning-rate": _student_flags(4, 0, "one", 0, 0, "--learning_rate", "2e-4"),
+    "quadruple-learning-rate": _student_flags(4, 0, "one", 0, 0, "--learning_rate", "4e-4"),
 }
+# The candidate the selection chose: finetuning/task_recipe.py holds its settings.
+CHOSEN_RECIPE = "double-learning-rate"
 
 
 def write_stsb_split(train_tsv: Path, folder: Path) -> tuple[Path, Path]:

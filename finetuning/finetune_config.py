@@ -21,6 +21,7 @@ from .task_recipe import (
     DISTILLATION_ALPHA,
     DISTILLATION_TEMPERATURE,
     HIDDEN_WEIGHT,
+    LEARNING_RATE,
 )
 
 __all__ = ["FinetuneConfig"]
@@ -40,7 +41,11 @@ class FinetuneConfig(CompactBertTrainingArguments):
         default="outputs/finetune", metadata={"help": "Where the fine-tuned model is saved."}
     )
     learning_rate: float = field(
-        default=2e-5, metadata={"help": "Peak AdamW learning rate (in both papers' full fine-tuning grids)."}
+        default=2e-5,
+        metadata={
+            "help": "Peak AdamW learning rate (2e-5: in both papers' full fine-tuning grids). With --teacher the "
+            f"task-distillation recipe's {LEARNING_RATE:g} unless given (finetuning/task_recipe.py)."
+        },
     )
     num_train_epochs: float = field(default=10.0, metadata={"help": "Epochs (10 in papers 002 and 003)."})
     per_device_train_batch_size: int = field(

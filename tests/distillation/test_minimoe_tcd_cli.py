@@ -12,7 +12,7 @@ import transformers
 from compact_bert.configuration import MoEBertConfig
 from compact_bert.evaluation.latency_report import read_latency
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
-from compact_bert.finetuning.task_recipe import AUGMENT_COPIES
+from compact_bert.finetuning.task_recipe import AUGMENT_COPIES, LEARNING_RATE
 from compact_bert.modeling import MiniMoEModel, MoEBertForMaskedLM, MoEBertModel
 from tests.distillation.cli_helpers import (
     QUICK_DATA,
@@ -162,12 +162,14 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     assert student_run["optimizer_steps"] == 48 * (1 + AUGMENT_COPIES) // 16
     assert student_run["task_distillation"]["teacher"] == str(tmp_path / "student-teacher-sst2")
     assert student_run["reported_checkpoint"] == "final model (no selection on the dev set)"
+    assert student_run["learning_rate"] == LEARNING_RATE  # the recipe's rate; the teacher and baseline keep 1e-4
     comparison = summary["comparison"]
     # the baseline has the student's depth: the pretrained teacher's layers 2, 5 of 6 (evenly spaced, ending at the last)
     assert comparison["baseline"].startswith("the pretrained teacher's layers 2, 5 ")
     for role, folder in (("teacher", "student-teacher-sst2"), ("baseline", "student-baseline-sst2")):
         run = json.loads((tmp_path / folder / "run_summary.json").read_text())
         assert run["eval_accuracy"] == comparison["sst2_accuracy"][role] and run["optimizer_steps"] == 3
+        assert run["learning_rate"] == 1e-4
     assert summary["teacher"] == "all-MiniLM-L6-v2" and summary["teacher_initialization"]["layer_map"] == [2, 5]
     config = json.loads((finetuned / "config.json").read_text())
     assert config["teacher_initialization"]["layer_map"] == [2, 5] and config["num_experts"] == 4

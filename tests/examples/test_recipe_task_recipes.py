@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from compact_bert.cli import finetune_command
+from compact_bert.finetuning import task_recipe
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.finetuning.data import FinetuneDataArguments, load_finetuning_data
 from examples.embedding_data_kinds import CORPUS_SENTENCES, sst2_sentences
 from examples.task_recipes import (
+    CHOSEN_RECIPE,
     CONLL_SELECTION,
     CONLL_TRAIN,
     RECIPES,
@@ -60,6 +62,29 @@ def test_every_models_command_parses_as_finetune_flags(tmp_path):
         finetune_command.parse_finetune_arguments(command)
     student = commands["student: hidden"]
     assert student[student.index("--teacher") + 1] == str(tmp_path / "conll2003" / "seed-0" / "teacher")
+
+
+@needs_shared_data
+def test_the_chosen_candidate_is_what_finetune_teacher_does_by_default(tmp_path):
+    """The candidate the selection chose and ``finetune --teacher``'s defaults (finetuning/task_recipe.py) are one
+    recipe: the student's command parses to every constant of it."""
+    files = task_files(SHARED_DATA, tmp_path)
+    command = model_commands("stsb", 0, files["stsb"], tmp_path, [CHOSEN_RECIPE])[f"student: {CHOSEN_RECIPE}"]
+    config = finetune_command.parse_finetune_arguments(command)[2]
+    assert (config.learning_rate, config.augment_copies, config.augment_pair_sentences) == (
+        task_recipe.LEARNING_RATE,
+        task_recipe.AUGMENT_COPIES,
+        task_recipe.AUGMENT_PAIR_SENTENCES,
+    )
+    assert (config.distillation_alpha, config.distillation_temperature) == (
+        task_recipe.DISTILLATION_ALPHA,
+        task_recipe.DISTILLATION_TEMPERATURE,
+    )
+    assert (
+        config.distillation_hidden_weight,
+        config.distillation_attention_weight,
+        config.augment_word_neighbours,
+    ) == (task_recipe.HIDDEN_WEIGHT, task_recipe.ATTENTION_WEIGHT, task_recipe.AUGMENT_WORD_NEIGHBOURS)
 
 
 @needs_shared_data

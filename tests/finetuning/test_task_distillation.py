@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from compact_bert.cli import finetune_command
 from compact_bert.cli.main import main
 from compact_bert.distillation.losses import soft_target_loss, token_soft_target_loss
 from compact_bert.distillation.teacher_cache import (
@@ -21,6 +22,7 @@ from compact_bert.distillation.teacher_cache import (
     tokenizer_fingerprint,
 )
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
+from compact_bert.finetuning.task_recipe import LEARNING_RATE
 
 TINY = '{"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}'
 QUICK = [
@@ -293,6 +295,7 @@ def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_d
         == 0
     )
     summary = json.loads((tmp_path / "student" / "run_summary.json").read_text())
+    assert summary["learning_rate"] == LEARNING_RATE  # no --learning_rate: the task-distillation recipe's
     record = summary["teacher_initialization"]
     assert record["layer_map"] == [1] and record["task_head"] == "copied"  # the teacher's last of 2 layers
     assert record["layers"][0]["mode"] == "split" and record["layers"][0]["shared_neurons"] == 0
@@ -301,6 +304,22 @@ def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_d
     card = (tmp_path / "student" / "README.md").read_text(encoding="utf-8")
     assert f"- Initialized from: `{teacher_dir.name}`, its layers 1 (0-based" in card
     assert "Task distillation from the fine-tuned teacher" in card and "1 perturbed copies" in card
+
+
+def test_the_learning_rate_is_the_recipes_with_a_teacher_unless_given(tmp_path):
+    """With --teacher the student trains at the recipe's rate; a rate on the command line (either spelling) wins,
+    and without a teacher the fine-tuning default stands."""
+    base = ["--model_name_or_path", "minilm-3l-384h", "--output_dir", str(tmp_path / "out")]
+    base += ["--train_file", str(bundled_sst2_files()["train"])]
+    with_teacher = [*base, "--teacher", str(tmp_path / "teacher")]
+
+    def rate(argv):
+        return finetune_command.parse_finetune_arguments(argv)[2].learning_rate
+
+    assert LEARNING_RATE != 2e-5 and rate(with_teacher) == LEARNING_RATE
+    assert rate([*with_teacher, "--learning_rate", "3e-5"]) == 3e-5
+    assert rate([*with_teacher, "--learning_rate=4e-5"]) == 4e-5
+    assert rate(base) == 2e-5
 
 
 def _fails(argv, capsys) -> str:
