@@ -63,6 +63,7 @@ from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
 from ..training.run_errors import RunSettingsError
 from .argument_checks import check_output_dir_creatable
 from .training_common import (
+    given_flags,
     parse_arguments,
     parse_json_object,
     train_and_report,
@@ -465,11 +466,6 @@ def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, F
     if model_args.teacher and "--learning_rate" not in given_flags(argv):  # the task-distillation recipe's rate
         training_args.learning_rate = LEARNING_RATE
     return model_args, data_args, training_args
-
-
-def given_flags(argv: list[str]) -> set[str]:
-    """The flags named on a command line (``--name value`` or ``--name=value``), to tell a default from a choice."""
-    return {token.split("=", 1)[0] for token in argv if token.startswith("--")}
 
 
 def _check_distillation_flags(model_args, training_args, argv) -> None:

@@ -32,6 +32,7 @@ from .argument_checks import check_training_arguments
 
 __all__ = [
     "build_from_preset",
+    "given_flags",
     "invoked_command_line",
     "load_pretrained",
     "parse_arguments",
@@ -77,7 +78,7 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
             check_training_arguments(arguments)
-            if not any(flag.split("=")[0] == "--disable_tqdm" for flag in argv) and not sys.stderr.isatty():
+            if "--disable_tqdm" not in given_flags(argv) and not sys.stderr.isatty():
                 arguments.disable_tqdm = True  # a log file gets the step lines, not a progress bar redrawn per step
             if arguments.dataloader_pin_memory and not _has_accelerator(arguments):
                 arguments.dataloader_pin_memory = False  # pinned memory only speeds copies to an accelerator
@@ -98,6 +99,11 @@ def _has_accelerator(arguments) -> bool:
         return False
     accelerator = getattr(torch, "accelerator", None)
     return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
+
+
+def given_flags(argv: list[str]) -> set[str]:
+    """The flags named on a command line (``--name value`` or ``--name=value``), to tell a default from a choice."""
+    return {token.split("=", 1)[0] for token in argv if token.startswith("--")}
 
 
 def parse_json_object(text: str, field: str) -> dict:
