@@ -546,6 +546,7 @@ def finetune(
             tag_column="label" if splits.task_type == "ner" else None,
             pair_perturbation=training_args.augment_pair_sentences,
             neighbours=neighbours,
+            pair_swap=training_args.augment_pair_swap,
         )
     if splits.task_type == "ner":
         tokenized = [
@@ -581,7 +582,10 @@ def finetune(
             "augment_copies": training_args.augment_copies,
             "augment_word_neighbours": training_args.augment_word_neighbours if training_args.augment_copies else 0,
             **(
-                {"augment_pair_sentences": training_args.augment_pair_sentences}
+                {
+                    "augment_pair_sentences": training_args.augment_pair_sentences,
+                    "augment_pair_swap": training_args.augment_pair_swap,
+                }
                 if len(splits.text_columns) == 2
                 else {}
             ),

@@ -84,13 +84,17 @@ def augment_split(
     tag_column: str | None = None,
     pair_perturbation: str = "both",
     neighbours: WordNeighbours | None = None,
+    pair_swap: bool = False,
 ) -> datasets.Dataset:
     """``split`` followed by ``copies`` perturbed copies of every example (original order, copy after copy), with a
     boolean ``augmented`` column; the copies keep their source's label until the teacher relabels them. With
     ``tag_column`` (NER: one text column of words, one column of their tags), words and tags are perturbed
     together (``augment_tagged_words``). Sentence pairs: ``pair_perturbation="both"`` perturbs each sentence of
     the copy; ``"one"`` perturbs one of the two, drawn at random, and keeps its partner whole, so that the copy
-    still asks how two real-looking sentences relate. ``neighbours``: word replacement (module docstring)."""
+    still asks how two real-looking sentences relate. ``pair_swap``: each copy of a pair also trades its two
+    sentences' places with probability 1/2 — a cross-encoder reads the pair in one order, and the teacher's label
+    of the other order is a new input at no labelling cost (sentence-transformers trains its STS-B cross-encoder on
+    both orders). ``neighbours``: word replacement (module docstring)."""
     if pair_perturbation not in PAIR_PERTURBATIONS:
         raise ValueError(f"pair_perturbation must be one of {PAIR_PERTURBATIONS}, got {pair_perturbation!r}.")
     if copies < 1:
@@ -113,13 +117,16 @@ def augment_split(
             perturbed = text_columns
             if pair_perturbation == "one" and len(text_columns) == 2:
                 perturbed = (text_columns[rng.random() < 0.5],)
+            copy = {}
             for name in split.column_names:
                 value = columns[name][index]
-                added[name].append(
-                    augment_sentences(str(value), mask_token, rng, neighbours)
-                    if name in perturbed and value is not None
-                    else value
-                )
+                perturb = name in perturbed and value is not None
+                copy[name] = augment_sentences(str(value), mask_token, rng, neighbours) if perturb else value
+            if pair_swap and len(text_columns) == 2 and rng.random() < 0.5:
+                first, second = text_columns
+                copy[first], copy[second] = copy[second], copy[first]
+            for name in split.column_names:
+                added[name].append(copy[name])
     merged = {name: columns[name] + added[name] for name in split.column_names}
     merged[AUGMENTED_COLUMN] = [False] * len(split) + [True] * (copies * len(split))
     return datasets.Dataset.from_dict(

@@ -17,6 +17,7 @@ from .task_recipe import (
     ATTENTION_WEIGHT,
     AUGMENT_COPIES,
     AUGMENT_PAIR_SENTENCES,
+    AUGMENT_PAIR_SWAP,
     AUGMENT_WORD_NEIGHBOURS,
     DISTILLATION_ALPHA,
     DISTILLATION_TEMPERATURE,
@@ -142,6 +143,14 @@ class FinetuneConfig(CompactBertTrainingArguments):
         metadata={
             "help": "Sentence-pair tasks with --augment_copies: 'both' perturbs each sentence of a copy, 'one' "
             "perturbs one of the two (drawn at random) and keeps its partner whole. Default: the task-distillation "
+            "recipe's (finetuning/task_recipe.py)."
+        },
+    )
+    augment_pair_swap: bool = field(
+        default=AUGMENT_PAIR_SWAP,
+        metadata={
+            "help": "Sentence-pair tasks with --augment_copies: each copy also trades its two sentences' places with "
+            "probability 1/2 (the teacher labels the pair in the other order). Default: the task-distillation "
             "recipe's (finetuning/task_recipe.py)."
         },
     )

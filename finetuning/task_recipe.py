@@ -26,6 +26,7 @@ from __future__ import annotations
 __all__ = [
     "AUGMENT_COPIES",
     "AUGMENT_PAIR_SENTENCES",
+    "AUGMENT_PAIR_SWAP",
     "AUGMENT_WORD_NEIGHBOURS",
     "ATTENTION_WEIGHT",
     "DISTILLATION_ALPHA",
@@ -45,6 +46,8 @@ DISTILLATION_TEMPERATURE = 2.0
 AUGMENT_COPIES = 4
 # Sentence pairs: perturb "one" sentence of each copy and keep its partner whole ("both": perturb each).
 AUGMENT_PAIR_SENTENCES = "one"
+# Sentence pairs: each copy also trades its two sentences' places with probability 1/2.
+AUGMENT_PAIR_SWAP = False
 # Candidates per word for word replacement in the copies (finetuning/word_neighbours.py; 0: masking and n-grams only).
 AUGMENT_WORD_NEIGHBOURS = 0
 # Weight of the intermediate-layer loss (finetuning/intermediate_distillation.py).

@@ -317,6 +317,7 @@ def _recipe_text(facts: FolderFacts) -> str:
                     if distillation.get("augment_word_neighbours")
                     else ""
                 )
+                + (", each copied pair read in either order" if distillation.get("augment_pair_swap") else "")
                 if distillation.get("augment_copies")
                 else ""
             )

@@ -96,3 +96,27 @@ def test_pair_copies_perturb_one_sentence_and_keep_its_partner_whole_when_asked(
     assert sum(not any(pair) for pair in kept_both) > 20  # both perturbed in the same copy
     with pytest.raises(ValueError, match="pair_perturbation must be one of"):
         augment_split(split, ("sentence1", "sentence2"), 1, "[MASK]", seed=0, pair_perturbation="either")
+
+
+def test_swapped_pair_copies_trade_places_half_the_time_and_leave_the_copies_unchanged_when_off():
+    first = [" ".join(WORDS), "A man is playing a large flute on a stage tonight"] * 100
+    second = ["The European Commission said on Thursday it disagreed", "A man plays the flute on a stage"] * 100
+    split = datasets.Dataset.from_dict({"sentence1": first, "sentence2": second, "label": [3.5] * 200})
+    pair = ("sentence1", "sentence2")
+    swapped = augment_split(split, pair, 2, "[MASK]", seed=0, pair_perturbation="one", pair_swap=True)
+    copies = swapped.select(range(200, 600))
+    # a copy keeps one sentence whole: whole in the other place means the pair was swapped
+    swaps = [
+        row["sentence2"] == first[index % 200] or row["sentence1"] == second[index % 200]
+        for index, row in enumerate(copies)
+    ]
+    assert 150 < sum(swaps) < 250
+    assert swapped.select(range(200))[:] == {**split[:], AUGMENTED_COLUMN: [False] * 200}  # originals untouched
+    off = augment_split(split, pair, 2, "[MASK]", seed=0, pair_perturbation="one")
+    assert off[:] == augment_split(split, pair, 2, "[MASK]", seed=0, pair_perturbation="one", pair_swap=False)[:]
+    assert not any(row["sentence2"] == first[index % 200] for index, row in enumerate(off.select(range(200, 600))))
+    single = datasets.Dataset.from_dict({"sentence": first, "label": [1] * 200})
+    assert (
+        augment_split(single, ("sentence",), 1, "[MASK]", seed=0, pair_swap=True)[:]
+        == augment_split(single, ("sentence",), 1, "[MASK]", seed=0)[:]
+    )

@@ -3,6 +3,7 @@ a student taught by the teacher's soft targets agrees with the teacher more than
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -304,6 +305,34 @@ def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_d
     card = (tmp_path / "student" / "README.md").read_text(encoding="utf-8")
     assert f"- Initialized from: `{teacher_dir.name}`, its layers 1 (0-based" in card
     assert "Task distillation from the fine-tuned teacher" in card and "1 perturbed copies" in card
+
+
+def test_a_pair_regression_student_trains_on_swapped_copies_and_records_them(sst2_files, tmp_path):
+    """A cross-encoder teacher on sentence pairs (a regression: the length difference of the two sentences) teaches
+    a student over copies that keep one sentence whole and trade places; the run records both settings."""
+    rows = [line.split("\t")[0] for line in sst2_files["train"].read_text(encoding="utf-8").splitlines()[1:201]]
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(
+        "sentence1\tsentence2\tscore\n"
+        + "".join(
+            f"{a}\t{b}\t{min(5, abs(len(a.split()) - len(b.split())) / 4):.2f}\n" for a, b in itertools.pairwise(rows)
+        )
+    )
+    common = ["--task_name", "stsb", "--train_file", str(pairs), "--validation_file", str(pairs), *QUICK]
+    teacher = tmp_path / "teacher"
+    flags = ["--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, "--max_steps", "4"]
+    assert main(["finetune", *flags, "--output_dir", str(teacher), *common]) == 0
+    student = tmp_path / "student"
+    distill = ["--teacher", str(teacher), "--augment_copies", "2", "--augment_pair_swap", "true"]
+    assert main(["finetune", *flags, "--output_dir", str(student), *common, *distill]) == 0
+    record = json.loads((student / "run_summary.json").read_text())["task_distillation"]
+    assert (record["augment_copies"], record["augment_pair_sentences"], record["augment_pair_swap"]) == (
+        2,
+        "one",
+        True,
+    )
+    card = (student / "README.md").read_text(encoding="utf-8")
+    assert "2 perturbed copies of every example labelled by the teacher, each copied pair read in either order" in card
 
 
 def test_the_learning_rate_is_the_recipes_with_a_teacher_unless_given(tmp_path):
