@@ -25,7 +25,9 @@ distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), 
 ``hidden-six-epochs-one-of-pair`` (the two best on STS-B together); then, one setting at a time on
 ``four-copies-one-of-pair``: ``soft-targets-only`` (alpha 0), ``double-learning-rate`` (the student at 2e-4, the
 choice: ``CHOSEN_RECIPE``) and ``quadruple-learning-rate`` (4e-4); ``hidden-double-learning-rate`` (the choice
-with the hidden states, measured after it on STS-B). The recipe with the best mean share
+with the hidden states, measured after it on STS-B); ``six-epochs-double-learning-rate`` (2 copies for 6 epochs
+at 2e-4: 1.2 times the steps of 4 copies for 3 epochs) and ``swapped-pairs-double-learning-rate`` (each copy of a
+pair also in the other order with probability 1/2). The recipe with the best mean share
 of its teacher over the task kinds (``--seeds`` averaged) becomes ``finetune --teacher``'s default
 (``finetuning/task_recipe.py``; measured: docs/students.md).
 Then, and only then, ``--report_dev`` scores the saved teacher, baseline and the *default* recipe's student on each
@@ -119,6 +121,12 @@ RECIPES = {
     "double-learning-rate": _student_flags(4, 0, "one", 0, 0, "--learning_rate", "2e-4"),
     "quadruple-learning-rate": _student_flags(4, 0, "one", 0, 0, "--learning_rate", "4e-4"),
     "hidden-double-learning-rate": _student_flags(4, 1, "one", 0, 0, "--learning_rate", "2e-4"),
+    "six-epochs-double-learning-rate": _student_flags(
+        2, 0, "one", 0, 0, "--learning_rate", "2e-4", "--num_train_epochs", "6"
+    ),
+    "swapped-pairs-double-learning-rate": _student_flags(
+        4, 0, "one", 0, 0, "--learning_rate", "2e-4", "--augment_pair_swap", "true"
+    ),
 }
 # The candidate the selection chose: finetuning/task_recipe.py holds its settings.
 CHOSEN_RECIPE = "double-learning-rate"

@@ -11,7 +11,7 @@ from compact_bert.cli import finetune_command
 from compact_bert.finetuning import task_recipe
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.finetuning.data import FinetuneDataArguments, load_finetuning_data
-from examples.embedding_data_kinds import CORPUS_SENTENCES, sst2_sentences
+from examples.embedding_data_kinds import CORPUS_SENTENCES, sst2_sentences, stsb_sentences, wikitext_sentences
 from examples.task_recipes import (
     CHOSEN_RECIPE,
     CONLL_SELECTION,
@@ -71,10 +71,11 @@ def test_the_chosen_candidate_is_what_finetune_teacher_does_by_default(tmp_path)
     files = task_files(SHARED_DATA, tmp_path)
     command = model_commands("stsb", 0, files["stsb"], tmp_path, [CHOSEN_RECIPE])[f"student: {CHOSEN_RECIPE}"]
     config = finetune_command.parse_finetune_arguments(command)[2]
-    assert (config.learning_rate, config.augment_copies, config.augment_pair_sentences) == (
+    assert (config.learning_rate, config.augment_copies, config.augment_pair_sentences, config.augment_pair_swap) == (
         task_recipe.LEARNING_RATE,
         task_recipe.AUGMENT_COPIES,
         task_recipe.AUGMENT_PAIR_SENTENCES,
+        task_recipe.AUGMENT_PAIR_SWAP,
     )
     assert (config.distillation_alpha, config.distillation_temperature) == (
         task_recipe.DISTILLATION_ALPHA,
@@ -94,3 +95,20 @@ def test_the_sst2_embedding_corpus_holds_no_sentence_of_the_bundled_slice(tmp_pa
     bundled = {line.split("\t")[0] for line in bundled_sst2_files()["train"].read_text(encoding="utf-8").splitlines()}
     assert len(sentences) == len(set(sentences)) == CORPUS_SENTENCES
     assert not set(sentences) & bundled and all(len(sentence.split()) >= 3 for sentence in sentences)
+
+
+@needs_shared_data
+def test_the_wikitext_and_stsb_embedding_corpora_are_what_they_say(tmp_path):
+    wikitext = wikitext_sentences(SHARED_DATA / "wikitext2", tmp_path / "wikitext.txt").read_text(encoding="utf-8")
+    sentences = wikitext.splitlines()
+    assert len(sentences) == len(set(sentences)) == CORPUS_SENTENCES
+    assert all(len(sentence.split()) >= 5 and not sentence.startswith("=") for sentence in sentences)
+    assert "<unk>" not in wikitext and " @-@ " not in wikitext and "[UNK]" in wikitext
+    assert wikitext == wikitext_sentences(SHARED_DATA / "wikitext2", tmp_path / "again.txt").read_text(
+        encoding="utf-8"
+    )
+    stsb = stsb_sentences(SHARED_DATA / "stsb" / "train.tsv", tmp_path / "stsb.txt").read_text(encoding="utf-8")
+    pairs = [
+        line.split("\t") for line in (SHARED_DATA / "stsb" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    ]
+    assert set(stsb.splitlines()) == {text.strip() for pair in pairs[1:] for text in pair[:2]}
