@@ -56,6 +56,7 @@ from ..finetuning.task_distillation import (
     load_task_teacher,
 )
 from ..finetuning.task_recipe import AUGMENT_COPIES, LEARNING_RATE
+from ..finetuning.task_recipe import distillation_alpha as recipe_distillation_alpha
 from ..finetuning.word_neighbours import WordNeighbours
 from ..model_cards import write_model_card
 from ..training.atomic_files import write_text_atomically
@@ -520,6 +521,8 @@ def finetune(
     train_split = splits.train
     if training_args.augment_copies is None:  # the task-distillation recipe's copies with a teacher, none without
         training_args.augment_copies = AUGMENT_COPIES if model_args.teacher else 0
+    if training_args.distillation_alpha is None:  # the recipe's, by task kind
+        training_args.distillation_alpha = recipe_distillation_alpha(splits.task_type)
     _check_distillation_flags(model_args, training_args, argv)
     task_teacher = None
     if model_args.teacher:  # before the copies: word replacement reads the teacher's word embeddings

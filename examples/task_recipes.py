@@ -27,8 +27,10 @@ distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), 
 choice: ``CHOSEN_RECIPE``) and ``quadruple-learning-rate`` (4e-4); ``hidden-double-learning-rate`` (the choice
 with the hidden states, measured after it on STS-B); ``six-epochs-double-learning-rate`` (2 copies for 6 epochs
 at 2e-4: 1.2 times the steps of 4 copies for 3 epochs) and ``swapped-pairs-double-learning-rate`` (each copy of a
-pair also in the other order with probability 1/2). The recipe with the best mean share
-of its teacher over the task kinds (``--seeds`` averaged) becomes ``finetune --teacher``'s default
+pair also in the other order with probability 1/2), ``three-quarters-labels-double-learning-rate`` (α 0.75) and
+``labels-only-on-originals-double-learning-rate`` (α 1: the gold labels alone on the training examples, the teacher
+on the copies; for a regression the teacher's "soft target" is one number, no dark knowledge). The recipe with the
+best mean share of its teacher over the task kinds (``--seeds`` averaged) becomes ``finetune --teacher``'s default
 (``finetuning/task_recipe.py``; measured: docs/students.md).
 Then, and only then, ``--report_dev`` scores the saved teacher, baseline and the *default* recipe's student on each
 task's official dev set (GLUE SST-2 dev, STS-B dev, CoNLL-2003 validation) — the numbers of docs/students.md.
@@ -84,12 +86,16 @@ def _student_flags(
     neighbours: int = 0,
     attention_weight: float = 0,
     *extra: str,
+    alpha: str | None = "0.5",
 ) -> list[str]:
     """A candidate's ``finetune`` flags beyond the data and training settings ("{teacher}": the seed's teacher;
-    ``extra``: flags that replace a shared training setting, e.g. the number of epochs)."""
+    ``extra``: flags that replace a shared training setting, e.g. the number of epochs). ``alpha``: the weight of
+    the labels every candidate before the fourth round was measured at, on every task kind; ``None``: the recipe's
+    by task kind (``finetuning/task_recipe.distillation_alpha``)."""
     return [
         "--teacher",
         "{teacher}",
+        *(["--distillation_alpha", alpha] if alpha is not None else []),
         "--augment_copies",
         str(copies),
         "--distillation_hidden_weight",
@@ -127,9 +133,18 @@ RECIPES = {
     "swapped-pairs-double-learning-rate": _student_flags(
         4, 0, "one", 0, 0, "--learning_rate", "2e-4", "--augment_pair_swap", "true"
     ),
+    "three-quarters-labels-double-learning-rate": _student_flags(
+        4, 0, "one", 0, 0, "--learning_rate", "2e-4", "--distillation_alpha", "0.75"
+    ),
+    "labels-only-on-originals-double-learning-rate": _student_flags(
+        4, 0, "one", 0, 0, "--learning_rate", "2e-4", "--distillation_alpha", "1"
+    ),
+    # alpha by task kind, 1 for a regression and 0.5 for the others: on STS-B the same computation as the candidate
+    # above, on SST-2 and CoNLL-2003 as double-learning-rate
+    "labels-for-regression": _student_flags(4, 0, "one", 0, 0, "--learning_rate", "2e-4", alpha=None),
 }
 # The candidate the selection chose: finetuning/task_recipe.py holds its settings.
-CHOSEN_RECIPE = "double-learning-rate"
+CHOSEN_RECIPE = "labels-for-regression"
 
 
 def write_stsb_split(train_tsv: Path, folder: Path) -> tuple[Path, Path]:

@@ -23,6 +23,7 @@ from .task_recipe import (
     DISTILLATION_TEMPERATURE,
     HIDDEN_WEIGHT,
     LEARNING_RATE,
+    REGRESSION_DISTILLATION_ALPHA,
 )
 
 __all__ = ["FinetuneConfig"]
@@ -97,11 +98,13 @@ class FinetuneConfig(CompactBertTrainingArguments):
         },
     )
 
-    distillation_alpha: float = field(
-        default=DISTILLATION_ALPHA,
+    distillation_alpha: float | None = field(
+        default=None,
         metadata={
             "help": "With --teacher: weight of the hard-label loss; the teacher's soft targets get 1 - alpha "
-            "(0 = learn from the teacher alone, 1 = ignore it)."
+            "(0 = learn from the teacher alone, 1 = ignore it on the training examples; augmented copies always "
+            f"learn the teacher's prediction). Default: the task-distillation recipe's, {DISTILLATION_ALPHA} for "
+            f"classification and tagging, {REGRESSION_DISTILLATION_ALPHA} for regression (finetuning/task_recipe.py)."
         },
     )
     distillation_temperature: float = field(
@@ -214,7 +217,7 @@ class FinetuneConfig(CompactBertTrainingArguments):
             raise ValueError(f"`augment_pair_sentences` must be 'both' or 'one', got {self.augment_pair_sentences!r}.")
         if self.augment_copies is not None and self.augment_copies < 0:
             raise ValueError(f"`augment_copies` must be >= 0, got {self.augment_copies}.")
-        if not 0.0 <= self.distillation_alpha <= 1.0:
+        if self.distillation_alpha is not None and not 0.0 <= self.distillation_alpha <= 1.0:
             raise ValueError(f"`distillation_alpha` must be in [0, 1], got {self.distillation_alpha}.")
         if not self.distillation_hidden_weight >= 0:
             raise ValueError(f"`distillation_hidden_weight` must be >= 0, got {self.distillation_hidden_weight}.")

@@ -41,6 +41,7 @@ from .intermediate_distillation import (
     intermediate_distillation_loss,
     task_layer_map,
 )
+from .task_recipe import distillation_alpha as recipe_distillation_alpha
 
 __all__ = [
     "TEACHER_LOGITS",
@@ -211,7 +212,8 @@ class TeacherLogitsCollator:
 
 class TaskDistillationTrainer(FinetuneTrainer):
     """``FinetuneTrainer`` whose training loss mixes the hard labels with the teacher's predictions (module
-    docstring); ``distillation_alpha`` and ``distillation_temperature`` come from the training arguments. With
+    docstring); ``distillation_alpha`` (unset: the recipe's for the model's head, ``task_recipe.distillation_alpha``)
+    and ``distillation_temperature`` come from the training arguments. With
     ``distillation_hidden_weight`` β > 0 and the ``teacher`` model, the student's hidden states also learn the
     teacher's (``intermediate_distillation.py``): ``+ β · L_hidden``, the teacher run on every training batch; with
     ``distillation_attention_weight`` γ > 0 their attention too: ``+ γ · L_attn``. Logs ``task_loss``,
@@ -221,6 +223,13 @@ class TaskDistillationTrainer(FinetuneTrainer):
         super().__init__(*args, **kwargs)
         self.teacher = teacher
         self.layer_map = None
+        # None (the arguments never went through ``finetune``, which resolves it): the recipe's for the head's kind
+        self.distillation_alpha = self.args.distillation_alpha
+        if self.distillation_alpha is None:
+            regression = getattr(self.model.config, "problem_type", None) == "regression" or (
+                self.model.config.num_labels == 1
+            )
+            self.distillation_alpha = recipe_distillation_alpha("regression" if regression else "classification")
         weights = {
             "distillation_hidden_weight": self.args.distillation_hidden_weight,
             "distillation_attention_weight": self.args.distillation_attention_weight,
@@ -266,7 +275,7 @@ class TaskDistillationTrainer(FinetuneTrainer):
         )
         terms = split_loss_terms(loss, outputs)
         if teacher_logits is not None:
-            alpha, temperature = self.args.distillation_alpha, self.args.distillation_temperature
+            alpha, temperature = self.distillation_alpha, self.args.distillation_temperature
             logits = outputs["logits"]
             if logits.dim() == 3:
                 distillation = token_soft_target_loss(

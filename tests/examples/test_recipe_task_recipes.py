@@ -77,10 +77,13 @@ def test_the_chosen_candidate_is_what_finetune_teacher_does_by_default(tmp_path)
         task_recipe.AUGMENT_PAIR_SENTENCES,
         task_recipe.AUGMENT_PAIR_SWAP,
     )
-    assert (config.distillation_alpha, config.distillation_temperature) == (
+    # alpha unset: the recipe's by task kind, resolved once the data says which (finetune_command.finetune)
+    assert (config.distillation_alpha, config.distillation_temperature) == (None, task_recipe.DISTILLATION_TEMPERATURE)
+    assert [task_recipe.distillation_alpha(kind) for kind in ("classification", "regression", "ner")] == [
         task_recipe.DISTILLATION_ALPHA,
-        task_recipe.DISTILLATION_TEMPERATURE,
-    )
+        task_recipe.REGRESSION_DISTILLATION_ALPHA,
+        task_recipe.DISTILLATION_ALPHA,
+    ]
     assert (
         config.distillation_hidden_weight,
         config.distillation_attention_weight,

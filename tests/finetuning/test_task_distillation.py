@@ -23,7 +23,7 @@ from compact_bert.distillation.teacher_cache import (
     tokenizer_fingerprint,
 )
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
-from compact_bert.finetuning.task_recipe import LEARNING_RATE
+from compact_bert.finetuning.task_recipe import DISTILLATION_ALPHA, LEARNING_RATE, REGRESSION_DISTILLATION_ALPHA
 
 TINY = '{"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}'
 QUICK = [
@@ -297,6 +297,7 @@ def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_d
     )
     summary = json.loads((tmp_path / "student" / "run_summary.json").read_text())
     assert summary["learning_rate"] == LEARNING_RATE  # no --learning_rate: the task-distillation recipe's
+    assert summary["task_distillation"]["alpha"] == DISTILLATION_ALPHA  # a classification: the recipe's
     record = summary["teacher_initialization"]
     assert record["layer_map"] == [1] and record["task_head"] == "copied"  # the teacher's last of 2 layers
     assert record["layers"][0]["mode"] == "split" and record["layers"][0]["shared_neurons"] == 0
@@ -331,8 +332,48 @@ def test_a_pair_regression_student_trains_on_swapped_copies_and_records_them(sst
         "one",
         True,
     )
+    assert record["alpha"] == REGRESSION_DISTILLATION_ALPHA != DISTILLATION_ALPHA  # the recipe's for a regression
     card = (student / "README.md").read_text(encoding="utf-8")
     assert "2 perturbed copies of every example labelled by the teacher, each copied pair read in either order" in card
+    given = tmp_path / "given-alpha"
+    assert (
+        main(["finetune", *flags, "--output_dir", str(given), *common, *distill, "--distillation_alpha", "0.25"]) == 0
+    )
+    assert json.loads((given / "run_summary.json").read_text())["task_distillation"]["alpha"] == 0.25
+
+
+def test_the_trainer_takes_the_recipes_alpha_for_its_heads_kind_when_none_is_set(tmp_path):
+    """Arguments built in Python and handed to the trainer directly (not through ``finetune``) leave alpha unset:
+    the trainer takes the recipe's for a regression head or a classification head; a set alpha stands."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from compact_bert.finetuning.finetune_config import FinetuneConfig
+    from compact_bert.finetuning.task_distillation import TaskDistillationTrainer
+
+    tiny = {
+        "vocab_size": 64,
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+    }
+    args = FinetuneConfig(
+        output_dir=str(tmp_path), report_to="none", use_cpu=True, eval_strategy="no", save_strategy="no"
+    )
+    assert args.distillation_alpha is None
+    for labels, expected in ((1, REGRESSION_DISTILLATION_ALPHA), (2, DISTILLATION_ALPHA)):
+        model = BertForSequenceClassification(BertConfig(**tiny, num_labels=labels))
+        assert TaskDistillationTrainer(model=model, args=args).distillation_alpha == expected
+    args = FinetuneConfig(
+        output_dir=str(tmp_path),
+        report_to="none",
+        use_cpu=True,
+        eval_strategy="no",
+        save_strategy="no",
+        distillation_alpha=0.3,
+    )
+    model = BertForSequenceClassification(BertConfig(**tiny, num_labels=1))
+    assert TaskDistillationTrainer(model=model, args=args).distillation_alpha == 0.3
 
 
 def test_the_learning_rate_is_the_recipes_with_a_teacher_unless_given(tmp_path):
