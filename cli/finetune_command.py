@@ -469,8 +469,9 @@ def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, F
     return model_args, data_args, training_args
 
 
-def _check_distillation_flags(model_args, training_args, argv) -> None:
-    """Flags that only act with a teacher, or on augmented copies, are refused where they would be ignored."""
+def _check_distillation_flags(model_args, training_args, argv, text_columns: tuple[str, ...]) -> None:
+    """Flags that only act with a teacher, on augmented copies or on sentence pairs are refused where they would be
+    ignored."""
     if training_args.augment_copies and not model_args.teacher:
         raise SystemExit(
             "--augment_copies: augmented examples are labelled by a teacher's predictions: give --teacher "
@@ -488,6 +489,16 @@ def _check_distillation_flags(model_args, training_args, argv) -> None:
         raise SystemExit(
             f"--augment_word_neighbours {training_args.augment_word_neighbours}: words are replaced in the augmented "
             "copies, and --augment_copies is 0: give --augment_copies N (N > 0)."
+        )
+    if training_args.augment_pair_swap and not training_args.augment_copies:
+        raise SystemExit(
+            "--augment_pair_swap: the augmented copies of a pair trade places, and --augment_copies is 0: give "
+            "--augment_copies N (N > 0), or leave --augment_pair_swap out."
+        )
+    if training_args.augment_pair_swap and len(text_columns) != 2:
+        raise SystemExit(
+            f"--augment_pair_swap: the task's text is one column ({', '.join(text_columns)}), not a sentence pair: "
+            "leave --augment_pair_swap out."
         )
 
 
@@ -523,7 +534,7 @@ def finetune(
         training_args.augment_copies = AUGMENT_COPIES if model_args.teacher else 0
     if training_args.distillation_alpha is None:  # the recipe's, by task kind
         training_args.distillation_alpha = recipe_distillation_alpha(splits.task_type)
-    _check_distillation_flags(model_args, training_args, argv)
+    _check_distillation_flags(model_args, training_args, argv, splits.text_columns)
     task_teacher = None
     if model_args.teacher:  # before the copies: word replacement reads the teacher's word embeddings
         task_teacher = load_task_teacher(

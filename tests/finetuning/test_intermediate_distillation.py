@@ -265,4 +265,9 @@ def test_distillation_flags_that_would_be_ignored_are_refused_before_training(ne
         main(
             [*argv, *data, *out, "--teacher", str(teacher), "--augment_copies", "0", "--augment_word_neighbours", "5"]
         )
+    swap = [*argv, *data, *out, "--teacher", str(teacher), "--augment_pair_swap", "true"]
+    with pytest.raises(SystemExit, match="--augment_pair_swap: .* --augment_copies is 0"):
+        main([*swap, "--augment_copies", "0"])
+    with pytest.raises(SystemExit, match=r"--augment_pair_swap: the task's text is one column \(.+\), not a sentence"):
+        main([*swap, "--augment_copies", "1"])  # tagging: one column of words
     assert not (tmp_path / "never" / "model.safetensors").exists()
