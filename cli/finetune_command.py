@@ -46,6 +46,7 @@ from ..finetuning.depth_budget import budgeted_overrides, check_max_latency_rati
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.finetune_trainer import FinetuneTrainer, build_compute_metrics, check_metric_name
 from ..finetuning.intermediate_distillation import check_attention_heads
+from ..finetuning.pair_recombination import recombine_pairs
 from ..finetuning.router_rebalancing import rebalance_routers
 from ..finetuning.run_honesty import ReportingEarlyStopping, reported_checkpoint, single_class_warning
 from ..finetuning.task_distillation import (
@@ -55,7 +56,7 @@ from ..finetuning.task_distillation import (
     label_augmented_examples,
     load_task_teacher,
 )
-from ..finetuning.task_recipe import AUGMENT_COPIES, LEARNING_RATE
+from ..finetuning.task_recipe import AUGMENT_COPIES, AUGMENT_PAIR_RECOMBINED, LEARNING_RATE
 from ..finetuning.task_recipe import distillation_alpha as recipe_distillation_alpha
 from ..finetuning.word_neighbours import WordNeighbours
 from ..model_cards import write_model_card
@@ -478,6 +479,12 @@ def _check_distillation_flags(model_args, training_args, argv, text_columns: tup
             "(a model fine-tuned on this task), or --augment_copies 0."
         )
     given = given_flags(argv)
+    for flag in ("--distillation_alpha", "--distillation_temperature"):
+        if flag in given and not model_args.teacher:
+            raise SystemExit(
+                f"{flag}: it weighs or softens a teacher's predictions, and no --teacher was given: add --teacher "
+                f"FOLDER (a model fine-tuned on this task), or leave {flag} out."
+            )
     needs_teacher = ("--distillation_hidden_weight", "--distillation_attention_weight", "--augment_word_neighbours")
     for flag in needs_teacher:
         if flag in given and getattr(training_args, flag[2:]) and not model_args.teacher:
@@ -494,6 +501,16 @@ def _check_distillation_flags(model_args, training_args, argv, text_columns: tup
         raise SystemExit(
             "--augment_pair_swap: the augmented copies of a pair trade places, and --augment_copies is 0: give "
             "--augment_copies N (N > 0), or leave --augment_pair_swap out."
+        )
+    if training_args.augment_pair_recombined and not model_args.teacher:
+        raise SystemExit(
+            f"--augment_pair_recombined {training_args.augment_pair_recombined}: recombined pairs are labelled by a "
+            "teacher's predictions: give --teacher (a model fine-tuned on this task), or --augment_pair_recombined 0."
+        )
+    if training_args.augment_pair_recombined and len(text_columns) != 2:
+        raise SystemExit(
+            f"--augment_pair_recombined {training_args.augment_pair_recombined}: the task's text is one column "
+            f"({', '.join(text_columns)}), not a sentence pair: leave --augment_pair_recombined out."
         )
     if training_args.augment_pair_swap and len(text_columns) != 2:
         raise SystemExit(
@@ -532,6 +549,9 @@ def finetune(
     train_split = splits.train
     if training_args.augment_copies is None:  # the task-distillation recipe's copies with a teacher, none without
         training_args.augment_copies = AUGMENT_COPIES if model_args.teacher else 0
+    if training_args.augment_pair_recombined is None:  # the recipe's for a sentence pair with a teacher, else none
+        pairs = len(splits.text_columns) == 2 and model_args.teacher
+        training_args.augment_pair_recombined = AUGMENT_PAIR_RECOMBINED if pairs else 0
     if training_args.distillation_alpha is None:  # the recipe's, by task kind
         training_args.distillation_alpha = recipe_distillation_alpha(splits.task_type)
     _check_distillation_flags(model_args, training_args, argv, splits.text_columns)
@@ -562,6 +582,8 @@ def finetune(
             neighbours=neighbours,
             pair_swap=training_args.augment_pair_swap,
         )
+    if training_args.augment_pair_recombined:
+        train_split = recombine_pairs(train_split, splits.text_columns, training_args.augment_pair_recombined)
     if splits.task_type == "ner":
         tokenized = [
             None if split is None else tokenize_token_dataset(split, tokenizer, max_length)
@@ -599,6 +621,7 @@ def finetune(
                 {
                     "augment_pair_sentences": training_args.augment_pair_sentences,
                     "augment_pair_swap": training_args.augment_pair_swap,
+                    "augment_pair_recombined": training_args.augment_pair_recombined,
                 }
                 if len(splits.text_columns) == 2
                 else {}

@@ -24,12 +24,16 @@ distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), 
 ``attention-hidden-one-of-pair`` (the attention loss beside the hidden states) and
 ``hidden-six-epochs-one-of-pair`` (the two best on STS-B together); then, one setting at a time on
 ``four-copies-one-of-pair``: ``soft-targets-only`` (alpha 0), ``double-learning-rate`` (the student at 2e-4, the
-choice: ``CHOSEN_RECIPE``) and ``quadruple-learning-rate`` (4e-4); ``hidden-double-learning-rate`` (the choice
+third round's choice) and ``quadruple-learning-rate`` (4e-4); ``hidden-double-learning-rate`` (the choice
 with the hidden states, measured after it on STS-B); ``six-epochs-double-learning-rate`` (2 copies for 6 epochs
 at 2e-4: 1.2 times the steps of 4 copies for 3 epochs) and ``swapped-pairs-double-learning-rate`` (each copy of a
-pair also in the other order with probability 1/2), ``three-quarters-labels-double-learning-rate`` (α 0.75) and
+pair also in the other order with probability 1/2), ``three-quarters-labels-double-learning-rate`` (α 0.75),
 ``labels-only-on-originals-double-learning-rate`` (α 1: the gold labels alone on the training examples, the teacher
-on the copies; for a regression the teacher's "soft target" is one number, no dark knowledge). The recipe with the
+on the copies; for a regression the teacher's "soft target" is one number, no dark knowledge) and
+``labels-for-regression`` (α 1 for a regression only); then, one lever at a time on it, on STS-B:
+``hidden-labels-for-regression``, ``six-epochs-labels-for-regression``, ``eight-copies-labels-for-regression`` and
+``recombined-pairs-labels-for-regression`` (2 new pairs per training pair made of whole training sentences,
+``--augment_pair_recombined``), which became ``recombined-pairs`` (the choice: ``CHOSEN_RECIPE``). The recipe with the
 best mean share of its teacher over the task kinds (``--seeds`` averaged) becomes ``finetune --teacher``'s default
 (``finetuning/task_recipe.py``; measured: docs/students.md).
 Then, and only then, ``--report_dev`` scores the saved teacher, baseline and the *default* recipe's student on each
@@ -87,15 +91,18 @@ def _student_flags(
     attention_weight: float = 0,
     *extra: str,
     alpha: str | None = "0.5",
+    recombined: str | None = "0",
 ) -> list[str]:
     """A candidate's ``finetune`` flags beyond the data and training settings ("{teacher}": the seed's teacher;
     ``extra``: flags that replace a shared training setting, e.g. the number of epochs). ``alpha``: the weight of
     the labels every candidate before the fourth round was measured at, on every task kind; ``None``: the recipe's
-    by task kind (``finetuning/task_recipe.distillation_alpha``)."""
+    by task kind (``finetuning/task_recipe.distillation_alpha``). ``recombined``: recombined pairs per training pair
+    (none before the fifth round); ``None``: the recipe's, which sentence pairs alone get."""
     return [
         "--teacher",
         "{teacher}",
         *(["--distillation_alpha", alpha] if alpha is not None else []),
+        *(["--augment_pair_recombined", recombined] if recombined is not None else []),
         "--augment_copies",
         str(copies),
         "--distillation_hidden_weight",
@@ -142,9 +149,24 @@ RECIPES = {
     # alpha by task kind, 1 for a regression and 0.5 for the others: on STS-B the same computation as the candidate
     # above, on SST-2 and CoNLL-2003 as double-learning-rate
     "labels-for-regression": _student_flags(4, 0, "one", 0, 0, "--learning_rate", "2e-4", alpha=None),
+    # the fifth round, one lever at a time on labels-for-regression, measured on STS-B: at alpha 1 the teacher
+    # speaks only on the copies, one number each
+    "hidden-labels-for-regression": _student_flags(4, 1, "one", 0, 0, "--learning_rate", "2e-4", alpha=None),
+    "six-epochs-labels-for-regression": _student_flags(
+        4, 0, "one", 0, 0, "--learning_rate", "2e-4", "--num_train_epochs", "6", alpha=None
+    ),
+    "eight-copies-labels-for-regression": _student_flags(8, 0, "one", 0, 0, "--learning_rate", "2e-4", alpha=None),
+    # pairs of whole training sentences, each first sentence with its two lexical neighbours (sentence pairs only;
+    # measured on STS-B, where the flag applies)
+    "recombined-pairs-labels-for-regression": _student_flags(
+        4, 0, "one", 0, 0, "--learning_rate", "2e-4", alpha=None, recombined="2"
+    ),
+    # the recipe's recombined pairs (2 per pair), which only sentence pairs get: on STS-B the same computation as the
+    # candidate above, on SST-2 and CoNLL-2003 as labels-for-regression
+    "recombined-pairs": _student_flags(4, 0, "one", 0, 0, "--learning_rate", "2e-4", alpha=None, recombined=None),
 }
 # The candidate the selection chose: finetuning/task_recipe.py holds its settings.
-CHOSEN_RECIPE = "labels-for-regression"
+CHOSEN_RECIPE = "recombined-pairs"
 
 
 def write_stsb_split(train_tsv: Path, folder: Path) -> tuple[Path, Path]:

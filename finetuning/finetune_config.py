@@ -16,6 +16,7 @@ from ..training.training_arguments import CompactBertTrainingArguments
 from .task_recipe import (
     ATTENTION_WEIGHT,
     AUGMENT_COPIES,
+    AUGMENT_PAIR_RECOMBINED,
     AUGMENT_PAIR_SENTENCES,
     AUGMENT_PAIR_SWAP,
     AUGMENT_WORD_NEIGHBOURS,
@@ -157,6 +158,16 @@ class FinetuneConfig(CompactBertTrainingArguments):
             "recipe's (finetuning/task_recipe.py)."
         },
     )
+    augment_pair_recombined: int | None = field(
+        default=None,
+        metadata={
+            "help": "Sentence-pair tasks with --teacher: add up to N new pairs per training pair, its first sentence "
+            "with the N training sentences closest to it in words (TF-IDF cosine; Augmented SBERT's sampling, "
+            f"finetuning/pair_recombination.py), labelled by the teacher. Default: {AUGMENT_PAIR_RECOMBINED} for a "
+            "sentence-pair task with --teacher (the task-distillation recipe, finetuning/task_recipe.py), none "
+            "otherwise."
+        },
+    )
     augment_word_neighbours: int = field(
         default=AUGMENT_WORD_NEIGHBOURS,
         metadata={
@@ -215,6 +226,8 @@ class FinetuneConfig(CompactBertTrainingArguments):
                 )
         if self.augment_pair_sentences not in ("both", "one"):
             raise ValueError(f"`augment_pair_sentences` must be 'both' or 'one', got {self.augment_pair_sentences!r}.")
+        if self.augment_pair_recombined is not None and self.augment_pair_recombined < 0:
+            raise ValueError(f"`augment_pair_recombined` must be >= 0, got {self.augment_pair_recombined}.")
         if self.augment_copies is not None and self.augment_copies < 0:
             raise ValueError(f"`augment_copies` must be >= 0, got {self.augment_copies}.")
         if self.distillation_alpha is not None and not 0.0 <= self.distillation_alpha <= 1.0:

@@ -322,6 +322,12 @@ def _recipe_text(facts: FolderFacts) -> str:
                 else ""
             )
             + (
+                f", and up to {distillation['augment_pair_recombined']} new pairs per training pair (its first "
+                "sentence with the training sentences closest to it in words) labelled by the teacher"
+                if distillation.get("augment_pair_recombined")
+                else ""
+            )
+            + (
                 f"; its hidden states taught to the student's layers with weight {distillation['hidden_weight']}"
                 if distillation.get("hidden_weight")
                 else ""

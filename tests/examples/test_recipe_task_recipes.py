@@ -79,6 +79,8 @@ def test_the_chosen_candidate_is_what_finetune_teacher_does_by_default(tmp_path)
     )
     # alpha unset: the recipe's by task kind, resolved once the data says which (finetune_command.finetune)
     assert (config.distillation_alpha, config.distillation_temperature) == (None, task_recipe.DISTILLATION_TEMPERATURE)
+    # recombined pairs unset too: the recipe's for a sentence pair with a teacher, none for the other tasks
+    assert config.augment_pair_recombined is None and task_recipe.AUGMENT_PAIR_RECOMBINED > 0
     assert [task_recipe.distillation_alpha(kind) for kind in ("classification", "regression", "ner")] == [
         task_recipe.DISTILLATION_ALPHA,
         task_recipe.REGRESSION_DISTILLATION_ALPHA,

@@ -261,6 +261,15 @@ def test_distillation_flags_that_would_be_ignored_are_refused_before_training(ne
     for flag in ("--distillation_attention_weight", "--distillation_hidden_weight", "--augment_word_neighbours"):
         with pytest.raises(SystemExit, match=f"{flag}: it distills from a fine-tuned teacher, and none was given"):
             main([*argv, *data, *out, flag, "1"])
+    for flag, value in (
+        ("--distillation_alpha", "0.3"),
+        ("--distillation_temperature", "4"),
+        ("--distillation_alpha", "0"),
+    ):
+        with pytest.raises(
+            SystemExit, match=f"{flag}: it weighs or softens a teacher's predictions, and no --teacher"
+        ):
+            main([*argv, *data, *out, f"{flag}={value}"])
     with pytest.raises(SystemExit, match="--augment_word_neighbours 5: .* --augment_copies is 0"):
         main(
             [*argv, *data, *out, "--teacher", str(teacher), "--augment_copies", "0", "--augment_word_neighbours", "5"]
@@ -270,4 +279,9 @@ def test_distillation_flags_that_would_be_ignored_are_refused_before_training(ne
         main([*swap, "--augment_copies", "0"])
     with pytest.raises(SystemExit, match=r"--augment_pair_swap: the task's text is one column \(.+\), not a sentence"):
         main([*swap, "--augment_copies", "1"])  # tagging: one column of words
+    recombined = [*argv, *data, *out, "--augment_pair_recombined", "2"]
+    with pytest.raises(SystemExit, match="--augment_pair_recombined 2: recombined pairs are labelled by a teacher"):
+        main(recombined)
+    with pytest.raises(SystemExit, match=r"--augment_pair_recombined 2: the task's text is one column \(.+\), not a"):
+        main([*recombined, "--teacher", str(teacher)])
     assert not (tmp_path / "never" / "model.safetensors").exists()

@@ -23,7 +23,12 @@ from compact_bert.distillation.teacher_cache import (
     tokenizer_fingerprint,
 )
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
-from compact_bert.finetuning.task_recipe import DISTILLATION_ALPHA, LEARNING_RATE, REGRESSION_DISTILLATION_ALPHA
+from compact_bert.finetuning.task_recipe import (
+    AUGMENT_PAIR_RECOMBINED,
+    DISTILLATION_ALPHA,
+    LEARNING_RATE,
+    REGRESSION_DISTILLATION_ALPHA,
+)
 
 TINY = '{"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}'
 QUICK = [
@@ -340,6 +345,34 @@ def test_a_pair_regression_student_trains_on_swapped_copies_and_records_them(sst
         main(["finetune", *flags, "--output_dir", str(given), *common, *distill, "--distillation_alpha", "0.25"]) == 0
     )
     assert json.loads((given / "run_summary.json").read_text())["task_distillation"]["alpha"] == 0.25
+    assert record["augment_pair_recombined"] == AUGMENT_PAIR_RECOMBINED  # the recipe's for a pair task
+
+
+def test_a_pair_student_trains_on_recombined_pairs_and_records_them(sst2_files, tmp_path):
+    """``--augment_pair_recombined 2``: the transfer set gains pairs made of the training set's own sentences, the
+    teacher labels them (its logits are cached for every one), and the run summary and the model card say so."""
+    rows = [line.split("\t")[0] for line in sst2_files["train"].read_text(encoding="utf-8").splitlines()[1:161]]
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(
+        "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{len(a.split()) % 6}\n" for a, b in zip(rows, rows[80:]))
+    )
+    common = ["--task_name", "stsb", "--train_file", str(pairs), "--validation_file", str(pairs), *QUICK]
+    teacher = tmp_path / "teacher"
+    flags = ["--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, "--num_train_epochs", "1"]
+    assert main(["finetune", *flags, "--max_steps", "2", "--output_dir", str(teacher), *common]) == 0
+    steps = {}
+    for recombined in ("0", "2"):
+        student = tmp_path / f"student-{recombined}"
+        distill = ["--teacher", str(teacher), "--augment_copies", "0", "--augment_pair_recombined", recombined]
+        assert main(["finetune", *flags, "--output_dir", str(student), *common, *distill]) == 0
+        summary = json.loads((student / "run_summary.json").read_text())
+        assert summary["task_distillation"]["augment_pair_recombined"] == int(recombined)
+        steps[recombined] = summary["optimizer_steps"]
+    # 80 pairs in batches of 16: 5 steps; with up to 2 new pairs per pair, more (none made up where none share a word)
+    assert steps["0"] == 5 and 5 < steps["2"] <= 15
+    card = (tmp_path / "student-2" / "README.md").read_text(encoding="utf-8")
+    assert "and up to 2 new pairs per training pair (its first sentence with the training sentences closest" in card
+    assert "new pairs per training pair" not in (tmp_path / "student-0" / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_trainer_takes_the_recipes_alpha_for_its_heads_kind_when_none_is_set(tmp_path):

@@ -125,6 +125,8 @@ FLAGS = {
     "--augment_pair_swap": ["true", "false", "maybe"],
     "--augment_word_neighbours": ["0", "3", "-1"],
     "--distillation_attention_weight": ["0", "1", "-1", "x"],
+    "--distillation_alpha": ["0.5", "1.5", "x"],
+    "--distillation_temperature": ["2", "0", "x"],
     "--capacity_factor": ["none", "checkpoint", "0", "-1", "x", "1.25"],
     "--teacher": ["/no/such/teacher", ""],
     "--label_list": ["a,b", "", ","],
