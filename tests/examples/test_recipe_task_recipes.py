@@ -16,12 +16,16 @@ from examples.task_recipes import (
     CHOSEN_RECIPE,
     CONLL_SELECTION,
     CONLL_TRAIN,
+    DEFAULT_TASKS,
     RECIPES,
+    STS_EQUIVALENT,
     STSB_SELECTION,
     STSB_TRAIN,
+    TASKS,
     model_commands,
     task_files,
 )
+from examples.task_recipes import main as task_recipes_main
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_shared_data = pytest.mark.skipif(
@@ -34,7 +38,7 @@ needs_shared_data = pytest.mark.skipif(
 def test_selection_sets_come_from_training_data_and_share_nothing_with_what_trains(tmp_path):
     files = task_files(SHARED_DATA, tmp_path)
     for task, (train, selection) in files.items():
-        name = {"sst2": "sst2", "stsb": "stsb", "conll2003": "ner"}[task]
+        name = {"sst2": "sst2", "stsb": "stsb", "conll2003": "ner", "stsb-equivalence": "mrpc"}[task]
         splits = load_finetuning_data(
             FinetuneDataArguments(task_name=name, train_file=str(train), validation_file=str(selection))
         )
@@ -50,6 +54,38 @@ def test_selection_sets_come_from_training_data_and_share_nothing_with_what_trai
     assert set(files["stsb"][1].read_text(encoding="utf-8").splitlines()[1:]) <= train_rows  # all from train
     again = task_files(SHARED_DATA, tmp_path / "again")  # fixed seeds: the same sets every time
     assert all(again[task][1].read_bytes() == files[task][1].read_bytes() for task in files)
+
+
+@needs_shared_data
+def test_the_equivalence_task_is_the_stsb_pairs_labelled_by_their_score_and_has_no_dev_set(tmp_path):
+    """The pair-classification check: STS-B's training and selection pairs, in order, "equivalent" exactly when
+    scored STS_EQUIVALENT or more; it runs only when named, and --report_dev refuses it (no dev set)."""
+    files = task_files(SHARED_DATA, tmp_path)
+    for scored, labelled in zip(files["stsb"], files["stsb-equivalence"]):
+        source = [row.split("\t") for row in scored.read_text(encoding="utf-8").splitlines()[1:]]
+        rows = [row.split("\t") for row in labelled.read_text(encoding="utf-8").splitlines()[1:]]
+        assert [row[:2] for row in rows] == [row[:2] for row in source]
+        assert [row[2] for row in rows] == [str(int(float(row[2]) >= STS_EQUIVALENT)) for row in source]
+        assert {"0", "1"} == {row[2] for row in rows}
+    splits = load_finetuning_data(
+        FinetuneDataArguments(task_name="mrpc", train_file=str(files["stsb-equivalence"][0]))
+    )
+    assert splits.task_type == "classification" and list(splits.label_names) == ["not_equivalent", "equivalent"]
+    assert "stsb-equivalence" in TASKS and "stsb-equivalence" not in DEFAULT_TASKS
+    with pytest.raises(SystemExit, match="--report_dev: stsb-equivalence has no dev set"):
+        task_recipes_main(
+            [
+                "--output_dir",
+                str(tmp_path),
+                "--data_dir",
+                str(SHARED_DATA),
+                "--tasks",
+                "stsb-equivalence",
+                "--recipes",
+                CHOSEN_RECIPE,
+                "--report_dev",
+            ]
+        )
 
 
 @needs_shared_data
