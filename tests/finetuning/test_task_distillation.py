@@ -303,6 +303,7 @@ def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_d
     summary = json.loads((tmp_path / "student" / "run_summary.json").read_text())
     assert summary["learning_rate"] == LEARNING_RATE  # no --learning_rate: the task-distillation recipe's
     assert summary["task_distillation"]["alpha"] == DISTILLATION_ALPHA  # a classification: the recipe's
+    assert "augment_pair_recombined" not in summary["task_distillation"]  # one text column: no pairs to recombine
     record = summary["teacher_initialization"]
     assert record["layer_map"] == [1] and record["task_head"] == "copied"  # the teacher's last of 2 layers
     assert record["layers"][0]["mode"] == "split" and record["layers"][0]["shared_neurons"] == 0
