@@ -76,10 +76,9 @@ def lexical_neighbours(sentences: list[str], anchors: list[int], candidates: int
         rows = matrix.index_select(0, torch.tensor(block, dtype=torch.long)).to_dense()
         scores = rows_of @ rows.t()  # (sentences, block), float64: the tie-break below stays far below any gap
         scores[block, torch.arange(len(block))] = 0.0  # never the anchor itself
-        top = torch.topk(scores - tie_break, min(candidates + 1, len(sentences)), dim=0)
-        for column in range(len(block)):
-            ranked = zip(top.indices[:, column].tolist(), scores[top.indices[:, column], column].tolist())
-            found.append([(index, score) for index, score in ranked if score > 0][:candidates])
+        indices = torch.topk(scores - tie_break, min(candidates + 1, len(sentences)), dim=0).indices
+        for ranked in zip(indices.t().tolist(), scores.gather(0, indices).t().tolist()):
+            found.append([(index, score) for index, score in zip(*ranked) if score > 0][:candidates])
     return found
 
 
