@@ -3,8 +3,8 @@
 With no arguments: teacher all-MiniLM-L6-v2 (packaged), student minilm-3l-384h-ffn1024 initialized from the
 teacher's layers 1, 3, 5 (each FFN's 1,024 most important neurons), the bundled sentences (STS-B train sentences
 without their scores, and the SST-2 training slice), then the student's STS Benchmark dev Spearman next to the
-teacher's. The output folder is a sentence-transformers folder:
-``SentenceTransformer(folder, trust_remote_code=True)`` loads it, with or without compact-bert installed.
+teacher's. The output folder is a sentence-transformers folder: ``SentenceTransformer(folder)`` loads it, with or
+without compact-bert installed (a dense student is transformers' BERT; a MoE student adds ``trust_remote_code=True``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import torch
 import transformers
 from torch import nn
 
-from ..configuration import MiniMoEConfig
+from ..configuration import PRESETS, MiniMoEConfig
+from ..configuration.dense_students import is_dense_student
 from ..distillation.data import PACKAGED_TEACHER
 from ..distillation.embedding_config import EmbeddingDistillationConfig
 from ..distillation.embedding_data import (
@@ -40,6 +41,7 @@ from ..embeddings.sentence_transformers_folder import (
 from ..embeddings.sentences import read_sentences
 from ..evaluation.sts import bundled_sts_validation, evaluate_sts, read_sts_pairs, sts_data_label
 from ..finetuning.bundled_data import bundled_sst2_files
+from ..model_cards.load_calls import load_call
 from ..modeling.model_stats import count_parameters
 from ..training.run_errors import RunSettingsError
 from .argument_checks import check_output_dir_creatable
@@ -192,9 +194,17 @@ def _student_embedder(
     transformers.set_seed(seed)
     # MoE students learn without a capacity limit (issue 20, item 7: dropping a token past its FFN costs accuracy,
     # and an embedding averages every token), unless the overrides set one.
-    overrides = json.dumps({"capacity_factor": None, **parse_json_object(args.student_overrides, "student_overrides")})
-    student = build_from_preset(args.student_preset, overrides, "student_overrides", transformers.AutoModel)
-    if not isinstance(student.config, MiniMoEConfig):
+    overrides = parse_json_object(args.student_overrides, "student_overrides")
+    if PRESETS.get(args.student_preset, (None,))[0] is MiniMoEConfig:
+        overrides = {"capacity_factor": None, **overrides}
+    student = build_from_preset(
+        args.student_preset,
+        json.dumps(overrides),
+        "student_overrides",
+        transformers.AutoModel,
+        teacher_config=teacher.encoder.config,
+    )
+    if not isinstance(student.config, MiniMoEConfig) and not is_dense_student(student.config):
         raise RunSettingsError(f"--student_preset {args.student_preset!r} is not a MiniMoE/MiniLM preset.")
     if student.config.vocab_size != len(tokenizer):
         raise RunSettingsError(
@@ -286,7 +296,11 @@ def run(argv: list[str]) -> int:
             "student_total_params": total,
             "student_active_params_per_token": active,
             **({"teacher_initialization": initialization} if initialization else {}),
-            "load_with": f"sentence_transformers.SentenceTransformer({output_dir!r}, trust_remote_code=True)",
+            "load_with": load_call(
+                "sentence_transformers.SentenceTransformer",
+                output_dir,
+                remote_code=bool(getattr(embedder.encoder.config, "auto_map", None)),
+            ),
         },
     )
     if "eval_sts_spearman_cosine" in summary:

@@ -22,6 +22,7 @@ from pathlib import Path
 import transformers
 
 from ..configuration import PRESETS, MiniMoEConfig, preset_config
+from ..configuration.dense_students import is_dense_student
 from ..distillation.data import (
     PACKAGED_TEACHER,
     CorpusArguments,
@@ -37,6 +38,7 @@ from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..finetuning.task_recipe import AUGMENT_COPIES, LEARNING_RATE
+from ..model_cards.load_calls import load_call
 from ..modeling.model_stats import count_parameters, meta_model
 from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..training.run_errors import RunSettingsError
@@ -216,8 +218,11 @@ def _distill(teacher, student, training_args, datasets, collator, tokenizer, ext
             **extra,
             "student_total_params": total,
             "student_active_params_per_token": active,
-            "load_with": f"transformers.AutoModel.from_pretrained({str(Path(training_args.output_dir).resolve())!r}, "
-            "trust_remote_code=True)",
+            "load_with": load_call(
+                "transformers.AutoModel.from_pretrained",
+                training_args.output_dir,
+                remote_code=bool(getattr(student.config, "auto_map", None)),
+            ),
         },
     )
 
@@ -284,8 +289,9 @@ def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments,
         f"{data_args.task_name or 'finetune'}_{metric_key}": round(sum(scores) / len(scores), 4) if scores else None,
         "finetune_seconds": seconds,
         "finetune_output_dir": str(Path(finetune_config.output_dir).resolve()),
-        "finetune_load_with": "transformers.AutoModelForSequenceClassification.from_pretrained("
-        f"{str(Path(finetune_config.output_dir).resolve())!r}, trust_remote_code=True)",
+        "finetune_load_with": load_call(
+            "transformers.AutoModelForSequenceClassification.from_pretrained", finetune_config.output_dir
+        ),
         "finetune_runs": len(runs),
         "finetune_train_file": data_args.train_file,
         "finetune_validation_file": data_args.validation_file,
@@ -329,7 +335,7 @@ def main_job(student_args, finetune_args, training_args) -> dict:
         )
     except ValueError as error:
         raise SystemExit(f"--student_overrides: {error}") from None
-    if not isinstance(config, MiniMoEConfig):
+    if not isinstance(config, MiniMoEConfig) and not is_dense_student(config):
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MiniMoE/MiniLM preset.")
     depth_choice = None
     if getattr(student_args, "max_latency_ratio", None) is not None:
@@ -375,7 +381,7 @@ def main_job(student_args, finetune_args, training_args) -> dict:
         {
             "student_total_params": total,
             "student_active_params_per_token": active,
-            "teacher_initialization": config.teacher_initialization,
+            "teacher_initialization": getattr(config, "teacher_initialization", None),
         }
     )
     return summary
@@ -407,7 +413,7 @@ def run(argv: list[str]) -> int:
     student = build_from_preset(
         student_args.student_preset, student_args.student_overrides, "student_overrides", transformers.AutoModel
     )
-    if not isinstance(student.config, MiniMoEConfig):
+    if not isinstance(student.config, MiniMoEConfig) and not is_dense_student(student.config):
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MiniMoE/MiniLM preset.")
     # Tokenized once for the whole chain (assistant and student read the same blocks).
     datasets = prepare_block_datasets(corpus, tokenizer, student.config, with_pairs=False)

@@ -17,9 +17,10 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "export",
-        help="Export a saved model folder to ONNX (Optimum where installed, torch.onnx dynamo otherwise) or TFLite.",
+        help="Export a saved model folder to ONNX or TFLite.",
         description="onnx: writes model.onnx (inputs input_ids, attention_mask, token_type_ids; Optimum's output "
-        "names; dynamic batch and sequence axes). tflite: writes model.tflite through litert-torch at the fixed "
+        "names; dynamic batch and sequence axes); a BERT-layout folder (a dense student) also gets "
+        "model_optimized.onnx, ONNX Runtime's fused BERT graph. tflite: writes model.tflite through litert-torch at the fixed "
         "shape --batch_size x --sequence_length (int32 inputs of the same names). Both copy config.json, the remote "
         "code and the tokenizer files into OUT, then check the runtime against PyTorch on a differently routed "
         "input and print the difference.",
@@ -48,10 +49,11 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--exporter",
-        choices=["auto", "optimum", "dynamo"],
+        choices=["auto", "optimum", "dynamo", "torchscript"],
         default=None,
-        help="onnx only. auto (default): Optimum where it is installed (transformers 4.57 + the onnx extra), "
-        "torch.onnx dynamo otherwise.",
+        help="onnx only. auto (default): for a BERT-layout folder, torch.onnx's TorchScript exporter on eager "
+        "attention and ONNX Runtime's BERT optimizer (the graph BERT runtimes fuse); otherwise Optimum where it is "
+        "installed (transformers 4.57 + the onnx extra), torch.onnx dynamo elsewhere.",
     )
     parser.add_argument(
         "--quantize",
@@ -131,6 +133,7 @@ def _run_tflite(args: argparse.Namespace) -> int:
 
 
 def _run_onnx(args: argparse.Namespace) -> int:
+    from ..export.bert_onnx import fastest_onnx_file
     from ..export.onnx_exporter import export_onnx
     from ..export.onnx_quantization import quantize_onnx
 
@@ -148,6 +151,11 @@ def _run_onnx(args: argparse.Namespace) -> int:
         "task": report.task,
         "max_abs_diff": report.max_abs_diff,
         "output_scale": report.output_scale,
+        **(
+            {"fused": str(fastest_onnx_file(args.output_dir)), "fused_operators": report.fused_operators}
+            if report.fused_operators
+            else {}
+        ),
     }
     if args.quantize == "int8":
         quantized = quantize_onnx(args.output_dir, args.task)

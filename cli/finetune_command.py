@@ -9,6 +9,7 @@ Defaults are the papers' fine-tuning settings (see ``finetuning/finetune_config.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -27,6 +28,7 @@ from transformers import (
 )
 
 from ..configuration import PRESETS, preset_config
+from ..configuration.dense_students import max_sequence_length
 from ..distillation.data import PACKAGED_TEACHER, default_tokenizer, packaged_teacher_dir
 from ..distillation.teacher_init_runner import (
     calibration_batches,
@@ -34,7 +36,7 @@ from ..distillation.teacher_init_runner import (
     initialize_student,
     prepare_initialization,
 )
-from ..distillation.teachers import load_encoder
+from ..distillation.teachers import load_encoder, resolve_model_path
 from ..finetuning.augmentation import AUGMENTED_COLUMN, augment_split
 from ..finetuning.data import (
     FinetuneDataArguments,
@@ -213,12 +215,35 @@ def label_config_fields(task_type: str, label_names: list[str] | None) -> dict:
     return fields
 
 
+def _teacher_folder(model_args: FinetuneModelArguments) -> Path | None:
+    """The folder a preset student learns from or starts from (``--teacher``, else ``--init_from_teacher FOLDER``):
+    the student is that model's architecture and reads its tokenizer. ``None`` for a model folder or no teacher."""
+    if model_args.model_name_or_path not in PRESETS:
+        return None
+    source = model_args.teacher
+    if source is None and model_args.init_from_teacher not in ("auto", "none"):
+        source = model_args.init_from_teacher
+    return None if source is None else resolve_model_path(source)
+
+
+def _teacher_config(model_args: FinetuneModelArguments):
+    """The config of ``_teacher_folder`` (``None`` when there is none), read once before anything is built."""
+    folder = _teacher_folder(model_args)
+    if folder is None:
+        return None
+    try:
+        return AutoConfig.from_pretrained(folder)
+    except (OSError, ValueError, KeyError) as error:
+        flag = "--teacher" if model_args.teacher else "--init_from_teacher"
+        raise SystemExit(f"{flag} {folder}: its config.json cannot be read: {error}") from None
+
+
 def _load_tokenizer(model_args: FinetuneModelArguments):
-    """``--tokenizer_name``, else the model folder's own tokenizer, else bert-base-uncased's. A ``--tokenizer_name``
-    whose vocabulary differs from the one saved with the model is refused: every id would index another token's
-    embedding."""
+    """``--tokenizer_name``, else the model folder's own tokenizer (for a preset: its teacher's), else
+    bert-base-uncased's. A ``--tokenizer_name`` whose vocabulary differs from the one saved with the model is
+    refused: every id would index another token's embedding."""
     source = model_args.tokenizer_name
-    folder = Path(model_args.model_name_or_path)
+    folder = _teacher_folder(model_args) or Path(model_args.model_name_or_path)
     own = str(folder) if folder.is_dir() and any((folder / name).is_file() for name in TOKENIZER_FILES) else None
     try:
         tokenizer = default_tokenizer() if (source or own) is None else AutoTokenizer.from_pretrained(source or own)
@@ -230,20 +255,24 @@ def _load_tokenizer(model_args: FinetuneModelArguments):
         and own is not None
         and AutoTokenizer.from_pretrained(own).get_vocab() != tokenizer.get_vocab()
     ):
+        whose = "its teacher" if model_args.model_name_or_path in PRESETS else "the model"
         raise SystemExit(
-            f"--tokenizer_name {source}: its vocabulary is not the one saved with the model in {own}; "
-            "drop --tokenizer_name to use the model's own tokenizer."
+            f"--tokenizer_name {source}: its vocabulary is not the one saved with {whose} in {own}; "
+            f"drop --tokenizer_name to use {whose}'s tokenizer."
         )
     return tokenizer
 
 
-def build_model(model_args: FinetuneModelArguments, task_type: str, label_names, training_args: FinetuneConfig):
-    """A fresh preset or a loaded folder with a task head for ``label_names`` (head weights that do not fit are
-    re-initialized by the model's ``_init_weights``)."""
+def build_model(
+    model_args: FinetuneModelArguments, config, task_type: str, label_names, training_args: FinetuneConfig
+):
+    """A fresh preset or a loaded folder of ``config`` (``_model_config``'s, copied: each run of a grid gets its own)
+    with a task head for ``label_names`` (head weights that do not fit are re-initialized by the model's
+    ``_init_weights``)."""
     auto_class = AutoModelForTokenClassification if task_type == "ner" else AutoModelForSequenceClassification
     fields = label_config_fields(task_type, label_names)
     name = model_args.model_name_or_path
-    config = _model_config(model_args)
+    config = copy.deepcopy(config)
     for key, value in fields.items():
         setattr(config, key, value)
     if training_args.router_aux_loss_coef is not None:
@@ -266,17 +295,23 @@ def build_model(model_args: FinetuneModelArguments, task_type: str, label_names,
     )
 
 
-def _check_fits(config, tokenizer, max_length: int) -> None:
+def _check_fits(config, tokenizer, max_length: int, teacher_folder: Path | None = None) -> None:
     if len(tokenizer) != config.vocab_size:
+        if teacher_folder is not None:  # a preset reads its teacher's tokenizer and vocabulary size
+            raise SystemExit(
+                f"The teacher {teacher_folder} has a tokenizer of {len(tokenizer)} tokens but a vocab_size of "
+                f"{config.vocab_size}: its ids would index other tokens' embeddings; save the teacher with the "
+                "tokenizer it was trained with (or give the student's with --tokenizer_name)."
+            )
         raise SystemExit(
             f"The tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}: "
             "its ids would index other tokens' embeddings; pass the model's own tokenizer with "
             "--tokenizer_name (or, for a preset, --model_overrides with its vocab_size)."
         )
-    if max_length > config.max_position_embeddings:
+    if max_length > max_sequence_length(config):
         raise SystemExit(
-            f"--max_seq_length {max_length} exceeds the model's max_position_embeddings "
-            f"({config.max_position_embeddings})."
+            f"--max_seq_length {max_length} exceeds the {max_sequence_length(config)} tokens the model's positions "
+            f"cover (max_position_embeddings {config.max_position_embeddings})."
         )
 
 
@@ -321,7 +356,7 @@ def summarize_runs(runs: list[dict], metric_key: str, greater_is_better: bool = 
 
 def _run_one(model_args, data_args, training_args, splits, tokenized, tokenizer, data_collator, start=None) -> dict:
     transformers.set_seed(training_args.seed)  # before the model (and its new head) is built
-    model = build_model(model_args, splits.task_type, splits.label_names, training_args)
+    model = build_model(model_args, start.config, splits.task_type, splits.label_names, training_args)
     initialization = None
     if start is not None and start.teacher is not None:
         initialization = initialize_student(
@@ -533,12 +568,18 @@ def finetune(
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(str(error)) from None
     tokenizer = _load_tokenizer(model_args)
-    depth_choice = _depth_by_latency_budget(model_args) if model_args.max_latency_ratio is not None else None
-    config = _model_config(model_args)
+    teacher_config = _teacher_config(model_args)
+    depth_choice = None
+    if model_args.max_latency_ratio is not None:
+        depth_choice = _depth_by_latency_budget(model_args, teacher_config)
+    config = _model_config(model_args, teacher_config)
     max_length = data_args.resolved_max_seq_length()
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
-        max_length = min(max_length, config.max_position_embeddings)
-    _check_fits(config, tokenizer, max_length)  # before any run: fail in seconds, not epochs
+        max_length = min(max_length, max_sequence_length(config))
+    _check_fits(
+        config, tokenizer, max_length, _teacher_folder(model_args) if model_args.tokenizer_name is None else None
+    )
+    # (before any run: fail in seconds, not epochs)
     if splits.validation is not None and "--metric_for_best_model" in given_flags(argv):
         check_metric_name(
             training_args.metric_for_best_model,
@@ -596,7 +637,7 @@ def finetune(
             for split in (train_split, splits.validation)
         ]
         data_collator = DataCollatorWithPadding(tokenizer)
-    start = _StudentStart(depth_choice=depth_choice)
+    start = _StudentStart(config=config, depth_choice=depth_choice)
     if model_args.teacher:
         tokenized[0], cache = attach_teacher_logits(
             task_teacher,
@@ -683,6 +724,7 @@ class _StudentStart:
     """What every run of a grid shares: the teacher that initializes a preset (and its activation statistics), the
     task teacher and the record of its cached logits."""
 
+    config: object = None  # the model's config (for a preset: its teacher's architecture), built once
     teacher: object = None
     name: str | None = None
     statistics: object = None
@@ -693,7 +735,7 @@ class _StudentStart:
     depth_choice: dict | None = None  # --max_latency_ratio: the depth chosen, and why
 
 
-def _depth_by_latency_budget(model_args: FinetuneModelArguments) -> dict:
+def _depth_by_latency_budget(model_args: FinetuneModelArguments, teacher_config) -> dict:
     """``--max_latency_ratio``: set the preset's depth (``model_args.model_overrides``) to the deepest that fits the
     budget against the teacher, measured here; the record of the choice."""
     name = model_args.model_name_or_path
@@ -710,7 +752,7 @@ def _depth_by_latency_budget(model_args: FinetuneModelArguments) -> dict:
         )
     try:
         overrides, record = budgeted_overrides(
-            _model_config(model_args),
+            _model_config(model_args, teacher_config),
             teacher,
             model_args.max_latency_ratio,
             parse_json_object(model_args.model_overrides, "model_overrides"),
@@ -752,11 +794,14 @@ def _choose_initialization(model_args: FinetuneModelArguments, config, start: _S
     start.teacher, start.name = teacher, choice
 
 
-def _model_config(model_args: FinetuneModelArguments):
+def _model_config(model_args: FinetuneModelArguments, teacher_config=None):
+    """The config of ``--model_name_or_path``: a folder's own, or a preset's with ``--model_overrides`` (a dense
+    preset as ``teacher_config``'s architecture: ``configuration.dense_students``)."""
     name = model_args.model_name_or_path
     if name in PRESETS:
         try:
-            return preset_config(name, **parse_json_object(model_args.model_overrides, "model_overrides"))
+            overrides = parse_json_object(model_args.model_overrides, "model_overrides")
+            return preset_config(name, teacher_config=teacher_config, **overrides)
         except ValueError as error:
             raise SystemExit(f"--model_overrides: {error}") from None
     if (Path(name) / "config.json").is_file():

@@ -25,7 +25,9 @@ from pathlib import Path
 from ..configuration.presets import minilm_fields_like
 from ..distillation.teachers import resolve_model_path
 from ..finetuning.bundled_data import bundled_sst2_files
+from ..finetuning.folder_evaluation import evaluate_folder
 from ..finetuning.task_recipe import LEARNING_RATE
+from ..model_cards.load_calls import load_call
 from . import finetune_command
 
 __all__ = [
@@ -37,7 +39,6 @@ __all__ = [
     "comparison_table",
     "inherited_flags",
     "run_comparison",
-    "teacher_on_compact_runtime",
     "time_comparison",
 ]
 
@@ -86,8 +87,8 @@ LATENCY_ROUNDS = 20
 
 
 def baseline_arguments(teacher_path: str, output_dir: str, num_hidden_layers: int | None = None) -> list[str]:
-    """The ``compact-bert finetune`` model flags of the layer-dropped baseline: a dense MiniLM of the teacher's shape
-    with ``num_hidden_layers`` (default half, rounded up) of the pretrained teacher's layers, evenly spaced."""
+    """The ``compact-bert finetune`` model flags of the layer-dropped baseline: the teacher's own architecture and
+    width with ``num_hidden_layers`` (default half, rounded up) of the pretrained teacher's layers, evenly spaced."""
     from transformers import AutoConfig
 
     overrides = json.dumps(minilm_fields_like(AutoConfig.from_pretrained(teacher_path), num_hidden_layers))
@@ -105,34 +106,6 @@ def baseline_arguments(teacher_path: str, output_dir: str, num_hidden_layers: in
     ]
 
 
-def teacher_on_compact_runtime(teacher_folder: str | Path, folder: str | Path, auto_class=None) -> Path:
-    """The fine-tuned teacher as a compact-bert MiniLM of the same shape (every weight copied, identity layer map:
-    the same function), saved in ``folder``: it runs on compact-bert's inference path and exports with
-    ``compact-bert export onnx``, so teacher and student are timed on the same runtimes. ``auto_class``: the
-    teacher's head (default ``AutoModelForSequenceClassification``; ``AutoModelForTokenClassification`` for a
-    tagger)."""
-    import transformers
-
-    from ..configuration import MiniMoEConfig
-    from ..distillation.teacher_init import initialize_from_teacher
-    from ..training.compat import save_tokenizer
-
-    auto_class = auto_class or transformers.AutoModelForSequenceClassification
-    teacher = auto_class.from_pretrained(teacher_folder).eval()
-    config = MiniMoEConfig(
-        **minilm_fields_like(teacher.config, teacher.config.num_hidden_layers),
-        num_labels=teacher.config.num_labels,
-        id2label=teacher.config.id2label,
-        label2id=teacher.config.label2id,
-    )
-    converted = auto_class.from_config(config).eval()
-    initialize_from_teacher(converted, teacher, teacher_name=str(teacher_folder))
-    folder = Path(folder)
-    converted.save_pretrained(folder)
-    save_tokenizer(transformers.AutoTokenizer.from_pretrained(teacher_folder), folder)
-    return folder
-
-
 def inherited_flags(training_args) -> list[str]:
     """The distillation command's flags that every fine-tuning run of the main job inherits (seed, device, progress
     bars, data workers, logging integrations), so that one command line sets them for all."""
@@ -141,6 +114,27 @@ def inherited_flags(training_args) -> list[str]:
     ]
     report_to = [target for target in (training_args.report_to or []) if target != "none"] or ["none"]
     return [*inherited, "--report_to", *report_to]
+
+
+def _fine_tuned_teacher(teacher_path: str, data_args) -> str | None:
+    """The head name when ``teacher_path`` is already fine-tuned for the main job's task (a sequence-classification
+    head over the data's labels, in order), else ``None`` (a pretrained encoder: fine-tuned here). A classifier over
+    other labels is refused: fine-tuning it again would silently replace its head."""
+    from ..finetuning.data import load_finetuning_data
+    from ..finetuning.task_distillation import check_task_head, has_task_head
+    from ..training.run_errors import RunSettingsError
+
+    if not has_task_head(teacher_path, "classification"):
+        return None
+    splits = load_finetuning_data(data_args)
+    try:
+        config = check_task_head(teacher_path, splits.task_type, splits.label_names, data_args.glue_task)
+    except RunSettingsError as error:
+        raise SystemExit(
+            f"{error} Give the pretrained encoder the classifier was made from (the job fine-tunes it), or a teacher "
+            "fine-tuned on these labels."
+        ) from None
+    return next(name for name in config.architectures if name.endswith("ForSequenceClassification"))
 
 
 def _finetune(argv: list[str]) -> dict:
@@ -200,10 +194,28 @@ def run_comparison(
             *student_flags,
         ],
     }
+    # The user's classifier is the teacher as it is: its folder, scored with the teacher's data settings, never
+    # written.
+    planned_teacher = Path(folders["teacher"])
+    planned_existed = planned_teacher.exists()
+    teacher_data = finetune_command.parse_finetune_arguments(commands["teacher"])[1]  # checks (makes) its folder
+    reused = _fine_tuned_teacher(teacher_path, teacher_data)
+    if reused is not None:
+        if not planned_existed and planned_teacher.is_dir() and not any(planned_teacher.iterdir()):
+            planned_teacher.rmdir()  # no teacher is trained there
+        folders["teacher"] = teacher_path
+        commands["student"][commands["student"].index("--teacher") + 1] = teacher_path
     for role in ("teacher", "baseline", "student"):
-        print(f"\n=== main job, task stage: the {role} (compact-bert finetune {shlex.join(commands[role])})")
         start = time.perf_counter()
-        runs[role] = _finetune(commands[role])
+        if role == "teacher" and reused is not None:
+            print(
+                f"\n=== main job, task stage: the teacher {teacher_path} is already fine-tuned for this task (a "
+                f"{reused} head over the data's labels): used as it is and scored on the dev set, not fine-tuned again"
+            )
+            runs[role] = evaluate_folder(teacher_path, teacher_data)
+        else:
+            print(f"\n=== main job, task stage: the {role} (compact-bert finetune {shlex.join(commands[role])})")
+            runs[role] = _finetune(commands[role])
         seconds[role] = round(time.perf_counter() - start, 1)
     accuracy = {role: runs[role].get("eval_accuracy") for role in runs}
     return {
@@ -214,15 +226,17 @@ def run_comparison(
                 role: round(accuracy[role] / accuracy["teacher"], 4) for role in ("baseline", "student")
             },
             "finetune_seconds": seconds,
-            "baseline": "the pretrained teacher's layers "
+            "teacher_fine_tuned_here": reused is None,
+            "baseline": ("the pretrained teacher's layers " if reused is None else "the given teacher's layers ")
             + ", ".join(str(layer) for layer in runs["baseline"]["teacher_initialization"]["layer_map"])
             + " (0-based), fine-tuned on the labels",
         },
         "sst2_eval_accuracy": accuracy["student"],
         "finetune_seconds": seconds["student"],
         "finetune_output_dir": str(Path(folders["student"]).resolve()),
-        "finetune_load_with": "transformers.AutoModelForSequenceClassification.from_pretrained("
-        f"{str(Path(folders['student']).resolve())!r}, trust_remote_code=True)",
+        "finetune_load_with": load_call(
+            "transformers.AutoModelForSequenceClassification.from_pretrained", folders["student"]
+        ),
         "finetune_runs": 1,
         "finetune_train_file": data[1],
         "finetune_validation_file": data[3],
@@ -232,18 +246,19 @@ def run_comparison(
 
 
 def compare_latency(eager_folders: dict[str, str | Path], onnx_files: dict[str, Path]) -> dict:
-    """Eager latency of the models in ``eager_folders`` (the teacher as transformers' own model, for reference; the
-    others on compact-bert's path, ``optimize_for_inference``) and onnxruntime latency of the ONNX files given,
-    interleaved in one process at batch 1 x 128."""
+    """Eager latency of the models in ``eager_folders`` — the teacher as transformers runs it (for reference), and
+    every model on compact-bert's path (``optimize_for_inference``: role ``teacher (compact-bert path)``, baseline,
+    student) — and onnxruntime latency of the ONNX files given, interleaved in one process at batch 1 x 128."""
     import transformers
 
+    from ..configuration.dense_students import max_sequence_length
     from ..evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved, onnxruntime_runner
 
     models = {
         role: transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
         for role, folder in eager_folders.items()
     }
-    length = min(LATENCY_SEQUENCE_LENGTH, *(model.config.max_position_embeddings for model in models.values()))
+    length = min(LATENCY_SEQUENCE_LENGTH, *(max_sequence_length(model.config) for model in models.values()))
     inputs = latency_inputs(models["student"].config.vocab_size, 1, length)
     runners = {
         f"{role} eager": eager_runner(model, inputs, optimize=role != "teacher") for role, model in models.items()
@@ -254,26 +269,26 @@ def compare_latency(eager_folders: dict[str, str | Path], onnx_files: dict[str, 
 
 
 def time_comparison(summary: dict) -> dict:
-    """The comparison's latencies: teacher (as transformers' model and on compact-bert's path), baseline and student
-    eager, and teacher and student through onnxruntime (the teacher exported from its compact-bert copy, the student
-    by the shipping step)."""
+    """The comparison's latencies: teacher (as transformers runs it and on compact-bert's path), baseline and student
+    eager, and teacher and student through onnxruntime, each in the form the shipping step chose for the student
+    (``export.onnx_exporter.fastest_onnx_file``)."""
+    from ..export.bert_onnx import fastest_onnx_file
     from ..export.onnx_exporter import export_onnx
 
     folders = summary["comparison"]["folders"]
-    # The teacher's compact-bert copy exists for the timing only: in a temporary folder, not the teacher's (where it
-    # would sit as an undocumented 177 MB beside the model).
-    with tempfile.TemporaryDirectory(prefix="compact-bert-teacher-copy-") as scratch:
-        teacher_copy = teacher_on_compact_runtime(folders["teacher"], Path(scratch) / "as-minilm")
-        export_onnx(teacher_copy, teacher_copy / "onnx", "text-classification")
+    # The teacher's export exists for the timing only: in a temporary folder, not the teacher's (where it would sit as
+    # an undocumented file beside the model).
+    with tempfile.TemporaryDirectory(prefix="compact-bert-teacher-onnx-") as scratch:
+        export_onnx(folders["teacher"], Path(scratch), "text-classification")
         eager = {
             "teacher": folders["teacher"],
-            "teacher (compact-bert path)": teacher_copy,
+            "teacher (compact-bert path)": folders["teacher"],
             "baseline": folders["baseline"],
             "student": folders["student"],
         }
         onnx_files = {
-            "teacher": teacher_copy / "onnx" / "model.onnx",
-            "student": Path(folders["student"]) / "onnx" / "model.onnx",
+            "teacher": fastest_onnx_file(Path(scratch)),
+            "student": fastest_onnx_file(Path(folders["student"]) / "onnx"),
         }
         return compare_latency(eager, onnx_files)
 

@@ -1,14 +1,21 @@
-"""``compact-bert presets``: the model zoo with parameter counts and FLOPs, built on the meta device."""
+"""``compact-bert presets``: the model zoo with parameter counts and FLOPs, built on the meta device, and how each
+ships: a dense student as transformers' own BERT (no code in the folder), the mixture-of-experts and paper families
+as compact-bert model types with their remote code."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from ..configuration import PRESETS, preset_config
+from ..configuration import CONFIG_CLASSES, PRESETS, preset_config
 from ..modeling.model_stats import count_parameters, estimate_flops, meta_model
 
-__all__ = ["add_parser", "preset_rows", "run"]
+__all__ = ["SHIPS_AS", "add_parser", "preset_rows", "run"]
+
+SHIPS_AS = {
+    "transformers": "transformers BERT (no remote code)",
+    "code": "compact-bert type (trust_remote_code)",
+}
 
 
 def preset_rows(sequence_length: int = 128) -> list[dict]:
@@ -21,6 +28,7 @@ def preset_rows(sequence_length: int = 128) -> list[dict]:
             {
                 "preset": name,
                 "model_type": config.model_type,
+                "ships_as": SHIPS_AS["code" if config.model_type in CONFIG_CLASSES else "transformers"],
                 "layers": config.num_hidden_layers,
                 "hidden_size": config.hidden_size,
                 "intra_bottleneck_size": bottleneck if getattr(config, "use_bottleneck", False) else None,
@@ -41,15 +49,16 @@ def _millions(value: int) -> str:
 
 def format_table(rows: list[dict]) -> str:
     header = (
-        "| preset | model_type | layers | hidden (inter/intra) | experts (MHA,FFN) | params | active/token | FLOPs |"
+        "| preset | model_type | ships as | layers | hidden (inter/intra) | experts (MHA,FFN) | params | active/token "
+        "| FLOPs |"
     )
-    lines = [header, "|" + "---|" * 8]
+    lines = [header, "|" + "---|" * 9]
     for row in rows:
         hidden = str(row["hidden_size"])
         if row["intra_bottleneck_size"] is not None:
             hidden += f"/{row['intra_bottleneck_size']}"
         lines.append(
-            f"| {row['preset']} | {row['model_type']} | {row['layers']} | {hidden} | "
+            f"| {row['preset']} | {row['model_type']} | {row['ships_as']} | {row['layers']} | {hidden} | "
             f"{row['attention_experts']},{row['ffn_experts']} | {_millions(row['total_params'])} | "
             f"{_millions(row['active_params_per_token'])} | {row['flops_per_sequence'] / 1e9:.2f}B |"
         )
@@ -59,7 +68,7 @@ def format_table(rows: list[dict]) -> str:
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "presets",
-        help="List the paper-size presets with params, active params and FLOPs.",
+        help="List the paper-size presets with params, active params, FLOPs and how each ships.",
         description="Every named preset, built on the meta device (no memory), with total parameters, "
         "parameters active per token and forward FLOPs of the base model for one sequence "
         "(multiply-add = 2 FLOPs).",

@@ -116,12 +116,13 @@ def parse_json_object(text: str, field: str) -> dict:
     return value
 
 
-def build_from_preset(preset: str, overrides_json: str, field: str, auto_class):
-    """A freshly initialized model of ``preset`` with ``overrides`` applied; bad fields fail here."""
+def build_from_preset(preset: str, overrides_json: str, field: str, auto_class, teacher_config=None):
+    """A freshly initialized model of ``preset`` with ``overrides`` applied (a dense one as ``teacher_config``'s
+    architecture: ``configuration.dense_students``); bad fields fail here."""
     if preset not in PRESETS:
         raise SystemExit(f"Unknown preset {preset!r}; valid presets: {', '.join(sorted(PRESETS))}.")
     try:
-        config = preset_config(preset, **parse_json_object(overrides_json, field))
+        config = preset_config(preset, teacher_config=teacher_config, **parse_json_object(overrides_json, field))
     except ValueError as error:
         raise SystemExit(f"--{field}: {error}") from None
     return auto_class.from_config(config)

@@ -35,11 +35,20 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from ..configuration.dense_students import BERT_LAYOUT_MODEL_TYPES
 from ..models import SPARSE_MODEL_TYPES
 from .importance import TeacherActivationStatistics, measure_moe_inputs
-from .teacher_weights import EncoderWeights, LayerWeights, TeacherShapeError, linear_weights, read_encoder_weights
+from .teacher_weights import (
+    PADDING_OFFSET_POSITIONS,
+    EncoderWeights,
+    LayerWeights,
+    TeacherShapeError,
+    linear_weights,
+    read_encoder_weights,
+)
 
 __all__ = [
+    "INITIALIZABLE_MODEL_TYPES",
     "ROUTER_LOGIT_SCALE",
     "check_teacher_shapes",
     "initialize_from_teacher",
@@ -48,6 +57,10 @@ __all__ = [
     "shared_neuron_count",
     "uniform_layer_map",
 ]
+
+# The students ``initialize_from_teacher`` writes into: dense ones of transformers' BERT-layout encoders, and
+# compact-bert's MiniMoE / MoE-BERT (whose dense parts carry the same module names).
+INITIALIZABLE_MODEL_TYPES = (*BERT_LAYOUT_MODEL_TYPES, *SPARSE_MODEL_TYPES)
 
 # Standard deviation of a fresh router's logits over the calibration tokens: small enough that every gate p_k is
 # 1/E to about 1e-4 relative (so upcycled experts reproduce the dense FFN), large enough to be far above float32
@@ -123,8 +136,21 @@ def needs_activation_statistics(student_config: PretrainedConfig, teacher_config
         or heads < teacher_config.num_attention_heads
         or intermediate < teacher_config.intermediate_size
     )
-    split = student_config.num_experts > 1 and student_config.expert_intermediate_size < intermediate
+    split = _num_experts(student_config) > 1 and student_config.expert_intermediate_size < intermediate
     return narrower or split
+
+
+def _num_experts(config: PretrainedConfig) -> int:
+    """Experts per FFN block: a dense student (transformers' BERT) has no ``num_experts`` field, and one FFN."""
+    return getattr(config, "num_experts", 1)
+
+
+def _position_rows(config: PretrainedConfig, teacher: EncoderWeights) -> torch.Tensor:
+    """The teacher's position table as the student reads it: a RoBERTa-like student keeps the rows before position 0
+    that its padding offset skips (``PADDING_OFFSET_POSITIONS``), a BERT-like one starts at position 0."""
+    if getattr(config, "model_type", None) in PADDING_OFFSET_POSITIONS:
+        return torch.cat([teacher.position_offset_rows, teacher.position_embeddings])
+    return teacher.position_embeddings
 
 
 def check_teacher_shapes(config: PretrainedConfig, teacher: EncoderWeights) -> None:
@@ -149,14 +175,14 @@ def check_teacher_shapes(config: PretrainedConfig, teacher: EncoderWeights) -> N
         )
     if heads > teacher.num_attention_heads:
         problems.append(f"num_attention_heads {heads} is more than the teacher's {teacher.num_attention_heads}")
-    if config.num_attention_experts != 1:
+    if getattr(config, "num_attention_experts", 1) != 1:
         problems.append(
             f"num_attention_experts {config.num_attention_experts}: only dense attention (1) is "
             "initialized from a teacher"
         )
     teacher_experts = teacher.layers[0].num_experts
     if teacher_experts > 1:
-        if (config.num_experts, config.expert_intermediate_size, intermediate) != (
+        if (_num_experts(config), getattr(config, "expert_intermediate_size", None), intermediate) != (
             teacher_experts,
             teacher.intermediate_size,
             teacher.intermediate_size,
@@ -167,15 +193,15 @@ def check_teacher_shapes(config: PretrainedConfig, teacher: EncoderWeights) -> N
             )
     elif intermediate > teacher.intermediate_size:
         problems.append(f"intermediate_size {intermediate} is larger than the teacher's {teacher.intermediate_size}")
-    if config.num_experts > 1 and config.expert_intermediate_size > intermediate:
+    if _num_experts(config) > 1 and config.expert_intermediate_size > intermediate:
         problems.append(
             f"moe_intermediate_size {config.expert_intermediate_size} is larger than intermediate_size "
             f"{intermediate} (an expert is at most the FFN it comes from)"
         )
-    if config.max_position_embeddings > teacher.position_embeddings.shape[0]:
+    positions = _position_rows(config, teacher).shape[0]
+    if config.max_position_embeddings > positions:
         problems.append(
-            f"max_position_embeddings {config.max_position_embeddings} is more than the teacher's "
-            f"{teacher.position_embeddings.shape[0]}"
+            f"max_position_embeddings {config.max_position_embeddings} is more than the teacher's {positions}"
         )
     if problems:
         raise TeacherShapeError("Cannot initialize the student from the teacher: " + "; ".join(problems) + ".")
@@ -280,7 +306,7 @@ def _copy_ffn(
         return {"mode": "copied"}
     up_proj, up_proj_bias = source.ffn_in[0][neurons][:, channels], source.ffn_in[1][neurons]
     down_proj, down_proj_bias = source.ffn_out[0][channels][:, neurons], source.ffn_out[1][channels]
-    if student_config.num_experts == 1:
+    if _num_experts(student_config) == 1:
         _copy_linear(
             layer.intermediate.dense,
             (up_proj, up_proj_bias),
@@ -318,17 +344,32 @@ def _copy_ffn(
 
 def _copy_task_head(student: nn.Module, teacher: nn.Module, channels: torch.Tensor) -> str:
     """A fine-tuned teacher's classifier, when the student has the same kind of head over the same labels: the
-    student then starts by predicting what the teacher predicts (``new`` when there is none to copy)."""
+    student then starts by predicting what the teacher predicts (``new`` when there is none to copy). BERT's head is
+    one linear layer over the pooled or token state; RoBERTa's sequence head is ``dense`` (hidden → hidden, tanh)
+    then ``out_proj``, whose hidden side is cut to the student's channels like every other weight."""
     student_head, teacher_head = getattr(student, "classifier", None), getattr(teacher, "classifier", None)
     same_kind = type(student).__name__.rsplit("For", 1)[-1] == type(teacher).__name__.rsplit("For", 1)[-1]
-    if not (isinstance(student_head, nn.Linear) and isinstance(teacher_head, nn.Linear) and same_kind):
+    if student_head is None or teacher_head is None or not same_kind:
         return "new"
-    if student_head.out_features != teacher_head.out_features or student.config.id2label != teacher.config.id2label:
+    if student.config.num_labels != teacher.config.num_labels or student.config.id2label != teacher.config.id2label:
         return "new"
-    _copy_linear(
-        student_head, linear_weights(teacher_head), torch.arange(teacher_head.out_features), channels, "classifier"
-    )
-    return "copied"
+    if isinstance(student_head, nn.Linear) and isinstance(teacher_head, nn.Linear):
+        labels = torch.arange(teacher_head.out_features)
+        _copy_linear(student_head, linear_weights(teacher_head), labels, channels, "classifier")
+        return "copied"
+    projections = ("dense", "out_proj")
+    if all(
+        isinstance(getattr(head, name, None), nn.Linear)
+        for head in (student_head, teacher_head)
+        for name in projections
+    ):
+        _copy_linear(student_head.dense, linear_weights(teacher_head.dense), channels, channels, "classifier.dense")
+        labels = torch.arange(teacher_head.out_proj.out_features)
+        _copy_linear(
+            student_head.out_proj, linear_weights(teacher_head.out_proj), labels, channels, "classifier.out_proj"
+        )
+        return "copied"
+    return "new"
 
 
 def _linear_weights(module: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
@@ -345,8 +386,9 @@ def initialize_from_teacher(
     seed: int = 0,
     teacher_name: str | None = None,
 ) -> dict:
-    """Copy ``teacher``'s weights into ``student`` (a compact-bert MiniMoE / MoE-BERT model, base or with a head) as
-    the module docstring describes; return the record of the mapping.
+    """Copy ``teacher``'s weights into ``student`` (a dense BERT-layout model — transformers' BERT, RoBERTa, ... —
+    or a compact-bert MiniMoE / MoE-BERT model; base or with a head) as the module docstring describes; return the
+    record of the mapping.
 
     ``statistics`` (``measure_teacher_activations`` on a few hundred blocks of the training text) is required when
     ``needs_activation_statistics`` says so; ``calibration`` (batches of model inputs) whenever the student has
@@ -354,10 +396,10 @@ def initialize_from_teacher(
     head over the same labels (``task_head`` in the record), else left as initialized.
     """
     config = student.config
-    if getattr(config, "model_type", None) not in SPARSE_MODEL_TYPES:
+    if getattr(config, "model_type", None) not in INITIALIZABLE_MODEL_TYPES:
         raise TeacherShapeError(
-            f"Only MiniMoE / MoE-BERT students (model_type minimoe, moe_bert) can be initialized from a teacher; got "
-            f"model_type {getattr(config, 'model_type', '?')!r}."
+            f"Only students laid out as BERT (model_type {', '.join(INITIALIZABLE_MODEL_TYPES)}) can be initialized "
+            f"from a teacher; got model_type {getattr(config, 'model_type', '?')!r}."
         )
     source = read_encoder_weights(teacher)
     check_teacher_shapes(config, source)
@@ -378,7 +420,7 @@ def initialize_from_teacher(
     _copy(embeddings.word_embeddings.weight, source.word_embeddings[:, channels], "embeddings.word_embeddings")
     _copy(
         embeddings.position_embeddings.weight,
-        source.position_embeddings[: config.max_position_embeddings][:, channels],
+        _position_rows(config, source)[: config.max_position_embeddings][:, channels],
         "embeddings.position_embeddings",
     )
     token_types = source.token_type_embeddings[:, channels]

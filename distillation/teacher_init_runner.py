@@ -16,7 +16,13 @@ import torch
 
 from .data import portable_model_name
 from .importance import measure_teacher_activations
-from .teacher_init import check_teacher_shapes, initialize_from_teacher, needs_activation_statistics, parse_layer_map
+from .teacher_init import (
+    INITIALIZABLE_MODEL_TYPES,
+    check_teacher_shapes,
+    initialize_from_teacher,
+    needs_activation_statistics,
+    parse_layer_map,
+)
 from .teacher_weights import TeacherShapeError, read_encoder_weights
 
 __all__ = [
@@ -57,9 +63,7 @@ def calibration_batches(dataset, collator, limit: int = CALIBRATION_EXAMPLES, ba
 
 def initialization_blocker(student_config, teacher) -> str | None:
     """Why ``teacher`` cannot initialize a student of ``student_config``, or ``None`` when it can."""
-    from ..models import SPARSE_MODEL_TYPES
-
-    if getattr(student_config, "model_type", None) not in SPARSE_MODEL_TYPES:
+    if getattr(student_config, "model_type", None) not in INITIALIZABLE_MODEL_TYPES:
         return f"model_type {student_config.model_type!r} students are not initialized from a teacher"
     try:
         check_teacher_shapes(student_config, read_encoder_weights(teacher))

@@ -14,13 +14,20 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..configuration.dense_students import PADDING_OFFSET_POSITIONS
 from ..training.run_errors import RunSettingsError
 
-__all__ = ["EncoderWeights", "LayerWeights", "TeacherShapeError", "linear_weights", "read_encoder_weights"]
+__all__ = [
+    "PADDING_OFFSET_POSITIONS",
+    "EncoderWeights",
+    "LayerWeights",
+    "TeacherShapeError",
+    "linear_weights",
+    "read_encoder_weights",
+]
 
-# Encoders whose position ids start after the padding index (``create_position_ids_from_input_ids``): their
-# position-embedding rows for positions 0, 1, ... begin at ``pad_token_id + 1``.
-_PADDING_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl", "data2vec-text")
+# Encoders whose position ids start after the padding index (``create_position_ids_from_input_ids``,
+# ``PADDING_OFFSET_POSITIONS``): their position-embedding rows for positions 0, 1, ... begin at ``pad_token_id + 1``.
 # Families with bottlenecks or stacked FFNs: their layers are not BERT layers, whatever their module names.
 _NOT_BERT_LIKE = ("mobilebert", "compact_mobilebert", "ib_bert")
 
@@ -61,6 +68,7 @@ class EncoderWeights:
     hidden_act: str
     word_embeddings: torch.Tensor
     position_embeddings: torch.Tensor  # rows for positions 0, 1, ... (a RoBERTa offset already applied)
+    position_offset_rows: torch.Tensor  # the rows a RoBERTa-like table keeps before position 0 (none for BERT)
     token_type_embeddings: torch.Tensor
     embedding_norm: tuple[torch.Tensor, torch.Tensor]
     layers: list[LayerWeights]
@@ -137,8 +145,9 @@ def read_encoder_weights(model: nn.Module) -> EncoderWeights:
             f"The teacher's position_embedding_type is {config.position_embedding_type!r}; a student's learned "
             "absolute positions can only start from 'absolute' ones."
         )
-    if model_type in _PADDING_OFFSET_POSITIONS:
-        position = position[config.pad_token_id + 1 :]
+    offset_rows = position[:0]
+    if model_type in PADDING_OFFSET_POSITIONS:
+        offset_rows, position = position[: config.pad_token_id + 1], position[config.pad_token_id + 1 :]
     pooler = getattr(encoder, "pooler", None)
     hidden_act = config.hidden_act if isinstance(config.hidden_act, str) else type(config.hidden_act).__name__
     return EncoderWeights(
@@ -149,6 +158,7 @@ def read_encoder_weights(model: nn.Module) -> EncoderWeights:
         hidden_act=hidden_act,
         word_embeddings=word,
         position_embeddings=position,
+        position_offset_rows=offset_rows,
         token_type_embeddings=token_type,
         embedding_norm=embedding_norm,
         layers=layer_weights,

@@ -55,7 +55,6 @@ import argparse
 import json
 import random
 import statistics
-import tempfile
 from pathlib import Path
 
 from compact_bert.cli import finetune_command
@@ -297,58 +296,23 @@ def model_commands(task: str, seed: int, files, output: Path, recipes: list[str]
 
 def evaluate_folder(folder: Path, task: str, train_file: Path, dev_file: Path) -> dict:
     """A saved classifier's metrics on ``dev_file``, computed as ``finetune`` computes them at the end of training."""
-    import transformers
-    from transformers import AutoTokenizer, DataCollatorForTokenClassification, DataCollatorWithPadding
-
-    from compact_bert.finetuning.data import (
-        FinetuneDataArguments,
-        load_finetuning_data,
-        tokenize_sequence_dataset,
-        tokenize_token_dataset,
-    )
-    from compact_bert.finetuning.finetune_trainer import build_compute_metrics
-    from compact_bert.training.compat import FROM_PRETRAINED_KWARGS
+    from compact_bert.finetuning.data import FinetuneDataArguments
+    from compact_bert.finetuning.folder_evaluation import evaluate_folder as evaluate
 
     flags = TASKS[task][1]
     data_args = FinetuneDataArguments(
         task_name=flags[1], train_file=str(train_file), validation_file=str(dev_file), max_seq_length=int(flags[3])
     )
-    splits = load_finetuning_data(data_args)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    if splits.task_type == "ner":
-        model_class = transformers.AutoModelForTokenClassification
-        dev = tokenize_token_dataset(splits.validation, tokenizer, data_args.max_seq_length)
-        collator = DataCollatorForTokenClassification(tokenizer)
-    else:
-        model_class = transformers.AutoModelForSequenceClassification
-        dev = tokenize_sequence_dataset(splits.validation, tokenizer, splits.text_columns, data_args.max_seq_length)
-        collator = DataCollatorWithPadding(tokenizer)
-    model = model_class.from_pretrained(folder, **FROM_PRETRAINED_KWARGS)
-    glue = data_args.task_name if data_args.glue_task else None
-    with tempfile.TemporaryDirectory() as scratch:
-        trainer = transformers.Trainer(
-            model=model,
-            args=transformers.TrainingArguments(
-                output_dir=scratch, per_device_eval_batch_size=64, report_to="none", disable_tqdm=True
-            ),
-            eval_dataset=dev,
-            data_collator=collator,
-            compute_metrics=build_compute_metrics(splits.task_type, splits.label_names, glue),
-        )
-        return trainer.evaluate()
+    return evaluate(folder, data_args)
 
 
 def like_for_like_latency(folders: dict[str, Path], task: str) -> dict[str, float]:
     """Median eager milliseconds of the task's teacher, baseline and student at batch 1 x 128, all on compact-bert's
-    inference path (the teacher converted to a MiniLM of its own shape, as the main job times it), and of the teacher
-    as transformers runs it (the reference row), interleaved in one process (``evaluation/runtime_latency.py``)."""
+    inference path (``optimize_for_inference``, as the main job times them), and of the teacher as transformers runs
+    it (the reference row), interleaved in one process (``evaluation/runtime_latency.py``)."""
     import transformers
 
-    from compact_bert.cli.main_job_comparison import (
-        LATENCY_ROUNDS,
-        LATENCY_SEQUENCE_LENGTH,
-        teacher_on_compact_runtime,
-    )
+    from compact_bert.cli.main_job_comparison import LATENCY_ROUNDS, LATENCY_SEQUENCE_LENGTH
     from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
 
     auto_class = (
@@ -356,17 +320,12 @@ def like_for_like_latency(folders: dict[str, Path], task: str) -> dict[str, floa
         if task == "conll2003"
         else transformers.AutoModelForSequenceClassification
     )
-    with tempfile.TemporaryDirectory() as scratch:
-        converted = teacher_on_compact_runtime(folders["teacher"], Path(scratch) / "teacher", auto_class)
-        models = {
-            role: auto_class.from_pretrained(folder).eval() for role, folder in folders.items() if role != "teacher"
-        }
-        models["teacher"] = auto_class.from_pretrained(converted).eval()
-        inputs = latency_inputs(models["teacher"].config.vocab_size, 1, LATENCY_SEQUENCE_LENGTH)
-        runners = {role: eager_runner(model, inputs, optimize=True) for role, model in models.items()}
-        reference = auto_class.from_pretrained(folders["teacher"]).eval()  # as transformers runs it: for reference
-        runners["teacher (transformers)"] = eager_runner(reference, inputs, optimize=False)
-        measured = measure_interleaved(runners, rounds=LATENCY_ROUNDS)
+    models = {role: auto_class.from_pretrained(folder).eval() for role, folder in folders.items()}
+    inputs = latency_inputs(models["teacher"].config.vocab_size, 1, LATENCY_SEQUENCE_LENGTH)
+    runners = {role: eager_runner(model, inputs, optimize=True) for role, model in models.items()}
+    reference = auto_class.from_pretrained(folders["teacher"]).eval()  # as transformers runs it: for reference
+    runners["teacher (transformers)"] = eager_runner(reference, inputs, optimize=False)
+    measured = measure_interleaved(runners, rounds=LATENCY_ROUNDS)
     return {role: round(result.median_ms, 2) for role, result in measured.items()}
 
 

@@ -1,11 +1,15 @@
 """``compact-bert export onnx``: an ONNX folder from a saved model folder, on both transformers lines.
 
-Where Optimum's ONNX exporter is installed (transformers 4.57 with the ``onnx`` extra) the export goes
-through ``optimum.exporters.onnx.main_export`` with our registered configs (``optimum_configs``). On
-transformers 5, where optimum-onnx cannot be installed (optimum-onnx issues #114, #141), the model is exported
-with ``torch.onnx.export(dynamo=True)``. Both write the same folder: ``model.onnx`` with the inputs of
+A folder of transformers' own BERT-layout encoder (a dense student) is exported as BERT runtimes expect it on both
+lines (``bert_onnx``): the TorchScript exporter on eager attention gives ``model.onnx``, standard ONNX, and ONNX
+Runtime's BERT optimizer fuses it into ``model_optimized.onnx`` (one ``Attention`` per layer).
+
+The compact-bert families go, where Optimum's ONNX exporter is installed (transformers 4.57 with the ``onnx``
+extra), through ``optimum.exporters.onnx.main_export`` with our registered configs (``optimum_configs``). On
+transformers 5, where optimum-onnx cannot be installed (optimum-onnx issues #114, #141), they are exported with
+``torch.onnx.export(dynamo=True)``. Every path writes the same folder: ``model.onnx`` with the inputs of
 ``tasks.GRAPH_INPUTS`` and Optimum's output names, dynamic batch and sequence axes, next to ``config.json``,
-the remote code and the tokenizer files, so that ``ORTModelFor*`` loads it where Optimum is installed and a
+any remote code and the tokenizer files, so that ``ORTModelFor*`` loads it where Optimum is installed and a
 plain ``onnxruntime.InferenceSession`` runs it everywhere.
 
 Either way the graph is checked before the command returns: onnxruntime must reproduce PyTorch's outputs on an
@@ -20,12 +24,20 @@ import importlib.util
 import logging
 import shutil
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from ..configuration.dense_students import max_sequence_length
+from .bert_onnx import (
+    OPTIMIZED_FILE,
+    BertGraphFusionError,
+    export_bert_graph,
+    exports_as_bert,
+    optimize_bert_graph,
+)
 from .moe_export_form import export_expert_form
 from .tasks import EXPORT_TASKS, GRAPH_INPUTS, ExportTask, check_export_folder, check_sequence_length, resolve_task
 
@@ -42,6 +54,8 @@ __all__ = [
     "random_graph_inputs",
 ]
 
+logger = logging.getLogger(__name__)
+
 # Largest accepted |onnxruntime − PyTorch| in fp32, relative to max(1, max |PyTorch output|).
 PARITY_ATOL = 1e-4
 # Files copied next to model.onnx when the model folder has them (tokenizer, and remote code for config.json's
@@ -56,8 +70,9 @@ class ExportReport:
     onnx_path: Path
     exporter: str
     task: str
-    max_abs_diff: float
+    max_abs_diff: float  # the largest over every file written (model.onnx and, for BERT, model_optimized.onnx)
     output_scale: float
+    fused_operators: dict = field(default_factory=dict)  # ONNX Runtime's fusions in model_optimized.onnx, if any
 
 
 def optimum_available() -> bool:
@@ -129,7 +144,7 @@ def random_graph_inputs(config, batch_size: int, sequence_length: int, seed: int
 
 def parity_inputs(config, sequence_length: int) -> dict[str, torch.Tensor]:
     """A check input unlike the export example: batch 3, another length, other token ids and padding."""
-    length = max(2, min(config.max_position_embeddings, sequence_length * 2 + 3))
+    length = max(2, min(max_sequence_length(config), sequence_length * 2 + 3))
     return random_graph_inputs(config, 3, length, seed=1234)
 
 
@@ -274,12 +289,13 @@ def export_onnx(
 ) -> ExportReport:
     """Export ``model_dir``'s head for ``task`` into ``output_dir`` and check it against PyTorch.
 
-    ``exporter``: ``"optimum"``, ``"dynamo"``, or ``"auto"`` (Optimum where it is installed).
+    ``exporter``: ``"optimum"``, ``"dynamo"``, ``"torchscript"``, or ``"auto"`` (TorchScript plus ONNX Runtime's BERT
+    optimizer for a BERT-layout folder, else Optimum where it is installed, else dynamo).
     ``example_inputs``: the dynamo exporter's example (the graph's inputs by name, batch ≥ 2); by default random
     ids of ``sequence_length`` tokens. Optimum uses its own dummy inputs.
     """
-    if exporter not in ("auto", "optimum", "dynamo"):
-        raise ValueError(f"exporter must be 'auto', 'optimum' or 'dynamo', got {exporter!r}.")
+    if exporter not in ("auto", "optimum", "dynamo", "torchscript"):
+        raise ValueError(f"exporter must be 'auto', 'optimum', 'dynamo' or 'torchscript', got {exporter!r}.")
     if exporter == "optimum" and task in EXPORT_TASKS and EXPORT_TASKS[task].ort_model_class is None:
         raise ValueError(f"exporter='optimum' cannot export {task!r} (Optimum has no such task): use 'dynamo'.")
     if exporter == "optimum" and not optimum_available():
@@ -288,21 +304,37 @@ def export_onnx(
     model, export_task = load_for_export(model_dir, task, sequence_length)
     output_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = output_dir / "model.onnx"
-    use_optimum = exporter == "optimum" or (
-        exporter == "auto" and optimum_available() and export_task.ort_model_class is not None
-    )
-    if use_optimum:
+    (output_dir / OPTIMIZED_FILE).unlink(missing_ok=True)  # a fused graph of an earlier export is not this one's
+    if exporter == "auto":
+        if exports_as_bert(model.config.model_type):
+            exporter = "torchscript"
+        elif optimum_available() and export_task.ort_model_class is not None:
+            exporter = "optimum"
+        else:
+            exporter = "dynamo"
+    if example_inputs is None:
+        example_inputs = random_graph_inputs(model.config, 2, sequence_length, seed=0)
+    if exporter == "optimum":
         _export_with_optimum(model_dir, output_dir, task, opset)
+    elif exporter == "torchscript":
+        export_bert_graph(model, export_task.outputs, onnx_path, example_inputs, opset)
     else:
-        if example_inputs is None:
-            example_inputs = random_graph_inputs(model.config, 2, sequence_length, seed=0)
         export_module_with_dynamo(model, tuple(export_task.outputs), onnx_path, example_inputs, opset)
     copy_folder_files(model_dir, output_dir, model)
     check_opset(onnx_path, opset)
-    max_diff, scale = check_parity(onnx_path, model, export_task, parity_inputs(model.config, sequence_length))
+    checks = parity_inputs(model.config, sequence_length)
+    max_diff, scale = check_parity(onnx_path, model, export_task, checks)
+    fused = {}
+    if exporter == "torchscript":
+        try:
+            fused = optimize_bert_graph(onnx_path, model.config)
+        except BertGraphFusionError as error:  # model.onnx, standard and checked, ships alone
+            logger.warning("No fused graph written: %s", error)
+        else:
+            max_diff = max(max_diff, check_parity(output_dir / OPTIMIZED_FILE, model, export_task, checks)[0])
     if export_task.name == "sentence-embedding":
         from .sentence_embedding_parity import check_sentence_transformers_parity, copy_sentence_transformers_files
 
         copy_sentence_transformers_files(model_dir, output_dir)
         max_diff = max(max_diff, check_sentence_transformers_parity(onnx_path, model_dir))
-    return ExportReport(onnx_path, "optimum" if use_optimum else "dynamo", task, max_diff, scale)
+    return ExportReport(onnx_path, exporter, task, max_diff, scale, fused)

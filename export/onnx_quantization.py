@@ -1,7 +1,9 @@
 """Dynamic int8 quantization of an exported ONNX model (paper 001 §4.5: post-training int8 loses almost nothing).
 
 ``quantize_onnx`` writes ``model_quantized.onnx`` next to ``model.onnx`` — Optimum's file name, so that
-``ORTModelFor*.from_pretrained(folder, file_name="model_quantized.onnx")`` loads it. Where optimum-onnx is
+``ORTModelFor*.from_pretrained(folder, file_name="model_quantized.onnx")`` loads it. A BERT-layout export is
+quantized from its fused graph (``model_optimized.onnx``, ``bert_onnx``): the fused ``Attention`` and embedding
+operators become ONNX Runtime's int8 ``QAttention`` / ``QEmbedLayerNormalization``. Otherwise, where optimum-onnx is
 installed (transformers 4.57 with the ``onnx`` extra) Optimum's ``ORTQuantizer`` does it with
 ``AutoQuantizationConfig.avx2(is_static=False)``; elsewhere (transformers 5) onnxruntime's ``quantize_dynamic``
 does it with the same settings, so that both lines produce the same kind of model:
@@ -22,6 +24,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bert_onnx import OPTIMIZED_FILE, fastest_onnx_file
 from .tasks import EXPORT_TASKS
 
 __all__ = ["QUANTIZED_FILE", "QuantizationReport", "quantize_onnx", "quantize_onnx_file"]
@@ -59,7 +62,7 @@ def quantize_onnx(onnx_dir, task: str, quantizer: str = "auto") -> QuantizationR
     from .onnx_exporter import optimum_available
 
     onnx_dir = Path(onnx_dir)
-    source = onnx_dir / "model.onnx"
+    source = fastest_onnx_file(onnx_dir)
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: quantize a folder written by `compact-bert export onnx`.")
     if quantizer not in ("auto", "optimum", "onnxruntime"):
@@ -70,13 +73,18 @@ def quantize_onnx(onnx_dir, task: str, quantizer: str = "auto") -> QuantizationR
     if quantizer == "optimum" and EXPORT_TASKS[task].ort_model_class is None:
         raise ValueError(f"quantizer='optimum' cannot read a {task!r} graph (no ORTModel class): use 'onnxruntime'.")
     # Optimum's ORTModel classes cannot load a pooled sentence-embedding graph: onnxruntime's quantizer does it.
+    fused = source.name == OPTIMIZED_FILE
+    if quantizer == "optimum" and fused:
+        raise ValueError(
+            f"quantizer='optimum' reads model.onnx, but {onnx_dir} ships a fused {OPTIMIZED_FILE}: use 'auto'."
+        )
     use_optimum = quantizer == "optimum" or (
-        quantizer == "auto" and optimum_available() and EXPORT_TASKS[task].ort_model_class is not None
+        quantizer == "auto" and not fused and optimum_available() and EXPORT_TASKS[task].ort_model_class is not None
     )
     if use_optimum:
         _quantize_with_optimum(onnx_dir, task)
     else:
-        quantize_onnx_file(source, target)
+        quantize_onnx_file(source, target, fused=fused)
     return QuantizationReport(
         source, target, "optimum" if use_optimum else "onnxruntime", _onnx_bytes(source), _onnx_bytes(target)
     )
@@ -95,30 +103,38 @@ def _quantize_with_optimum(onnx_dir: Path, task: str) -> None:
     )
 
 
-def quantize_onnx_file(source: Path, target: Path) -> None:
+def quantize_onnx_file(source: Path, target: Path, fused: bool = False) -> None:
     """Dynamic int8 of one ONNX file with onnxruntime's quantizer and Optimum's avx2 settings (module docstring);
     the benchmarks use it for every model they compare.
 
     onnxruntime's pre-processing runs first: the dynamo exporter keeps weights as graph inputs of ``Reshape`` /
     ``Transpose`` nodes (the MoE form's ``[E * out, in]`` view of the experts), and a ``MatMul`` is only quantized
     when its weight is a constant; the pre-processing folds them (main job's student: int8 size 0.57 → 0.25 of
-    fp32)."""
+    fp32). A ``fused`` graph (ONNX Runtime's optimizer output, weights already constant) is quantized as it is:
+    ONNX's shape inference cannot type its ``com.microsoft`` operators, whose outputs are float
+    (``DefaultTensorType``)."""
     import tempfile
 
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    options = dict(AVX2_EXTRA_OPTIONS)
     with tempfile.TemporaryDirectory() as scratch, _without_integer_tensor_notes():
-        folded = Path(scratch) / "folded.onnx"
-        quant_pre_process(str(source), str(folded), skip_symbolic_shape=True)
+        prepared = source
+        if fused:
+            options["DefaultTensorType"] = onnx.TensorProto.FLOAT
+        else:
+            prepared = Path(scratch) / "folded.onnx"
+            quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
         quantize_dynamic(
-            folded,
+            prepared,
             target,
             op_types_to_quantize=list(AVX2_OPERATORS),
             per_channel=True,
             reduce_range=False,
             weight_type=QuantType.QUInt8,
-            extra_options=dict(AVX2_EXTRA_OPTIONS),
+            extra_options=options,
         )
 
 
@@ -128,7 +144,13 @@ class _DropIntegerTensorNotes(logging.Filter):
     not meant to be quantized. Every other message passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "unsupported type to quantize for tensor" not in record.getMessage()
+        message = record.getMessage()
+        # ... and advice to pre-process a graph that is quantized as it is on purpose (a fused graph, whose
+        # com.microsoft operators the pre-processing's shape inference cannot type).
+        return (
+            "unsupported type to quantize for tensor" not in message
+            and "consider to run pre-processing" not in message
+        )
 
 
 @contextlib.contextmanager

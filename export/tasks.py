@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..configuration.dense_students import BERT_LAYOUT_MODEL_TYPES
 from ..training.text_files import read_json_object
 
 __all__ = [
@@ -96,8 +97,13 @@ def resolve_task(task: str, model_type: str) -> ExportTask:
     if task not in EXPORT_TASKS:
         raise ValueError(f"Unknown export task {task!r}; valid tasks: {', '.join(EXPORT_TASKS)}.")
     heads = {config_class.model_type: classes for config_class, classes in AUTO_CLASSES_BY_CONFIG.items()}
+    if model_type in BERT_LAYOUT_MODEL_TYPES:  # transformers' own dense encoders: every encoder head exists
+        heads[model_type] = tuple(task.auto_class for task in EXPORT_TASKS.values())
     if model_type not in heads:
-        raise ValueError(f"model_type {model_type!r} is not a compact-bert family; valid: {', '.join(sorted(heads))}.")
+        raise ValueError(
+            f"model_type {model_type!r} is neither a compact-bert family nor an encoder laid out as BERT; valid: "
+            f"{', '.join(sorted(heads))}, {', '.join(BERT_LAYOUT_MODEL_TYPES)}."
+        )
     export_task = EXPORT_TASKS[task]
     if export_task.auto_class not in heads[model_type]:
         served = [name for name, candidate in EXPORT_TASKS.items() if candidate.auto_class in heads[model_type]]

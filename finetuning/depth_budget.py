@@ -86,7 +86,7 @@ def deepest_student_within_budget(
     import torch
     import transformers
 
-    from ..configuration import MiniMoEConfig
+    from ..configuration.dense_students import dense_student_config
     from ..configuration.presets import minilm_fields_like
     from ..evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
 
@@ -94,7 +94,7 @@ def deepest_student_within_budget(
     teacher_layers = teacher_config.num_hidden_layers
     if teacher_layers < 2:
         raise ValueError(f"The teacher has {teacher_layers} layer: there is no shallower student to choose.")
-    configs = {"teacher": MiniMoEConfig(**minilm_fields_like(teacher_config, teacher_layers))}
+    configs = {"teacher": dense_student_config(minilm_fields_like(teacher_config, teacher_layers), teacher_config)}
     for depth in range(1, teacher_layers):
         config = copy.deepcopy(student_config)
         config.num_hidden_layers = depth

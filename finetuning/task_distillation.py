@@ -30,7 +30,7 @@ from ..distillation.teacher_cache import (
     tokenizer_fingerprint,
 )
 from ..distillation.trainer_utils import freeze_teacher
-from ..training.compat import FROM_PRETRAINED_KWARGS
+from ..training.compat import FROM_PRETRAINED_KWARGS, use_eager_attention
 from ..training.routing_keys import with_evaluation_router_stats
 from ..training.run_errors import RunSettingsError
 from .data import conventional_names
@@ -48,6 +48,8 @@ __all__ = [
     "TaskDistillationTrainer",
     "TeacherLogitsCollator",
     "attach_teacher_logits",
+    "check_task_head",
+    "has_task_head",
     "label_augmented_examples",
     "load_task_teacher",
 ]
@@ -62,11 +64,19 @@ _HEAD_SUFFIXES = {
 }
 
 
-def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None, tokenizer, glue_task=None):
-    """The fine-tuned teacher in ``folder``, frozen, after checking that it fits the task: a trained head of the
-    task's kind, the data's label set in the same order, and a vocabulary equal to the student's tokenizer's.
-    A teacher whose labels are a GLUE task's ids (``0`` / ``1``: saved before ids got their names) matches data
-    labelled with that task's names (``glue_task``)."""
+def has_task_head(folder: str | Path, task_type: str) -> bool:
+    """Whether ``folder`` holds a model with a head of the task's kind (``config.json``'s ``architectures``): a
+    teacher already fine-tuned for such a task, rather than a pretrained encoder."""
+    config_file = Path(folder) / "config.json"
+    if not config_file.is_file():
+        return False
+    architectures = AutoConfig.from_pretrained(folder, **FROM_PRETRAINED_KWARGS).architectures or []
+    return any(name.endswith(_HEAD_SUFFIXES[task_type]) for name in architectures)
+
+
+def check_task_head(folder: str | Path, task_type: str, label_names: list[str] | None, glue_task=None):
+    """Refuse a teacher folder whose head is not of the task's kind or whose labels are not the data's, in the same
+    order (``RunSettingsError`` naming both); return its config."""
     path = Path(folder)
     if not (path / "config.json").is_file():
         raise RunSettingsError(f"--teacher {folder!r}: not a model folder (no config.json there).")
@@ -91,6 +101,16 @@ def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None
                 f"--teacher {folder}: its labels {teacher_labels} (config.json id2label) differ from the data's "
                 f"{label_names}; the teacher must have been fine-tuned on the same label set, in the same order."
             )
+    return config
+
+
+def load_task_teacher(folder: str, task_type: str, label_names: list[str] | None, tokenizer, glue_task=None):
+    """The fine-tuned teacher in ``folder``, frozen, after checking that it fits the task: a trained head of the
+    task's kind, the data's label set in the same order, and a vocabulary equal to the student's tokenizer's.
+    A teacher whose labels are a GLUE task's ids (``0`` / ``1``: saved before ids got their names) matches data
+    labelled with that task's names (``glue_task``)."""
+    check_task_head(folder, task_type, label_names, glue_task)
+    path = Path(folder)
     teacher_tokenizer_files = [name for name in ("tokenizer.json", "vocab.txt") if (path / name).is_file()]
     if teacher_tokenizer_files:
         from transformers import AutoTokenizer
@@ -241,9 +261,11 @@ class TaskDistillationTrainer(FinetuneTrainer):
             self.layer_map = task_layer_map(self.model.config, teacher.config.num_hidden_layers)
         if self.args.distillation_attention_weight > 0:
             check_attention_heads(self.model.config, teacher.config)
-            # Fused attention never returns its probabilities: the teacher runs eager ones (the student's own
-            # attention switches to eager whenever they are asked for, modeling/shared_blocks.attention_function).
-            teacher.set_attn_implementation("eager")
+            # Fused attention never returns its probabilities: teacher and student run eager attention (a
+            # compact-bert student switches by itself when they are asked for, modeling/shared_blocks; transformers'
+            # BERT needs to be told).
+            use_eager_attention(teacher)
+            use_eager_attention(self.model)
 
     def _teacher_outputs(self, inputs, hidden: bool, attentions: bool):
         device = inputs["input_ids"].device

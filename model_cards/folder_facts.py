@@ -70,6 +70,43 @@ _TCD = Paper(
     "author={Lu, Xin and Zhao, Yanyan and Qin, Bing},\n  journal={arXiv preprint arXiv:2403.01994},\n  "
     "year={2024}\n}",
 )
+# The methods a dense student (transformers' BERT, no family of its own) is made with, cited by what its run used.
+_DISTILBERT = Paper(
+    "1910.01108",
+    "DistilBERT, a distilled version of BERT: smaller, faster, cheaper and lighter",
+    "@article{sanh2019distilbert,\n  title={DistilBERT, a distilled version of BERT: smaller, faster, cheaper and "
+    "lighter},\n  author={Sanh, Victor and Debut, Lysandre and Chaumond, Julien and Wolf, Thomas},\n  "
+    "journal={arXiv preprint arXiv:1910.01108},\n  year={2019}\n}",
+)
+_MINITRON = Paper(
+    "2407.14679",
+    "Compact Language Models via Pruning and Knowledge Distillation",
+    "@article{muralidharan2024compact,\n  title={Compact Language Models via Pruning and Knowledge Distillation},\n"
+    "  author={Muralidharan, Saurav and Sreenivas, Sharath Turuvekere and Joshi, Raviraj and Chochowski, Marcin and "
+    "Patwary, Mostofa and Shoeybi, Mohammad and Catanzaro, Bryan and Kautz, Jan and Molchanov, Pavlo},\n  "
+    "journal={arXiv preprint arXiv:2407.14679},\n  year={2024}\n}",
+)
+_TASK_DISTILLATION = Paper(
+    "1903.12136",
+    "Distilling Task-Specific Knowledge from BERT into Simple Neural Networks",
+    "@article{tang2019distilling,\n  title={Distilling Task-Specific Knowledge from BERT into Simple Neural "
+    "Networks},\n  author={Tang, Raphael and Lu, Yao and Liu, Linqing and Mou, Lili and Vechtomova, Olga and Lin, "
+    "Jimmy},\n  journal={arXiv preprint arXiv:1903.12136},\n  year={2019}\n}",
+)
+_AUGMENTED_SBERT = Paper(
+    "2010.08240",
+    "Augmented SBERT: Data Augmentation Method for Improving Bi-Encoders for Pairwise Sentence Scoring Tasks",
+    "@inproceedings{thakur2021augmented,\n  title={Augmented {SBERT}: Data Augmentation Method for Improving "
+    "Bi-Encoders for Pairwise Sentence Scoring Tasks},\n  author={Thakur, Nandan and Reimers, Nils and Daxenberger, "
+    "Johannes and Gurevych, Iryna},\n  booktitle={NAACL},\n  year={2021}\n}",
+)
+_MULTILINGUAL_SBERT = Paper(
+    "2004.09813",
+    "Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation",
+    "@inproceedings{reimers2020making,\n  title={Making Monolingual Sentence Embeddings Multilingual using Knowledge "
+    "Distillation},\n  author={Reimers, Nils and Gurevych, Iryna},\n  booktitle={EMNLP},\n  year={2020}\n}",
+)
+
 # model_type → the paper that defines the family (and its distillation method).
 PAPERS = {
     "compact_mobilebert": _MOBILEBERT,
@@ -111,6 +148,31 @@ class FolderFacts:
     @property
     def paper(self) -> Paper | None:
         return PAPERS.get(self.model_type)
+
+    @property
+    def method_papers(self) -> list[Paper]:
+        """What made the model, by what its run did: the family's paper, or for a dense student (transformers' BERT,
+        which no paper of compact-bert's defines) the papers of the methods its run summary records — layers copied
+        from the teacher (DistilBERT), importance-ranked width (Minitron), task distillation on teacher-labelled
+        copies (Tang et al.), recombined sentence pairs (Augmented SBERT), an embedding student (Reimers &
+        Gurevych)."""
+        if self.paper is not None:
+            return [self.paper]
+        papers = []
+        initialization = self.summary.get("teacher_initialization") or {}
+        if initialization:
+            papers.append(_DISTILBERT)
+            layers = initialization.get("layers") or [{}]
+            if initialization.get("hidden_channels", "all") != "all" or layers[0].get("ffn_neurons", "all") != "all":
+                papers.append(_MINITRON)
+        distillation = self.summary.get("task_distillation") or {}
+        if distillation:
+            papers.append(_TASK_DISTILLATION)
+            if distillation.get("augment_pair_recombined"):
+                papers.append(_AUGMENTED_SBERT)
+        if self.is_sentence_embedding and self.summary.get("teacher"):
+            papers.append(_MULTILINGUAL_SBERT)
+        return papers
 
     @property
     def is_mixture_of_experts(self) -> bool:

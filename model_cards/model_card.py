@@ -214,11 +214,10 @@ def _card_data(facts: FolderFacts, model_name: str) -> ModelCardData:
     tags = ["compact-bert", facts.model_type] + (["custom_code"] if facts.has_remote_code else [])
     if facts.is_sentence_embedding:
         tags[1:1] = ["sentence-transformers", "sentence-similarity", "feature-extraction"]
-    if facts.paper:
-        tags.append(f"arxiv:{facts.paper.arxiv_id}")
+    tags += [f"arxiv:{paper.arxiv_id}" for paper in facts.method_papers]
     if facts.is_mixture_of_experts:
         tags.append("mixture-of-experts")
-    if facts.summary.get("teacher"):
+    if facts.summary.get("teacher") or facts.summary.get("task_distillation"):
         tags.append("knowledge-distillation")
     return ModelCardData(
         model_name=model_name,
@@ -441,10 +440,12 @@ def _limitations_text(facts: FolderFacts) -> str:
 
 
 def _citation_text(facts: FolderFacts) -> str:
-    if facts.paper is None:
-        return "No paper is associated with this model type."
-    return (
-        f"[{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})\n\n```bibtex\n{facts.paper.bibtex}\n```"
+    papers = facts.method_papers
+    if not papers:
+        return "No paper describes how this model was made."
+    return "\n\n".join(
+        f"[{paper.title}](https://arxiv.org/abs/{paper.arxiv_id})\n\n```bibtex\n{paper.bibtex}\n```"
+        for paper in papers
     )
 
 
@@ -484,6 +485,10 @@ def build_model_card(folder: str | Path, repo_id: str | None = None) -> ModelCar
     model_id = repo_id or Path(folder).resolve().name
     auto_class = _head(facts)[1]
     paper = f", from [{facts.paper.title}](https://arxiv.org/abs/{facts.paper.arxiv_id})" if facts.paper else ""
+    if facts.paper is None and facts.method_papers:
+        paper = " with " + ", ".join(
+            f"[{paper.title}](https://arxiv.org/abs/{paper.arxiv_id})" for paper in facts.method_papers
+        )
     template = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
     return ModelCard.from_template(
         _card_data(facts, model_id.split("/")[-1]),

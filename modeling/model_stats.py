@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from ..configuration.dense_students import BERT_LAYOUT_MODEL_TYPES
 from ..models import SPARSE_MODEL_TYPES, family_classes
 
 __all__ = ["count_parameters", "estimate_flops", "meta_model"]
@@ -61,25 +62,27 @@ def _bottleneck_flops(config: PretrainedConfig, n: int) -> int:
 
 
 def _sparse_flops(config: PretrainedConfig, n: int) -> int:
+    """A post-LN BERT layer with top-1 experts; a dense BERT-layout encoder (no routers) is the one-expert case."""
     hidden, ffn = config.hidden_size, config.intermediate_size
-    learned_router = config.router_type == "top1"
+    learned_router = getattr(config, "router_type", None) == "top1"
     layer = 4 * 2 * n * hidden * hidden  # Q, K, V, output: each token through one (expert) matrix
     layer += 2 * 2 * n * n * hidden  # scores and context
-    if config.num_experts > 1:
+    experts, attention_experts = getattr(config, "num_experts", 1), getattr(config, "num_attention_experts", 1)
+    if experts > 1:
         ffn = config.expert_intermediate_size
     layer += 2 * 2 * n * hidden * ffn  # FFN: each token through one expert
-    if learned_router and config.num_attention_experts > 1:
-        layer += 2 * n * hidden * config.num_attention_experts
-    if learned_router and config.num_experts > 1:
-        layer += 2 * n * hidden * config.num_experts
+    if learned_router and attention_experts > 1:
+        layer += 2 * n * hidden * attention_experts
+    if learned_router and experts > 1:
+        layer += 2 * n * hidden * experts
     return config.num_hidden_layers * layer + 2 * hidden * hidden  # + pooler
 
 
 def estimate_flops(config, sequence_length: int = 128) -> int:
     """Forward FLOPs of the base model for one sequence of ``sequence_length`` tokens (see module doc)."""
     model_type = getattr(config, "model_type", None)
-    if model_type in SPARSE_MODEL_TYPES:
+    if model_type in SPARSE_MODEL_TYPES or model_type in BERT_LAYOUT_MODEL_TYPES:
         return _sparse_flops(config, sequence_length)
     if model_type in ("ib_bert", "compact_mobilebert"):
         return _bottleneck_flops(config, sequence_length)
-    raise TypeError(f"No FLOP formula for {type(config).__name__}; expected a compact-bert config.")
+    raise TypeError(f"No FLOP formula for {type(config).__name__}; expected a compact-bert or BERT-layout config.")

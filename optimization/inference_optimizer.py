@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 from transformers.models.bert import modeling_bert
+from transformers.models.roberta import modeling_roberta
 
 from ..models import SPARSE_MODEL_TYPES, family_classes
 from .onednn_weights import PackedMatrices, packing_available
@@ -53,6 +54,10 @@ class PackedIntermediate(nn.Module):
         return self.dense(hidden_states)
 
 
+# transformers' own dense encoders whose FFN input projection is an ``…Intermediate`` (dense students are these).
+_INTERMEDIATES = (modeling_bert.BertIntermediate, modeling_roberta.RobertaIntermediate)
+
+
 def _experts(module: nn.Module) -> nn.Module | None:
     if isinstance(module, family_classes("Experts", SPARSE_MODEL_TYPES)):
         return PackedExperts(module)
@@ -60,7 +65,7 @@ def _experts(module: nn.Module) -> nn.Module | None:
 
 
 def _intermediate(module: nn.Module) -> nn.Module | None:
-    if not isinstance(module, (modeling_bert.BertIntermediate, *family_classes("Intermediate"))):
+    if not isinstance(module, (*_INTERMEDIATES, *family_classes("Intermediate"))):
         return None
     activation = _fused_activation(module.intermediate_act_fn)
     if activation is None or type(module.dense) is not nn.Linear:
@@ -73,6 +78,8 @@ def _residual_output(module: nn.Module) -> nn.Module | None:
     residual_forms = (
         modeling_bert.BertSelfOutput,
         modeling_bert.BertOutput,
+        modeling_roberta.RobertaSelfOutput,
+        modeling_roberta.RobertaOutput,
         *family_classes("SelfOutput"),
         *family_classes("Output", SPARSE_MODEL_TYPES),
         *family_classes("FFNOutput"),
@@ -195,7 +202,7 @@ def _sample_inputs(module: nn.Module, tokens: int) -> tuple | None:
     dense = getattr(module, "dense", None)
     if not isinstance(dense, nn.Linear):
         return None
-    if isinstance(module, (modeling_bert.BertIntermediate, *family_classes("Intermediate"))):
+    if isinstance(module, (*_INTERMEDIATES, *family_classes("Intermediate"))):
         return (rows(dense.in_features),)
     return rows(dense.in_features), rows(dense.out_features)
 

@@ -1,4 +1,5 @@
-"""Load saved folders through ``trust_remote_code`` in a fresh process where compact-bert cannot be imported."""
+"""Load saved folders in a fresh process where compact-bert cannot be imported: through ``trust_remote_code`` (the
+compact-bert families), or as plain transformers folders with remote code refused (dense students are BERT)."""
 
 from __future__ import annotations
 
@@ -27,15 +28,18 @@ CHILD = BLOCK_COMPACT_BERT + textwrap.dedent(
     """
     import torch, transformers
 
+    plain = sys.argv[2] == "plain"
     cases = json.load(open(sys.argv[1]))
     for case in cases:
-        model = getattr(transformers, case["auto_name"]).from_pretrained(case["folder"], trust_remote_code=True)
+        # A plain folder must load with remote code refused: no prompt, no code of the folder's run.
+        model = getattr(transformers, case["auto_name"]).from_pretrained(case["folder"], trust_remote_code=not plain)
         model.eval()
         reference = torch.load(case["reference"])
         with torch.no_grad():
             output = getattr(model(**reference["inputs"]), case["output"])
         torch.testing.assert_close(output, reference["expected"])
-        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        expected_module = "transformers.models." if plain else "transformers_modules"
+        assert type(model).__module__.startswith(expected_module), type(model).__module__
     assert not any(name.startswith("compact_bert") for name in sys.modules)
     print("loaded", len(cases))
     """
@@ -43,13 +47,18 @@ CHILD = BLOCK_COMPACT_BERT + textwrap.dedent(
 
 
 def load_in_fresh_process(
-    cases: list[dict], work_dir: Path, environment: dict[str, str] | None = None, python: str = sys.executable
+    cases: list[dict],
+    work_dir: Path,
+    environment: dict[str, str] | None = None,
+    python: str = sys.executable,
+    plain: bool = False,
 ) -> None:
     """Each case: ``folder`` (or a repo id), ``auto_name``, ``output`` (field to compare) and ``reference`` (a
     torch.save of ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches in one process
     of ``python`` (another interpreter, e.g. with the other transformers line, checks folders across lines).
 
-    ``environment`` overrides the child's variables, e.g. to load by repo id from a test Hub (``HF_ENDPOINT``)."""
+    ``environment`` overrides the child's variables, e.g. to load by repo id from a test Hub (``HF_ENDPOINT``).
+    ``plain``: the folders are transformers' own models, loaded with ``trust_remote_code=False``."""
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "cases.json").write_text(json.dumps(cases))
     (work_dir / "child.py").write_text(CHILD)
@@ -61,7 +70,7 @@ def load_in_fresh_process(
     }
     environment.pop("PYTHONPATH", None)
     result = subprocess.run(
-        [python, str(work_dir / "child.py"), str(work_dir / "cases.json")],
+        [python, str(work_dir / "child.py"), str(work_dir / "cases.json"), "plain" if plain else "remote"],
         cwd=work_dir,
         env=environment,
         capture_output=True,

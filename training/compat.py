@@ -23,6 +23,7 @@ __all__ = [
     "WarmupSteps",
     "save_tokenizer",
     "translate_legacy_training_flags",
+    "use_eager_attention",
 ]
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,24 @@ WarmupSteps = float if TRANSFORMERS_5 else int
 # loaded in float32 on both lines; reduced precision comes from `--bf16`/`--fp16` (autocast through
 # Accelerate, which also wraps the teacher). `dtype` is accepted by both lines (`torch_dtype` is 4.x only).
 FROM_PRETRAINED_KWARGS = {"dtype": torch.float32}
+
+
+def use_eager_attention(model: torch.nn.Module) -> None:
+    """Put every transformers model inside ``model`` (a head, or a wrapper holding one) on eager attention, whose
+    probabilities can be returned and whose ONNX graph ONNX Runtime fuses. transformers 5 switches any model; 4.57
+    switches those on its attention interface and says, for BERT, that it cannot — where its SDPA attention already
+    falls back to eager whenever the probabilities are asked for, and exports a graph ONNX Runtime fuses as well:
+    that note is silenced here."""
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        for module in model.modules():
+            if isinstance(module, transformers.PreTrainedModel) and hasattr(module, "set_attn_implementation"):
+                module.set_attn_implementation("eager")
+    finally:
+        transformers_logging.set_verbosity(verbosity)
 
 
 def _flag_value(argv: list[str], index: int) -> tuple[str | None, int]:

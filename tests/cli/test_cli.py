@@ -52,7 +52,9 @@ def test_version_names_the_package_and_the_libraries_it_runs_on():
 def test_presets_table(capsys):
     assert main(["presets"]) == 0
     table = capsys.readouterr().out
-    assert table.startswith("| preset |") and "| moe-bert-base | moe_bert | 12 | 768 | 1,64 | 3.68B |" in table
+    assert table.startswith("| preset |")
+    assert "| moe-bert-base | moe_bert | compact-bert type (trust_remote_code) | 12 | 768 | 1,64 | 3.68B |" in table
+    assert "| minilm-3l-384h | bert | transformers BERT (no remote code) | 3 | 384 | 1,1 | 17.4M |" in table
 
 
 def test_bad_arguments_exit_with_usage(capsys):

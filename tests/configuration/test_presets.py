@@ -52,6 +52,7 @@ def test_active_parameters_count_one_expert_per_token():
 
 def _counted_flops(config, sequence_length: int) -> int:
     model = AutoModel.from_config(config).eval()
+    model.set_attn_implementation("eager")  # transformers' BERT (a dense preset) computes on SDPA by default
     if hasattr(model, "set_experts_implementation") and getattr(config, "num_experts", 1) > 1:
         model.set_experts_implementation("eager")
     input_ids = torch.randint(1, config.vocab_size, (1, sequence_length))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 
 import pytest
 import torch
@@ -33,6 +34,8 @@ TINY_MINIMOE = json.dumps(
         "num_experts": 4,
     }
 )
+# The main job's default student (a dense MiniLM preset: transformers' BERT) at test size; head size 32 as the teacher's.
+TINY_DENSE = json.dumps({key: value for key, value in json.loads(TINY_MINIMOE).items() if key != "num_experts"})
 TINY_ASSISTANT = json.dumps(
     {
         "hidden_size": 128,
@@ -145,12 +148,13 @@ def _tcd(teacher, output, steps, *extra):
 def test_main_job_folder_loads_everywhere(tmp_path):
     """The main job at tiny size: the teacher fine-tuned on the bundled SST-2 slice teaches a student that starts
     from its layers, beside the layer-dropped baseline; the reported accuracies are what the saved folders give,
-    the comparison table is printed, and the shipped classifier loads in a process without compact-bert."""
+    the comparison table is printed, and the shipped classifier — transformers' BERT, no code in any folder — loads
+    without remote code in processes without compact-bert, on this transformers line and the other."""
     output = tmp_path / "student"
     finetune_args = (
         "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
     )
-    task_job = ["distill", "task", "--student_overrides", TINY_MINIMOE, "--output_dir", str(output)]
+    task_job = ["distill", "task", "--student_overrides", TINY_DENSE, "--output_dir", str(output)]
     result = run_cli([*task_job, "--finetune_args", finetune_args])
     summary = json.loads((output / "run_summary.json").read_text())
     finetuned = tmp_path / "student-sst2"
@@ -172,12 +176,17 @@ def test_main_job_folder_loads_everywhere(tmp_path):
         assert run["learning_rate"] == 1e-4
     assert summary["teacher"] == "all-MiniLM-L6-v2" and summary["teacher_initialization"]["layer_map"] == [2, 5]
     config = json.loads((finetuned / "config.json").read_text())
-    assert config["teacher_initialization"]["layer_map"] == [2, 5] and config["num_experts"] == 4
+    assert config["teacher_initialization"]["layer_map"] == [2, 5] and config["model_type"] == "bert"
+    for folder in (finetuned, tmp_path / "student-baseline-sst2", tmp_path / "student-teacher-sst2"):
+        on_disk = json.loads((folder / "config.json").read_text())
+        assert on_disk["model_type"] == "bert" and "auto_map" not in on_disk, folder
+        assert not list(folder.rglob("*.py")), list(folder.rglob("*.py"))
+    assert "trust_remote_code" not in summary["finetune_load_with"]
     # config.json is pushed: the local teacher is named by its folder's name, no path of this machine in it
     assert config["teacher_initialization"]["teacher"] == "student-teacher-sst2"
     assert str(tmp_path) not in (finetuned / "config.json").read_text()
     assert config["teacher_initialization"]["hidden_channels"] == "top 64 of 384 by importance"
-    assert summary["student_active_params_per_token"] < summary["student_total_params"]
+    assert summary["student_active_params_per_token"] == summary["student_total_params"]
     assert "SST-2 dev acc." in result.stdout and "\nbaseline " in result.stdout
     _check_shipping_step(summary, finetuned, result.stdout)
     inputs = {
@@ -188,17 +197,16 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     with torch.no_grad():
         logits = classifier(**inputs).logits
     torch.save({"inputs": inputs, "expected": logits}, tmp_path / "classifier.pt")
-    load_in_fresh_process(
-        [
-            {
-                "folder": str(finetuned),
-                "auto_name": "AutoModelForSequenceClassification",
-                "output": "logits",
-                "reference": str(tmp_path / "classifier.pt"),
-            }
-        ],
-        tmp_path,
-    )
+    case = {
+        "folder": str(finetuned),
+        "auto_name": "AutoModelForSequenceClassification",
+        "output": "logits",
+        "reference": str(tmp_path / "classifier.pt"),
+    }
+    load_in_fresh_process([case], tmp_path / "plain", plain=True)
+    other_python = os.environ.get("COMPACT_BERT_OTHER_PYTHON")
+    if other_python:
+        load_in_fresh_process([case], tmp_path / "plain-other-line", python=other_python, plain=True)
 
 
 def test_the_main_job_takes_its_depth_from_a_latency_budget(tmp_path):
@@ -218,6 +226,8 @@ def test_the_main_job_takes_its_depth_from_a_latency_budget(tmp_path):
         [
             "distill",
             "task",
+            "--student_preset",
+            "minimoe-3l-384h",
             "--student_overrides",
             json.dumps({key: value for key, value in json.loads(TINY_MINIMOE).items() if key != "num_hidden_layers"}),
             "--max_latency_ratio",
@@ -234,7 +244,11 @@ def test_the_main_job_takes_its_depth_from_a_latency_budget(tmp_path):
     # a 64-wide student is far below the 384-wide teacher at every depth: the deepest below the teacher's 6
     assert summary["depth_by_latency_budget"]["num_hidden_layers"] == 5
     assert "Depth by latency budget: 5 layers" in result.stdout
-    assert json.loads((tmp_path / "job-sst2" / "config.json").read_text())["num_hidden_layers"] == 5
+    student_config = json.loads((tmp_path / "job-sst2" / "config.json").read_text())
+    assert student_config["num_hidden_layers"] == 5
+    # a mixture-of-experts student stays compact-bert's model type, with its remote code
+    assert student_config["model_type"] == "minimoe" and student_config["num_experts"] == 4
+    assert "auto_map" in student_config and (tmp_path / "job-sst2" / "modeling_minimoe.py").is_file()
     assert summary["comparison"]["baseline"].startswith("the pretrained teacher's layers 1, 2, 3, 4, 5 ")
 
 
@@ -297,14 +311,26 @@ def _check_shipping_step(summary: dict, finetuned, stdout: str) -> None:
     assert summary["onnx_sst2_accuracy"] == pytest.approx(summary["sst2_eval_accuracy"], abs=1e-4)  # 40 sentences
     assert summary["onnx_int8_bytes"] < summary["onnx_fp32_bytes"] and summary["onnx_parity_max_abs_diff"] < 1e-4
     latency = read_latency(finetuned)
-    assert latency.sequence_length == 64 and set(latency.runtimes) == {"eager", "onnx", "onnx-int8"}  # 64 positions
+    assert latency.sequence_length == 64  # 64 positions
+    assert set(latency.runtimes) == {"eager", "onnx", "onnx-standard", "onnx-int8"}
     assert latency.runtimes["onnx-int8"].file == "onnx/model_quantized.onnx"
+    # a BERT student ships standard ONNX and ONNX Runtime's fused graph (one Attention per layer), the int8 model
+    # made from the fused one; the card times the fused file
+    assert latency.runtimes["onnx"].file == "onnx/model_optimized.onnx"
+    assert latency.runtimes["onnx-standard"].file == "onnx/model.onnx"
+    assert (
+        summary["onnx_fused_operators"]["Attention"]
+        == json.loads((finetuned / "config.json").read_text())["num_hidden_layers"]
+    )
+    assert summary["onnx_standard_sst2_accuracy"] == pytest.approx(summary["sst2_eval_accuracy"], abs=1e-4)
     card = (finetuned / "README.md").read_text(encoding="utf-8")
     assert "onnx/model_quantized.onnx" in card and f"{latency.runtimes['eager'].median_ms:.2f}" in card
     assert "SST-2 dev accuracy: PyTorch / ONNX fp32 / ONNX int8" in stdout
     listing = stdout[stdout.index("--dry-run` (which also prints the card) lists:") :]
-    for name in ("onnx/model.onnx", "onnx/model_quantized.onnx", "latency.json", "model.safetensors", "README.md"):
+    shipped = ("onnx/model.onnx", "onnx/model_optimized.onnx", "onnx/model_quantized.onnx", "latency.json")
+    for name in (*shipped, "model.safetensors", "README.md"):
         assert f"  {name}\n" in listing, name
+    assert ".py\n" not in listing.split("Left out")[0]  # no code file in what a BERT student uploads
     assert "run_summary.json" not in listing.split("Left out")[0]
 
 

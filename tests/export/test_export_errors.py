@@ -64,12 +64,12 @@ def test_sequence_length_beyond_positions(saved_minimoe, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_not_a_compact_bert_folder(tmp_path):
-    folder = tmp_path / "bert"
+def test_not_a_compact_bert_or_bert_layout_folder(tmp_path):
+    folder = tmp_path / "distilbert"
     folder.mkdir()
-    (folder / "config.json").write_text('{"model_type": "bert"}')
+    (folder / "config.json").write_text('{"model_type": "distilbert"}')
     (folder / "model.safetensors").write_bytes(b"")
-    with pytest.raises(ValueError, match=r"model_type 'bert' is not a compact-bert family"):
+    with pytest.raises(ValueError, match=r"model_type 'distilbert' is neither a compact-bert family nor"):
         export_onnx(folder, tmp_path / "out", "fill-mask")
 
 

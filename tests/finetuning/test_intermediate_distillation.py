@@ -179,7 +179,8 @@ def _losses_on(folder: Path, teacher: Path, sentences: list[list[str]]) -> tuple
     tokenizer = AutoTokenizer.from_pretrained(teacher)
     batch = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
     models = [AutoModelForTokenClassification.from_pretrained(path).eval() for path in (folder, teacher)]
-    models[1].set_attn_implementation("eager")
+    for model in models:  # both are transformers models on SDPA by default: their probabilities need eager
+        model.set_attn_implementation("eager")
     with torch.no_grad():
         student, reference = (model(**batch, output_hidden_states=True, output_attentions=True) for model in models)
     layer_map = task_layer_map(models[0].config, models[1].config.num_hidden_layers)

@@ -458,11 +458,20 @@ def test_bad_teachers_fail_before_training(teacher_dir, sst2_files, tmp_path, ca
     assert "differ from the data's" in _fails([*common, "--teacher", str(relabelled)], capsys)
     other_vocab = tmp_path / "other_vocab"
     AutoModelForSequenceClassification.from_pretrained(teacher_dir).save_pretrained(other_vocab)
-    from transformers import BertTokenizerFast
+    from transformers import AutoTokenizer, BertTokenizerFast
 
     (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"]) + "\n")
     BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(other_vocab)
-    assert "is not the student's" in _fails([*common, "--teacher", str(other_vocab)], capsys)
+    # A preset reads its teacher's tokenizer: a teacher folder whose tokenizer does not fit its own vocabulary is
+    # named; a student folder with its own tokenizer is checked against the teacher's.
+    assert "has a tokenizer of 5 tokens but a vocab_size of 30522" in _fails(
+        [*common, "--teacher", str(other_vocab)], capsys
+    )
+    student = tmp_path / "student"
+    AutoModelForSequenceClassification.from_pretrained(teacher_dir).save_pretrained(student)
+    AutoTokenizer.from_pretrained(teacher_dir).save_pretrained(student)
+    folder_student = ["finetune", "--model_name_or_path", str(student), *common[5:]]
+    assert "is not the student's" in _fails([*folder_student, "--teacher", str(other_vocab)], capsys)
     assert "out of range" in _fails([*common, "--teacher", str(teacher_dir), "--layer_map", "0,7"], capsys)
     assert "hidden_size 64 is larger" in _fails(
         [
