@@ -1,4 +1,4 @@
-"""Whole-model inference latency on CPU, side by side in one run (issue 10 targets).
+"""Whole-model inference latency on CPU, side by side in one run.
 
 1. Our MobileBERT vs transformers' MobileBertModel with the same weights, batch 1 x 128 tokens, outputs
    checked to match first: eager, ours after ``optimize_for_inference`` (target <= 0.8x; ours is also timed as its

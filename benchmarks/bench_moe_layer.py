@@ -1,4 +1,4 @@
-"""MoE layer against its lower bounds (DESIGN.md §2.4, issue 10 targets), measured side by side in one run.
+"""MoE layer against its lower bounds (DESIGN.md §2.4), measured side by side in one run.
 
 Inference (eval mode, ``torch.inference_mode``; "MoE" is the layer after ``optimize_for_inference``, its experts on
 matrices packed once for oneDNN, ``optimization/packed_modules.py``; "plain" is the layer as the model file defines
@@ -13,7 +13,7 @@ it with the eager per-expert ``F.linear`` loop):
 3. 64 experts, 4,096 tokens: MoE layer vs a dense FFN of the same size (its fastest path: packed) over the
    same tokens; target <= 1.3x, with the no-routing GEMM floor.
 
-Training (issue 10 item 5; train mode, gradients, no packing): forward + backward of the MoE layer vs the
+Training (train mode, gradients, no packing): forward + backward of the MoE layer vs the
 dense FFN at 128 and 4,096 tokens (d=384, 4 experts; d=768, 64 experts), in the form the layer chooses (the
 grouped GEMM of transformers' experts interface, ``experts_implementation="grouped_mm"``, on transformers 5), printed
 for the record, and the grouped form against the per-expert loop.
@@ -138,8 +138,8 @@ def _mixtral_style(layer: MoEFeedForward, tokens: torch.Tensor) -> torch.Tensor:
 def _read_weights(layer: MoEFeedForward, experts: list[int]):
     """One streaming read of the given experts' weights (a sum over each matrix): the weight-read floor of a
     layer that must read them once. Their 15 MiB per expert are far beyond the caches, so this is DRAM bandwidth.
-    (An earlier floor timed a copy from an untouched ``torch.empty`` tensor, whose pages all map the kernel's one
-    zero page: it measured write bandwidth, about twice the read speed real weights allow.)"""
+    (A copy from an untouched ``torch.empty`` tensor would not do: its pages all map the kernel's one zero page,
+    so it measures write bandwidth, about twice the read speed real weights allow.)"""
     matrices = [parameter[expert] for expert in experts for parameter in layer.experts.parameters()]
 
     def read() -> None:

@@ -1,4 +1,4 @@
-"""Issue 36's targets for MoE inference, measured side by side in one run on this machine (min / median / p90).
+"""The targets for MoE inference, measured side by side in one run on this machine (min / median / p90).
 
 Every row times its candidates interleaved, round after round (``timing.compare_latencies``,
 ``evaluation.runtime_latency.measure_interleaved_samples``), and prints the ratio of medians with each side's

@@ -1,4 +1,4 @@
-"""Seconds to export each preset to ONNX (issue 9: at most 60 s per preset on the project machine).
+"""Seconds to export each preset to ONNX (target: at most 60 s per preset on the project machine).
 
 Each preset is built at full size with random weights (export time does not depend on their values), saved,
 and exported for ``text-classification`` by ``export_onnx`` with the exporter of this environment (Optimum's

@@ -1,4 +1,4 @@
-"""ONNX Runtime's ``com.microsoft.MoE`` operator on the CPU, against the FFN it would replace (issue 36 item 2).
+"""ONNX Runtime's ``com.microsoft.MoE`` operator on the CPU, against the FFN it would replace.
 
 Two questions decide whether compact-bert's ONNX graphs should use it:
 

@@ -1,14 +1,14 @@
 """MiniLMv2 relation distillation: the relation loss alone and whole distillation steps with each way of computing
-it (issue 20, item 3), side by side in one run.
+it, side by side in one run.
 
-- "autograd": the formulation compact-bert used first (``log_softmax`` of both relations, ``xlogy`` and products,
-  autograd through all of it), kept here as the reference;
+- "autograd": the direct formulation (``log_softmax`` of both relations, ``xlogy`` and products, autograd through
+  all of it), kept here as the reference;
 - "eager": the ``eager`` relation kernel (chunks of relation heads that stay in the CPU's cache, the gradient
   ``softmax(S) − softmax(T)`` formed once), the fallback where no C compiler exists;
 - "native": the ``native`` relation kernel (one compiled C pass per relation row, gradient in the same pass), the
   default on CPU.
-The main job's step: batch 16 x 128 tokens of the bundled corpus, MiniMoE 4L;192H student (the main job's default
-before issue 20) and the packaged all-MiniLM-L6-v2 teacher, 32 relation heads.
+The main job's step: batch 16 x 128 tokens of the bundled corpus, MiniMoE 4L;192H student and the packaged
+all-MiniLM-L6-v2 teacher, 32 relation heads.
 
 Prints each candidate's median, the loss's share of a step, and distillation throughput in tokens per second.
 

@@ -1,4 +1,4 @@
-"""Deployment runtimes side by side (issue 9): batch 1 x 128 tokens, eager PyTorch, ONNX Runtime fp32 / int8 and,
+"""Deployment runtimes side by side: batch 1 x 128 tokens, eager PyTorch, ONNX Runtime fp32 / int8 and,
 where the `tflite` extra is installed, LiteRT fp32 / dynamic-range int8, for
 
 - our MobileBERT (preset ``mobilebert``, 25M parameters),

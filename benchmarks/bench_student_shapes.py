@@ -1,4 +1,4 @@
-"""The main job's candidate student shapes, timed side by side on the paths they ship on (issue 36 item 4).
+"""The main job's candidate student shapes, timed side by side on the paths they ship on.
 
 The candidates of ``examples/student_selection.py`` that differ in shape: the dense 3-layer MiniLM (the main job's
 default), its MiniMoE twin with 4 upcycled experts (each a copy of the FFN, 1,536 neurons) and the MiniMoE split

@@ -1,4 +1,4 @@
-"""What the teacher-output cache saves on a seed grid of task distillation (issue 20, item 4), measured in one run.
+"""What the teacher-output cache saves on a seed grid of task distillation, measured in one run.
 
 Without a cache, every training step runs the teacher on its batch: each seed pays one teacher pass over the
 transfer set per epoch. With the cache, the teacher runs once over the transfer set for the whole grid (and for

@@ -1,5 +1,4 @@
-"""``compact-bert convert``: transformers MobileBERT checkpoints ↔ compact-bert MobileBERT; compact-bert 0.1.0 MiniMoE /
-MoE-BERT folders → today's weight names and code."""
+"""``compact-bert convert``: transformers MobileBERT checkpoints ↔ compact-bert MobileBERT."""
 
 from __future__ import annotations
 
@@ -16,12 +15,10 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "convert",
-        help="Convert a transformers MobileBERT checkpoint to compact-bert's format, or back; upgrade a MiniMoE / "
-        "MoE-BERT folder saved by compact-bert 0.1.0.",
+        help="Convert a transformers MobileBERT checkpoint to compact-bert's format, or back.",
         description="The direction follows the source's config.json model_type: 'mobilebert' (e.g. the layout "
         "of google/mobilebert-uncased) becomes 'compact_mobilebert', and 'compact_mobilebert' becomes "
-        "'mobilebert'; a 'minimoe' / 'moe_bert' folder saved by compact-bert 0.1.0 gets today's weight names "
-        "(experts.up_proj, router.gate) and code files. Weights carry over one to one; the command prints the "
+        "'mobilebert'. Weights carry over one to one; the command prints the "
         "largest output difference between source and converted model on a probe input.",
     )
     parser.add_argument("source", type=Path, help="Folder with config.json and weights.")

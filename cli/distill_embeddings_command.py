@@ -192,7 +192,7 @@ def _student_embedder(
     args: EmbeddingStudentArguments, teacher: SentenceEmbedder, tokenizer, train_data, seed: int, max_seq_length: int
 ):
     transformers.set_seed(seed)
-    # MoE students learn without a capacity limit (issue 20, item 7: dropping a token past its FFN costs accuracy,
+    # MoE students learn without a capacity limit (dropping a token past its FFN costs accuracy,
     # and an embedding averages every token), unless the overrides set one.
     overrides = parse_json_object(args.student_overrides, "student_overrides")
     if PRESETS.get(args.student_preset, (None,))[0] is MiniMoEConfig:

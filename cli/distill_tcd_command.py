@@ -52,6 +52,7 @@ def run(argv: list[str]) -> int:
         "compact-bert distill tcd",
         DESCRIPTION,
     )
+    print(f"distill tcd: loading the teacher {student_args.teacher} ...", flush=True)
     try:
         teacher = load_encoder(student_args.teacher)
     except (ValueError, OSError) as error:
@@ -65,6 +66,7 @@ def run(argv: list[str]) -> int:
     if not isinstance(student.config, MoEBertConfig):
         raise SystemExit(f"--student_preset {student_args.student_preset!r} is not a MoE-BERT preset.")
     tokenizer = default_tokenizer()
+    print("distill tcd: tokenizing the corpus into blocks ...", flush=True)
     train, held_out = prepare_block_datasets(corpus, tokenizer, student.config, with_pairs=False)
     initialization = start_from_teacher(
         student,

@@ -58,7 +58,7 @@ from ..finetuning.task_distillation import (
     label_augmented_examples,
     load_task_teacher,
 )
-from ..finetuning.task_recipe import AUGMENT_COPIES, AUGMENT_PAIR_RECOMBINED, LEARNING_RATE
+from ..finetuning.task_recipe import AUGMENT_COPIES, AUGMENT_PAIR_RECOMBINED, TRAINING_SETTINGS
 from ..finetuning.task_recipe import distillation_alpha as recipe_distillation_alpha
 from ..finetuning.word_neighbours import WordNeighbours
 from ..model_cards import write_model_card
@@ -67,6 +67,7 @@ from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
 from ..training.run_errors import RunSettingsError
 from .argument_checks import check_output_dir_creatable
 from .training_common import (
+    as_flags,
     given_flags,
     parse_arguments,
     parse_json_object,
@@ -492,7 +493,27 @@ def run(argv: list[str]) -> int:
     return 0
 
 
+# A recipe setting and the flags that set it on either transformers line (``compat.translate_legacy_training_flags``).
+_SETTING_FLAGS = {"group_by_length": ("--group_by_length", "--train_sampling_strategy")}
+
+
+def _recipe_flags(argv: list[str]) -> list[str]:
+    """With ``--teacher``: the task-distillation recipe's training settings (``task_recipe.TRAINING_SETTINGS``) that
+    no flag of ``argv`` sets, as flags that ``argv``'s own come after."""
+    given = given_flags(argv)
+    if "--teacher" not in given:
+        return []
+    missing = {
+        name: value
+        for name, value in TRAINING_SETTINGS.items()
+        if not given.intersection(_SETTING_FLAGS.get(name, (f"--{name}",)))
+    }
+    return list(as_flags(missing))
+
+
 def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig]:
+    """``argv`` parsed once; with ``--teacher`` the recipe's training settings are the defaults (``_recipe_flags``)."""
+    argv = [*_recipe_flags(argv), *argv]
     model_args, data_args, training_args = parse_arguments(
         (FinetuneModelArguments, FinetuneDataArguments, FinetuneConfig), argv, "compact-bert finetune", DESCRIPTION
     )
@@ -500,8 +521,6 @@ def parse_finetune_arguments(argv: list[str]) -> tuple[FinetuneModelArguments, F
         model_args.model_name_or_path = str(packaged_teacher_dir())
     if training_args.teacher_cache_dir is not None:  # before the teacher's logits are computed, not after
         check_output_dir_creatable(training_args.teacher_cache_dir, "teacher_cache_dir")
-    if model_args.teacher and "--learning_rate" not in given_flags(argv):  # the task-distillation recipe's rate
-        training_args.learning_rate = LEARNING_RATE
     return model_args, data_args, training_args
 
 

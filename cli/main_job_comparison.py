@@ -26,61 +26,42 @@ from ..configuration.presets import minilm_fields_like
 from ..distillation.teachers import resolve_model_path
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..finetuning.folder_evaluation import evaluate_folder
-from ..finetuning.task_recipe import LEARNING_RATE
+from ..finetuning.task_recipe import TRAINING_SETTINGS
 from ..model_cards.load_calls import load_call
 from . import finetune_command
+from .training_common import as_flags
 
 __all__ = [
     "COMPARISON_FLAGS",
     "COMPARISON_TRAINING_FLAGS",
-    "STUDENT_RECIPE_FLAGS",
+    "LOGGING_FLAGS",
+    "TASK_FLAGS",
     "baseline_arguments",
     "compare_latency",
+    "comparison_commands",
     "comparison_table",
     "inherited_flags",
     "run_comparison",
     "time_comparison",
 ]
 
-# Every model of the comparison: 3 epochs over the bundled slice (3,000 GLUE train sentences), batch 32, 64 tokens,
-# learning rate 1e-4, evaluated once at the end (no selection on the dev set). The issue that set the main job's
-# targets measured the layer-dropped baseline with exactly these settings (3 epochs, batch 32, lr 1e-4). Batches
-# group sentences of similar length (transformers' length-grouped sampler): half the padding, half the time (60
-# steps of the teacher: 37 s random, 18 s grouped, on the 2-core machine).
-COMPARISON_FLAGS = (
-    "--task_name",
-    "sst2",
-    "--num_train_epochs",
-    "3",
-    "--learning_rate",
-    "1e-4",
-    "--per_device_train_batch_size",
-    "32",
-    "--max_seq_length",
-    "64",
-    "--eval_strategy",
-    "no",
-    "--save_strategy",
-    "no",
-    "--load_best_model_at_end",
-    "false",
-    "--logging_strategy",
-    "steps",
-    "--logging_steps",
-    "50",
-    "--group_by_length",
-    "true",
+# The main job's task: SST-2, 64 tokens.
+TASK_FLAGS = ("--task_name", "sst2", "--max_seq_length", "64")
+LOGGING_FLAGS = ("--logging_strategy", "steps", "--logging_steps", "50")
+# The teacher's learning rate when the job fine-tunes it (and the baseline's): half the student's
+# (finetuning/task_recipe.py).
+TEACHER_LEARNING_RATE = 1e-4
+
+
+# Every model of the comparison trains with the task-distillation recipe's settings (finetuning/task_recipe.py: 3
+# epochs over the bundled slice of 3,000 GLUE train sentences, batch 32, length-grouped batches — half the padding,
+# half the time —, evaluated once at the end: no selection on the dev set); the teacher and the baseline learn the
+# labels at the teacher's learning rate, the student takes the recipe as ``finetune --teacher`` does.
+COMPARISON_TRAINING_FLAGS = (
+    *as_flags({**TRAINING_SETTINGS, "learning_rate": TEACHER_LEARNING_RATE}),
+    *LOGGING_FLAGS,
 )
-# The student departs from COMPARISON_FLAGS where the task-distillation recipe does (finetuning/task_recipe.py).
-STUDENT_RECIPE_FLAGS = ("--learning_rate", f"{LEARNING_RATE:g}")
-# COMPARISON_FLAGS without the task's own flags (its name and length): the settings the recipes in examples/ give every
-# task.
-COMPARISON_TRAINING_FLAGS = tuple(
-    item
-    for index in range(0, len(COMPARISON_FLAGS), 2)
-    if COMPARISON_FLAGS[index] not in ("--task_name", "--max_seq_length")
-    for item in COMPARISON_FLAGS[index : index + 2]
-)
+COMPARISON_FLAGS = (*TASK_FLAGS, *COMPARISON_TRAINING_FLAGS)
 INHERITED_TRAINING_FLAGS = ("seed", "use_cpu", "disable_tqdm", "dataloader_num_workers", "keep_checkpoints")
 LATENCY_SEQUENCE_LENGTH = 128
 LATENCY_ROUNDS = 20
@@ -145,6 +126,55 @@ def _finetune(argv: list[str]) -> dict:
     return runs[0]
 
 
+def comparison_commands(
+    student_dir: str,
+    teacher_path: str,
+    output_dir: str,
+    training_args,
+    train_file: str | None,
+    validation_file: str | None,
+    student_flags: list[str],
+    common_flags: list[str],
+    student_output_dir: str | None = None,
+    baseline_layers: int | None = None,
+) -> tuple[dict, list[str], dict]:
+    """The folders, data flags and ``compact-bert finetune`` command line of each role (``run_comparison``)."""
+    files = bundled_sst2_files()
+    base = str(output_dir).rstrip("/")
+    data = [
+        "--train_file",
+        train_file or str(files["train"]),
+        "--validation_file",
+        validation_file or str(files["validation"]),
+    ]
+    shared = [*data, *COMPARISON_FLAGS, *inherited_flags(training_args)]
+    folders = {role: f"{base}-{role}-sst2" for role in ("teacher", "baseline")}
+    folders["student"] = student_output_dir or f"{base}-sst2"
+    commands = {
+        "teacher": ["--model_name_or_path", teacher_path, "--output_dir", folders["teacher"], *shared, *common_flags],
+        "baseline": [
+            *baseline_arguments(teacher_path, folders["baseline"], baseline_layers),
+            *shared,
+            *common_flags,
+        ],
+        "student": [  # --teacher: the recipe's training settings, which the user's flags override
+            "--model_name_or_path",
+            student_dir,
+            "--teacher",
+            folders["teacher"],
+            "--output_dir",
+            folders["student"],
+            *data,
+            *TASK_FLAGS,
+            *LOGGING_FLAGS,
+            *inherited_flags(training_args),
+            *common_flags,
+            *student_flags,
+        ],
+    }
+    return folders, data, commands
+
+
 def run_comparison(
     student_dir: str,
     teacher: str,
@@ -161,39 +191,20 @@ def run_comparison(
     ``<output_dir>-baseline-sst2`` and ``student_output_dir`` (default ``<output_dir>-sst2``); the summary fields
     of the comparison. The baseline keeps ``baseline_layers`` of the teacher's layers (default: half, rounded up;
     the main job gives its student's depth)."""
-    files = bundled_sst2_files()
-    base = str(output_dir).rstrip("/")
-    data = [
-        "--train_file",
-        train_file or str(files["train"]),
-        "--validation_file",
-        validation_file or str(files["validation"]),
-    ]
-    shared = [*data, *COMPARISON_FLAGS, *inherited_flags(training_args)]
     teacher_path = str(resolve_model_path(teacher))
-    folders = {role: f"{base}-{role}-sst2" for role in ("teacher", "baseline")}
-    folders["student"] = student_output_dir or f"{base}-sst2"
+    folders, data, commands = comparison_commands(
+        student_dir,
+        teacher_path,
+        output_dir,
+        training_args,
+        train_file,
+        validation_file,
+        student_flags,
+        common_flags,
+        student_output_dir,
+        baseline_layers,
+    )
     runs, seconds = {}, {}
-    commands = {
-        "teacher": ["--model_name_or_path", teacher_path, "--output_dir", folders["teacher"], *shared, *common_flags],
-        "baseline": [
-            *baseline_arguments(teacher_path, folders["baseline"], baseline_layers),
-            *shared,
-            *common_flags,
-        ],
-        "student": [
-            "--model_name_or_path",
-            student_dir,
-            "--teacher",
-            folders["teacher"],
-            "--output_dir",
-            folders["student"],
-            *shared,
-            *STUDENT_RECIPE_FLAGS,
-            *common_flags,  # the user's flags override the recipe's
-            *student_flags,
-        ],
-    }
     # The user's classifier is the teacher as it is: its folder, scored with the teacher's data settings, never
     # written.
     planned_teacher = Path(folders["teacher"])

@@ -1,4 +1,4 @@
-"""The main job's last step: take the fine-tuned student all the way to what ships (issue 9, item 8).
+"""The main job's last step: take the fine-tuned student all the way to what ships.
 
 ONNX export (parity-checked against PyTorch) and dynamic int8 into ``<folder>/onnx/``, SST-2 dev accuracy of both
 files through onnxruntime, latency of eager PyTorch / ONNX fp32 / ONNX int8 side by side (``latency.json``), the

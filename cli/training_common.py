@@ -31,6 +31,7 @@ from ..training.training_arguments import CompactBertTrainingArguments
 from .argument_checks import check_training_arguments
 
 __all__ = [
+    "as_flags",
     "build_from_preset",
     "given_flags",
     "invoked_command_line",
@@ -104,6 +105,18 @@ def _has_accelerator(arguments) -> bool:
 def given_flags(argv: list[str]) -> set[str]:
     """The flags named on a command line (``--name value`` or ``--name=value``), to tell a default from a choice."""
     return {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+
+
+def as_flags(settings: dict) -> tuple[str, ...]:
+    """``{"num_train_epochs": 3.0, "group_by_length": True}`` as ``--num_train_epochs 3 --group_by_length true``."""
+    flags = []
+    for name, value in settings.items():
+        if isinstance(value, bool):
+            text = str(value).lower()
+        else:
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+        flags += [f"--{name}", text]
+    return tuple(flags)
 
 
 def parse_json_object(text: str, field: str) -> dict:

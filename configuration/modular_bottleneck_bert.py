@@ -19,7 +19,6 @@ from transformers.activations import ACT2FN
 
 from .auto_map import ENCODER_AUTO_MODEL_SUFFIXES, family_auto_map
 from .validation import (
-    drop_fields_of_release_0_1,
     reject_undefined_fields,
     require_bool,
     require_choice,
@@ -92,7 +91,6 @@ class BottleneckBertConfig(PretrainedConfig):
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
-        drop_fields_of_release_0_1(kwargs)
         reject_undefined_fields(type(self), kwargs)
         kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)

@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
-    "FIELDS_OF_RELEASE_0_1",
-    "drop_fields_of_release_0_1",
     "TRANSFORMERS_CONFIG_KEYS",
     "reject_undefined_fields",
     "require_bool",
@@ -26,16 +24,6 @@ __all__ = [
     "require_positive_int",
     "require_token_id",
 ]
-
-# Fields of configs saved by compact-bert 0.1.0 that chose the kernels inside ``forward``; the kernels are now chosen
-# by an explicit call on a loaded model (``compact_bert.optimize_for_inference``), so loading such a config drops them.
-FIELDS_OF_RELEASE_0_1 = ("dense_implementation", "moe_implementation", "pack_inference_weights")
-
-
-def drop_fields_of_release_0_1(kwargs: dict) -> None:
-    """Remove the kernel-selection fields of a 0.1.0 ``config.json`` (``FIELDS_OF_RELEASE_0_1``) from ``kwargs``."""
-    for field in FIELDS_OF_RELEASE_0_1:
-        kwargs.pop(field, None)
 
 
 def _fail(owner: str, field: str, value: Any, allowed: str) -> None:

@@ -11,20 +11,28 @@ Distillation", §2.2, activation-based importance), which needs forward passes o
 - an **FFN neuron**'s importance is the mean magnitude of its activation (what the down-projection reads), over
   real tokens; MoEBERT (Zuo et al., 2022, §3.1) ranks neurons the same way before splitting an FFN into experts.
 
-``measure_moe_inputs`` records the mean and covariance of what a student's MoE block receives: routers of
-upcycled or split experts are initialized on them so that routing starts balanced. (The teacher's FFN inputs would
+``measure_block_inputs`` (and ``measure_moe_inputs``, through the whole model) records the mean and covariance of what
+a student's MoE block receives: routers of upcycled or split experts are initialized on them so that routing starts
+balanced. (The teacher's FFN inputs would
 not do: a narrower student's LayerNorms normalize over fewer channels, which shifts the whole distribution.)
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-__all__ = ["TeacherActivationStatistics", "measure_moe_inputs", "measure_teacher_activations"]
+__all__ = [
+    "TeacherActivationStatistics",
+    "first_layer_inputs",
+    "measure_block_inputs",
+    "measure_moe_inputs",
+    "measure_teacher_activations",
+]
 
 
 @dataclass
@@ -124,6 +132,57 @@ def measure_teacher_activations(
         ),
         num_tokens=num_tokens,
     )
+
+
+class _StopAtLayer(Exception):
+    """Raised by ``first_layer_inputs``' hook: the rest of the forward is not needed."""
+
+
+@torch.no_grad()
+def first_layer_inputs(model: nn.Module, layer: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> list:
+    """The ``(args, kwargs)`` that ``layer`` (the model's first encoder layer) receives for each of ``batches``, from
+    forwards of ``model`` (in eval mode) that stop there: only the embeddings run."""
+    captured = []
+
+    def hook(module, args, kwargs):
+        captured.append((args, kwargs))
+        raise _StopAtLayer
+
+    handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
+    was_training = model.training
+    model.eval()
+    try:
+        for batch in batches:
+            with contextlib.suppress(_StopAtLayer):
+                model(**{key: batch[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in batch})
+    finally:
+        handle.remove()
+        model.train(was_training)
+    return captured
+
+
+@torch.no_grad()
+def measure_block_inputs(layer: nn.Module, block: nn.Module, layer_inputs: list, masks: list[torch.Tensor]):
+    """Mean ``[hidden]`` and covariance ``[hidden, hidden]`` (float64) of the real tokens (``masks``: ``[batch *
+    seq]`` bool per batch) entering ``block`` when ``layer`` (in eval mode) runs on ``layer_inputs``
+    (``first_layer_inputs``' form): one layer's forward per batch, whatever the depth."""
+    accumulator = _Accumulator()
+
+    def hook(module, inputs):
+        accumulator.add("sum", inputs[0])
+        accumulator.add_outer("outer", inputs[0])
+
+    handle = block.register_forward_pre_hook(hook)
+    num_tokens = 0
+    try:
+        for (args, kwargs), mask in zip(layer_inputs, masks):
+            accumulator.mask = mask
+            num_tokens += int(mask.sum())
+            layer(*args, **kwargs)
+    finally:
+        handle.remove()
+    mean = accumulator.sums["sum"] / num_tokens
+    return mean, accumulator.sums["outer"] / num_tokens - torch.outer(mean, mean)
 
 
 @torch.no_grad()

@@ -37,7 +37,7 @@ from transformers import PretrainedConfig
 
 from ..configuration.dense_students import BERT_LAYOUT_MODEL_TYPES
 from ..models import SPARSE_MODEL_TYPES
-from .importance import TeacherActivationStatistics, measure_moe_inputs
+from .importance import TeacherActivationStatistics, first_layer_inputs, measure_block_inputs
 from .teacher_weights import (
     PADDING_OFFSET_POSITIONS,
     EncoderWeights,
@@ -256,19 +256,37 @@ def _expert_neurons(importance: torch.Tensor | None, ffn_width: int, num_experts
 
 def _calibrate_routers(student, encoder, calibration, seed: int, copied: bool) -> bool:
     """Balance every learned router of ``student`` on its own MoE inputs, block after block (each block's inputs
-    measured with the routers before it already set); ``False`` when there is nothing to calibrate."""
-    layers = [layer for layer in encoder.encoder.layer if hasattr(layer, "moe") and hasattr(layer.moe.router, "gate")]
-    if copied or not layers:
+    measured with the routers before it already set); ``False`` when there is nothing to calibrate.
+
+    The calibration batches go through the encoder one layer at a time: the first layer's inputs come from the
+    embeddings, each layer with a router runs twice on its inputs (to measure its block's input, then with the
+    router set to give the next layer's inputs), every other layer once — a cost linear in the depth."""
+    layers = list(encoder.encoder.layer)
+    routed = [
+        index for index, layer in enumerate(layers) if hasattr(layer, "moe") and hasattr(layer.moe.router, "gate")
+    ]
+    if copied or not routed:
         return False
     if calibration is None:
         raise TeacherShapeError(
             "The student's learned routers are balanced on calibration text: pass `calibration` "
             "(a few batches of model inputs)."
         )
+    print(f"Balancing {len(routed)} routers on {len(calibration)} calibration batches, layer by layer ...", flush=True)
     generator = torch.Generator().manual_seed(seed)
-    for layer in layers:
-        mean, covariance = measure_moe_inputs(student, layer.moe, calibration)
-        _balanced_router(layer.moe.router.gate, mean, covariance, generator)
+    masks = [batch["attention_mask"].reshape(-1).bool() for batch in calibration]
+    was_training = student.training
+    student.eval()
+    try:
+        inputs = first_layer_inputs(student, layers[0], calibration)
+        for index, layer in enumerate(layers[: routed[-1] + 1]):
+            if index in routed:
+                mean, covariance = measure_block_inputs(layer, layer.moe, inputs, masks)
+                _balanced_router(layer.moe.router.gate, mean, covariance, generator)
+            if index < routed[-1]:
+                inputs = [((layer(*args, **kwargs)[0], *args[1:]), kwargs) for args, kwargs in inputs]
+    finally:
+        student.train(was_training)
     return True
 
 

@@ -130,6 +130,12 @@ def prepare_initialization(student_config, teacher, layer_map, dataset, collator
     except TeacherShapeError as error:
         raise RunSettingsError(f"--layer_map: {error}") from None
     calibration = calibration_batches(dataset, collator)
+    if needs_activation_statistics(student_config, teacher.config):
+        print(
+            f"Measuring the teacher's channel, head and neuron importance on {CALIBRATION_EXAMPLES} training "
+            "examples ...",
+            flush=True,
+        )
     return teacher_statistics(student_config, teacher, calibration), calibration
 
 

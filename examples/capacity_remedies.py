@@ -1,14 +1,14 @@
 """Which fine-tuning remedy keeps more accuracy when a MoE student's router was learned on other text: no capacity
-limit, or a re-balanced router (issue 20, item 7).
+limit, or a re-balanced router.
 
-The student is the one the issue reported on: MiniMoE 4L;192H from random weights after 200 steps of general
+The student is MiniMoE 4L;192H from random weights after 200 steps of general
 MiniLMv2 distillation on the bundled WikiText-2 slice (the settings of ``minimoe_vs_minilm``), so its routers were
 learned on encyclopedia text. It is then fine-tuned on SST-2 (the bundled slice, scored on the full dev set) and
 CoNLL-2003 (the first 4,000 training sentences, dev entity F1) with the main job's settings (``student_results``),
 four ways:
 
-- ``capacity 1.25``: the checkpoint's capacity factor, routers as distilled (the old default);
-- ``no capacity limit``: nothing dropped (today's default, ``--capacity_factor none``);
+- ``capacity 1.25``: the checkpoint's capacity factor, routers as distilled;
+- ``no capacity limit``: nothing dropped (the default, ``--capacity_factor none``);
 - ``capacity 1.25, re-balanced``: routers' biases shifted first so the task's first 256 training examples spread
   evenly (``--rebalance_routers``), then the checkpoint's capacity factor;
 - ``no limit, re-balanced``: both.

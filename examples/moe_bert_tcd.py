@@ -16,7 +16,7 @@ set, one run per ``--seeds`` value.
 Run: ``python -m examples.moe_bert_tcd --output_dir runs/moe_bert_tcd``
 (about an hour on 2 CPU cores).
 
-``--start teacher`` asks the same question of students that start from the teacher (issue 20): a width-reduced
+``--start teacher`` asks the same question of students that start from the teacher: a width-reduced
 MoE-BERT (6 layers, H=192, 6 heads, FFN 768, 8 experts; ``STUDENT_FROM_TEACHER``) initialized from all-MiniLM-L6-v2
 by ``--init_from_teacher auto`` (layer i from layer i, the teacher's most important 192 channels, 6 heads and 768
 FFN neurons, the FFN upcycled into every expert, routers balanced), then pre-trained with and without TCD exactly

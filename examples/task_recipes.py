@@ -1,7 +1,7 @@
 """Which task-distillation recipe holds across task kinds — chosen on sets carved from *training* data.
 
 The main job's student (the 3-layer MiniLM that starts from its fine-tuned teacher's layers 1, 3, 5) and its recipe
-must keep its teacher's quality on every kind of task, not only on the one it was first tuned on. This recipe trains,
+must keep its teacher's quality on every kind of task, not only on one of them. This recipe trains,
 for each task kind the shared data holds and each seed, the teacher, the layer-dropped baseline and one student per
 candidate recipe, all with the main job's settings (3 epochs, batch 32, learning rate 1e-4, length-grouped batches,
 one evaluation of the final model), and scores them on a **selection set** drawn from the task's training data and
@@ -16,7 +16,7 @@ never trained on:
   of the first 4,000).
 
 Candidates (``RECIPES``) differ only in the student's ``compact-bert finetune --teacher`` flags: ``current`` (the
-recipe before issue 37: 2 copies perturbing both sentences of a pair), ``hidden`` (plus intermediate-layer
+baseline recipe: 2 copies perturbing both sentences of a pair), ``hidden`` (plus intermediate-layer
 distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), ``hidden-one-of-pair`` (both),
 ``hidden-no-copies``; then, one lever at a time on ``one-of-pair``: ``four-copies-one-of-pair`` (a transfer set of
 4 copies), ``neighbours-one-of-pair`` (words replaced by teacher-embedding neighbours), ``six-epochs-one-of-pair``,
@@ -24,8 +24,8 @@ distillation), ``one-of-pair`` (copies that keep one sentence of a pair whole), 
 ``attention-hidden-one-of-pair`` (the attention loss beside the hidden states) and
 ``hidden-six-epochs-one-of-pair`` (the two best on STS-B together); then, one setting at a time on
 ``four-copies-one-of-pair``: ``soft-targets-only`` (alpha 0), ``double-learning-rate`` (the student at 2e-4, the
-third round's choice) and ``quadruple-learning-rate`` (4e-4); ``hidden-double-learning-rate`` (the choice
-with the hidden states, measured after it on STS-B); ``six-epochs-double-learning-rate`` (2 copies for 6 epochs
+learning-rate study's choice) and ``quadruple-learning-rate`` (4e-4); ``hidden-double-learning-rate`` (that choice
+with the hidden states, measured on STS-B); ``six-epochs-double-learning-rate`` (2 copies for 6 epochs
 at 2e-4: 1.2 times the steps of 4 copies for 3 epochs) and ``swapped-pairs-double-learning-rate`` (each copy of a
 pair also in the other order with probability 1/2), ``three-quarters-labels-double-learning-rate`` (α 0.75),
 ``labels-only-on-originals-double-learning-rate`` (α 1: the gold labels alone on the training examples, the teacher
@@ -33,9 +33,9 @@ on the copies; for a regression the teacher's "soft target" is one number, no da
 ``labels-for-regression`` (α 1 for a regression only); then, one lever at a time on it, on STS-B:
 ``hidden-labels-for-regression``, ``six-epochs-labels-for-regression``, ``eight-copies-labels-for-regression`` and
 ``recombined-pairs-labels-for-regression`` (2 new pairs per training pair made of whole training sentences,
-``--augment_pair_recombined``), which became ``recombined-pairs`` (the choice: ``CHOSEN_RECIPE``). The recipe with the
-best mean share of its teacher over the task kinds (``--seeds`` averaged) becomes ``finetune --teacher``'s default
-(``finetuning/task_recipe.py``; measured: docs/students.md).
+``--augment_pair_recombined``), and ``recombined-pairs``, which gives them to sentence pairs only (the choice:
+``CHOSEN_RECIPE``). The recipe with the best mean share of its teacher over the task kinds (``--seeds`` averaged)
+becomes ``finetune --teacher``'s default (``finetuning/task_recipe.py``; measured: docs/students.md).
 Then, and only then, ``--report_dev`` scores the saved teacher, baseline and the *default* recipe's student on each
 task's official dev set (GLUE SST-2 dev, STS-B dev, CoNLL-2003 validation) — the numbers of docs/students.md.
 
@@ -108,9 +108,9 @@ def _student_flags(
 ) -> list[str]:
     """A candidate's ``finetune`` flags beyond the data and training settings ("{teacher}": the seed's teacher;
     ``extra``: flags that replace a shared training setting, e.g. the number of epochs). ``alpha``: the weight of
-    the labels every candidate before the fourth round was measured at, on every task kind; ``None``: the recipe's
-    by task kind (``finetuning/task_recipe.distillation_alpha``). ``recombined``: recombined pairs per training pair
-    (none before the fifth round); ``None``: the recipe's, which sentence pairs alone get."""
+    the labels, the same on every task kind; ``None``: the recipe's by task kind
+    (``finetuning/task_recipe.distillation_alpha``). ``recombined``: recombined pairs per training pair (none by
+    default); ``None``: the recipe's, which sentence pairs alone get."""
     return [
         "--teacher",
         "{teacher}",
@@ -132,7 +132,7 @@ def _student_flags(
 
 # name -> the student's flags
 RECIPES = {
-    "current": _student_flags(copies=2, hidden_weight=0, pair_sentences="both"),  # the recipe before issue 37
+    "current": _student_flags(copies=2, hidden_weight=0, pair_sentences="both"),  # the baseline recipe
     "one-of-pair": _student_flags(copies=2, hidden_weight=0, pair_sentences="one"),
     "hidden": _student_flags(copies=2, hidden_weight=1, pair_sentences="both"),
     "hidden-no-copies": _student_flags(copies=0, hidden_weight=1, pair_sentences="one"),
@@ -162,8 +162,8 @@ RECIPES = {
     # alpha by task kind, 1 for a regression and 0.5 for the others: on STS-B the same computation as the candidate
     # above, on SST-2 and CoNLL-2003 as double-learning-rate
     "labels-for-regression": _student_flags(4, 0, "one", 0, 0, "--learning_rate", "2e-4", alpha=None),
-    # the fifth round, one lever at a time on labels-for-regression, measured on STS-B: at alpha 1 the teacher
-    # speaks only on the copies, one number each
+    # one lever at a time on labels-for-regression, measured on STS-B: at alpha 1 the teacher speaks only on the
+    # copies, one number each
     "hidden-labels-for-regression": _student_flags(4, 1, "one", 0, 0, "--learning_rate", "2e-4", alpha=None),
     "six-epochs-labels-for-regression": _student_flags(
         4, 0, "one", 0, 0, "--learning_rate", "2e-4", "--num_train_epochs", "6", alpha=None

@@ -35,7 +35,8 @@ SLICE_FOLDER = "sst2_slice"
 def bundled_sst2_files() -> dict[str, Path]:
     """Paths of the bundled ``train`` and ``validation`` files (header ``sentence<TAB>label``)."""
     folder = resources.files(__package__).joinpath(SLICE_FOLDER)
-    return {split: Path(str(folder.joinpath(f"{split}.tsv"))) for split in ("train", "validation")}
+    # resolved: an editable install reaches the files through links, whose paths would be printed and recorded
+    return {split: Path(str(folder.joinpath(f"{split}.tsv"))).resolve() for split in ("train", "validation")}
 
 
 def _read_lines(path: Path) -> tuple[str, list[str]]:

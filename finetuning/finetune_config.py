@@ -50,7 +50,14 @@ class FinetuneConfig(CompactBertTrainingArguments):
             f"task-distillation recipe's {LEARNING_RATE:g} unless given (finetuning/task_recipe.py)."
         },
     )
-    num_train_epochs: float = field(default=10.0, metadata={"help": "Epochs (10 in papers 002 and 003)."})
+    num_train_epochs: float = field(
+        default=10.0,
+        metadata={
+            "help": "Epochs (10 in papers 002 and 003). With --teacher the task-distillation recipe's 3 unless given, "
+            "as its other training settings: batch 32, length-grouped batches, the final model evaluated once "
+            "(finetuning/task_recipe.py)."
+        },
+    )
     per_device_train_batch_size: int = field(
         default=32, metadata={"help": "Examples per device and step (32: papers 002, 003)."}
     )

@@ -1,7 +1,7 @@
 """Re-balance a distilled MoE model's routers on the task's own text before fine-tuning.
 
-A router learned on the distillation corpus can send most of a new task's tokens to one expert (issue 20 measured
-74% in one block on MRPC sentences); with a capacity limit those tokens are dropped past their FFN from the first
+A router learned on the distillation corpus can send most of a new task's tokens to one expert (74% in
+one block, measured on MRPC sentences); with a capacity limit those tokens are dropped past their FFN from the first
 step. Fine-tuning without a capacity limit (``--capacity_factor none``, the default) avoids the drops but keeps the
 imbalance; this module is the other remedy: shift each learned router's **bias** so that, on the first training
 examples, every expert is the top-1 choice of an equal share of real tokens. The router's weights (what it learned

@@ -532,7 +532,8 @@ def marked_card_text(card) -> str:
 
 def card_was_edited(path: str | Path) -> bool:
     """Whether the card at ``path`` differs from what compact-bert last wrote there: edited by hand, written by
-    another tool, or without the mark (written by an earlier compact-bert). ``False`` when there is no card."""
+    another tool, or without the mark (written by a compact-bert that does not mark its cards). ``False`` when
+    there is no card."""
     path = Path(path)
     if not path.is_file():
         return False

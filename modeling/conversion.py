@@ -1,5 +1,4 @@
-"""Convert between transformers' MobileBERT checkpoints and compact-bert's MobileBERT family, and upgrade MiniMoE /
-MoE-BERT folders saved by compact-bert 0.1.0 (other weight names for experts and routers) to today's.
+"""Convert between transformers' MobileBERT checkpoints and compact-bert's MobileBERT family.
 
 Both sides use the same module names, so the weights carry over one to one; only the config differs:
 transformers' ``use_bottleneck_attention`` / ``key_query_shared_bottleneck`` flags become our
@@ -12,7 +11,6 @@ differ by about 1e-3 there.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -20,9 +18,7 @@ import torch
 import transformers
 
 from ..configuration import CompactMobileBertConfig
-from ..models import SPARSE_MODEL_TYPES
 from ..models.compact_mobilebert import modeling_compact_mobilebert
-from ..training.checked_loading import KEYS_OF_RELEASE_0_1
 
 __all__ = ["convert_checkpoint", "to_compact_config", "to_transformers_config"]
 
@@ -122,12 +118,10 @@ def convert_checkpoint(source_dir, target_dir) -> dict:
         target_config = to_transformers_config(source.config)
         target_class = getattr(transformers, f"MobileBert{suffix}")
         direction = "compact_mobilebert -> transformers mobilebert"
-    elif model_type in SPARSE_MODEL_TYPES:
-        return _upgrade_release_0_1(source_dir, target_dir, raw)
     else:
         raise ValueError(
-            f"{config_path}: model_type {model_type!r} cannot be converted; expected 'mobilebert', "
-            f"'{CompactMobileBertConfig.model_type}' or a MiniMoE / MoE-BERT folder of compact-bert 0.1.0."
+            f"{config_path}: model_type {model_type!r} cannot be converted; expected 'mobilebert' or "
+            f"'{CompactMobileBertConfig.model_type}'."
         )
     target = target_class(target_config)
     target.load_state_dict(_transferable_state(source, target), strict=True)
@@ -144,52 +138,6 @@ def _save_with_tokenizer(target: torch.nn.Module, source_dir: Path, target_dir: 
     for name in _TOKENIZER_FILES:
         if (source_dir / name).is_file():
             shutil.copy2(source_dir / name, target_dir / name)
-
-
-def _upgrade_release_0_1(source_dir: Path, target_dir: Path, raw: dict) -> dict:
-    """A 0.1.0 MiniMoE / MoE-BERT folder under today's weight names and code. The source runs on the code it
-    shipped (``trust_remote_code``), the target on today's: the probe difference shows they compute the same."""
-    from safetensors.torch import load_file
-
-    architecture = (raw.get("architectures") or ["Model"])[0]
-    auto_name = next(
-        (name for name, target in raw.get("auto_map", {}).items() if target.endswith(f".{architecture}")), None
-    )
-    if auto_name is None or not (source_dir / "model.safetensors").is_file():
-        raise ValueError(
-            f"{source_dir}: not a compact-bert 0.1.0 folder (config.json's auto_map names no {architecture}, or "
-            "there is no model.safetensors)."
-        )
-    auto_class = getattr(transformers, auto_name)
-    weights = load_file(source_dir / "model.safetensors")
-    renamed = {}
-    for key, value in weights.items():
-        for pattern, replacement in KEYS_OF_RELEASE_0_1.items():
-            key = re.sub(pattern, replacement, key)
-        renamed[key] = value
-    if renamed.keys() == weights.keys():
-        raise ValueError(f"{source_dir}: its weights already carry today's names; nothing to convert.")
-    config = transformers.AutoConfig.from_pretrained(source_dir, trust_remote_code=False)
-    target = auto_class.from_config(config)
-    missing, unexpected = target.load_state_dict(renamed, strict=False)
-    tied = set(getattr(target, "_tied_weights_keys", None) or ())
-    if unexpected or set(missing) - tied:
-        raise ValueError(
-            f"{source_dir}: after renaming, weights {sorted(unexpected)[:5]} have no place and {sorted(missing)[:5]} "
-            "are missing: not a compact-bert 0.1.0 folder of this model type."
-        )
-    target.tie_weights()
-    # The folder's own code, not the class compact-bert registered for the model type.
-    from transformers.dynamic_module_utils import get_class_from_dynamic_module
-
-    source_class = get_class_from_dynamic_module(raw["auto_map"][auto_name], str(source_dir))
-    source = source_class.from_pretrained(source_dir)
-    _save_with_tokenizer(target, source_dir, target_dir)
-    return {
-        "direction": "compact-bert 0.1.0 -> today's weight names and code",
-        "architecture": type(target).__name__,
-        "max_abs_difference": _probe_difference(source, target, config.vocab_size),
-    }
 
 
 def _transferable_state(source: torch.nn.Module, target: torch.nn.Module) -> dict:

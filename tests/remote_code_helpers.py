@@ -38,6 +38,9 @@ CHILD = BLOCK_COMPACT_BERT + textwrap.dedent(
         with torch.no_grad():
             output = getattr(model(**reference["inputs"]), case["output"])
         torch.testing.assert_close(output, reference["expected"])
+        if "labels" in reference:  # a classifier's accuracy, recomputed here from its own predictions
+            accuracy = float((output.argmax(-1) == reference["labels"]).double().mean())
+            assert abs(accuracy - reference["accuracy"]) < 5e-5, (accuracy, reference["accuracy"])  # reported: 4 digits
         expected_module = "transformers.models." if plain else "transformers_modules"
         assert type(model).__module__.startswith(expected_module), type(model).__module__
     assert not any(name.startswith("compact_bert") for name in sys.modules)
@@ -54,7 +57,8 @@ def load_in_fresh_process(
     plain: bool = False,
 ) -> None:
     """Each case: ``folder`` (or a repo id), ``auto_name``, ``output`` (field to compare) and ``reference`` (a
-    torch.save of ``{"inputs": ..., "expected": ...}``). Fails unless every case loads and matches in one process
+    torch.save of ``{"inputs": ..., "expected": ...}``, and for a classifier optionally ``labels`` and the
+    ``accuracy`` its predictions must give). Fails unless every case loads and matches in one process
     of ``python`` (another interpreter, e.g. with the other transformers line, checks folders across lines).
 
     ``environment`` overrides the child's variables, e.g. to load by repo id from a test Hub (``HF_ENDPOINT``).
@@ -79,3 +83,19 @@ def load_in_fresh_process(
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert f"loaded {len(cases)}" in result.stdout
+
+
+def load_classifier_without_compact_bert(folder: Path, reference: Path, work_dir: Path) -> None:
+    """``folder`` (a plain transformers classifier) loads with remote code refused and reproduces ``reference`` in
+    a process without compact-bert — on this transformers line and, where ``COMPACT_BERT_OTHER_PYTHON`` names an
+    interpreter of the other line, on that one too."""
+    case = {
+        "folder": str(folder),
+        "auto_name": "AutoModelForSequenceClassification",
+        "output": "logits",
+        "reference": str(reference),
+    }
+    load_in_fresh_process([case], work_dir / "plain", plain=True)
+    other_python = os.environ.get("COMPACT_BERT_OTHER_PYTHON")
+    if other_python:
+        load_in_fresh_process([case], work_dir / "plain-other-line", python=other_python, plain=True)

@@ -7,41 +7,26 @@ random head and reports parity. ``load_checked`` reads the report: a missing or 
 (the embeddings and the encoder layers) is an error listing them; a task head that the caller is about to train
 (missing) or does not use (unexpected), and a pooler, are not; ``checkpoint_checks`` names the config field that
 disagrees with a tensor's shape, a wrong layer count and non-finite weights. A truncated or corrupt weight file is
-named instead of surfacing as a ``SafetensorError`` traceback. A folder saved by compact-bert 0.1.0, whose experts and
-routers had other names (``KEYS_OF_RELEASE_0_1``), is refused with the command that converts it
-(``compact-bert convert``): loaded as it is, its experts would start random.
+named instead of surfacing as a ``SafetensorError`` traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from pathlib import Path
 
-from .checkpoint_checks import check_loaded_checkpoint, checkpoint_tensor_names
+from .checkpoint_checks import check_loaded_checkpoint
 from .run_errors import RunSettingsError
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "KEYS_OF_RELEASE_0_1",
     "WeightsLoadError",
     "backbone_mismatches",
     "load_checked",
     "unreadable_weights_file",
 ]
-
-# The weight names of compact-bert 0.1.0 → today's (regular expressions, as transformers' ``key_mapping``): the experts'
-# stacks took the names of transformers' experts interface, and a router's linear map was ``classifier``, a name
-# PEFT treats as a task head. ``modeling.conversion`` renames them.
-KEYS_OF_RELEASE_0_1 = {
-    r"experts\.fc1_weight\b": "experts.up_proj",
-    r"experts\.fc1_bias\b": "experts.up_proj_bias",
-    r"experts\.fc2_weight\b": "experts.down_proj",
-    r"experts\.fc2_bias\b": "experts.down_proj_bias",
-    r"router\.classifier\.": "router.gate.",
-}
 
 # ``from_pretrained`` arguments that locate a Hub checkpoint's files (to read their safetensors headers).
 _HUB_ARGUMENTS = ("subfolder", "revision", "cache_dir", "token", "local_files_only")
@@ -102,11 +87,6 @@ def load_checked(auto_class, folder: str | Path, role: str, require_every_weight
 
     ignore_mismatched_sizes = from_pretrained.pop("ignore_mismatched_sizes", False)
     hub_kwargs = {name: from_pretrained[name] for name in _HUB_ARGUMENTS if from_pretrained.get(name) is not None}
-    if any(re.search("|".join(KEYS_OF_RELEASE_0_1), name) for name in checkpoint_tensor_names(folder, hub_kwargs)):
-        raise WeightsLoadError(
-            f"{role} {folder}: saved by compact-bert 0.1.0, whose experts and routers had other weight names "
-            f"(experts.fc1_weight, router.classifier ...). Convert it once: compact-bert convert {folder} NEW_FOLDER"
-        )
     try:
         with _without_transformers_load_report():
             # Mismatched tensors reach the report (and ``check_loaded_checkpoint``) only with the flag set: 4.57

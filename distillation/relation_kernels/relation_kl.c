@@ -1,5 +1,5 @@
 /*
- * MiniLMv2 relation KL and its gradient in one pass over each relation row (compact-bert, issue 20 item 3).
+ * MiniLMv2 relation KL and its gradient in one pass over each relation row (compact-bert).
  *
  * For one relation head with student states X_s [seq, ds] and teacher states X_t [seq, dt], the relation scores are
  * S = X_s X_sᵀ / √ds and T = X_t X_tᵀ / √dt (paper 002, eq. 4: the Q-Q, K-K, V-V self-attention relations), keys with

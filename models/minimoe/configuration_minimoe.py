@@ -46,17 +46,6 @@ def family_auto_map(config_class: type, model_suffixes: dict[str, str], given: d
     return {**auto_map, **(given or {})}
 
 
-# Fields of configs saved by compact-bert 0.1.0 that chose the kernels inside ``forward``; the kernels are now chosen
-# by an explicit call on a loaded model (``compact_bert.optimize_for_inference``), so loading such a config drops them.
-FIELDS_OF_RELEASE_0_1 = ("dense_implementation", "moe_implementation", "pack_inference_weights")
-
-
-def drop_fields_of_release_0_1(kwargs: dict) -> None:
-    """Remove the kernel-selection fields of a 0.1.0 ``config.json`` (``FIELDS_OF_RELEASE_0_1``) from ``kwargs``."""
-    for field in FIELDS_OF_RELEASE_0_1:
-        kwargs.pop(field, None)
-
-
 def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
     raise ValueError(f"{owner}: `{field}` must be {allowed}, got {value!r}.")
 
@@ -267,7 +256,6 @@ class SparseBertConfigBase(PretrainedConfig):
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
-        drop_fields_of_release_0_1(kwargs)
         reject_undefined_fields(type(self), kwargs)
         kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)

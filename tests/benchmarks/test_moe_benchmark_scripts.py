@@ -1,4 +1,4 @@
-"""Issue 36's benchmark scripts run end to end (smoke runs: tiny models, few rounds; their numbers mean nothing)."""
+"""The MoE benchmark scripts run end to end (smoke runs: tiny models, few rounds; their numbers mean nothing)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One error path for every command (issue 38 item 1): a failure is one ``compact-bert:`` line and exit status 1;
+"""One error path for every command: a failure is one ``compact-bert:`` line and exit status 1;
 ``compact-bert --debug`` or ``$COMPACT_BERT_DEBUG`` shows the traceback; an error nobody anticipated says it is an
 internal error and how to report it."""
 

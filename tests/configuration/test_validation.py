@@ -89,7 +89,7 @@ def test_misspelt_field_suggests_the_real_one():
 
 
 def test_fields_nobody_defines_are_refused_and_transformers_keys_pass():
-    """An attribute neither the family nor transformers defines would be stored and ignored (issue 38): refused,
+    """An attribute neither the family nor transformers defines would be stored and ignored: refused,
     naming it; transformers' own keys (of either line: ``num_labels``, ``finetuning_task``, ``torch_dtype``) pass."""
     with pytest.raises(ValueError, match=r"MiniMoEConfig: unknown field `my_project_note` .*its fields: "):
         MiniMoEConfig(my_project_note="kept")

@@ -1,5 +1,5 @@
 """The relation kernels refuse what they cannot compute (the same error under every backend), and the native one loads
-only a library this user built (issue 35, item 4)."""
+only a library this user built."""
 
 from __future__ import annotations
 

@@ -257,3 +257,40 @@ def test_the_config_names_the_teacher_portably_and_the_run_keeps_its_path(tmp_pa
     assert portable_model_name("sentence-transformers/all-MiniLM-L6-v2") == PACKAGED_TEACHER_HUB_ID
     (tmp_path / "my-teacher").mkdir()
     assert portable_model_name(str(tmp_path / "my-teacher")) == "my-teacher"
+
+
+@pytest.mark.parametrize("layers", [2, 4, 8])
+def test_router_calibration_runs_each_layer_a_fixed_number_of_times_whatever_the_depth(layers):
+    """Calibration cost is linear in depth: the batches go through the encoder layer by layer (each routed layer
+    twice: to measure its block's input, then with its router set), never through the whole model once per block;
+    and the routers it sets are those that calibrating each block through the whole model sets."""
+    from compact_bert.distillation.importance import measure_moe_inputs
+    from compact_bert.distillation.teacher_init import ROUTER_LOGIT_SCALE, _balanced_router
+
+    teacher = _bert_teacher(layers)
+    fields = {"num_hidden_layers": layers, "num_experts": 4, "moe_intermediate_size": 16, "capacity_factor": None}
+    student = _student("minimoe", **fields)
+    calibration = [_inputs(seed) for seed in (1, 2)]
+    statistics = measure_teacher_activations(teacher, calibration)
+    calls = [0] * layers
+    handles = [
+        layer.register_forward_hook(
+            lambda module, args, output, index=index: calls.__setitem__(index, calls[index] + 1)
+        )
+        for index, layer in enumerate(student.encoder.layer)
+    ]
+    initialize_from_teacher(student, teacher, statistics=statistics, calibration=calibration, seed=3)
+    for handle in handles:
+        handle.remove()
+    assert calls == [2 * len(calibration)] * (layers - 1) + [len(calibration)]  # completed layer forwards
+    # the same routers as measuring every block through the whole model, block after block
+    reference = _student("minimoe", **fields)
+    initialize_from_teacher(reference, teacher, statistics=statistics, calibration=calibration, seed=3)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for layer in reference.encoder.layer:
+            mean, covariance = measure_moe_inputs(reference, layer.moe, calibration)
+            _balanced_router(layer.moe.router.gate, mean, covariance, generator)
+    for ours, theirs in zip(student.encoder.layer, reference.encoder.layer):
+        torch.testing.assert_close(ours.moe.router.gate.weight, theirs.moe.router.gate.weight, rtol=1e-6, atol=1e-12)
+        assert ours.moe.router.gate.weight.abs().max() < 1e3 * ROUTER_LOGIT_SCALE

@@ -32,7 +32,7 @@ def test_training_flags_are_the_main_jobs_without_its_task_and_length():
     flags = student_results._SHARED_FLAGS
     assert "--task_name" not in flags and "--max_seq_length" not in flags
     assert len(flags) == len(COMPARISON_FLAGS) - 4
-    assert flags[flags.index("--learning_rate") + 1] == "1e-4"
+    assert float(flags[flags.index("--learning_rate") + 1]) == 1e-4
 
 
 def test_table_reports_seeds_mean_spread_share_latency_and_cpu_minutes():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 import pytest
 import torch
@@ -17,7 +16,7 @@ from compact_bert.distillation.data import packaged_teacher_dir
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.finetuning.data import FinetuneDataArguments
 from compact_bert.finetuning.folder_evaluation import evaluate_folder
-from tests.remote_code_helpers import load_in_fresh_process
+from tests.remote_code_helpers import load_classifier_without_compact_bert
 
 # Head size 32, as the packaged teacher's (a student keeps whole heads of its teacher).
 TINY_STUDENT = {"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128, "num_hidden_layers": 2}
@@ -121,16 +120,7 @@ def test_a_roberta_classifier_is_the_main_jobs_teacher_as_it_is_and_its_students
     model = transformers.AutoModelForSequenceClassification.from_pretrained(student).eval()
     with torch.no_grad():
         torch.save({"inputs": inputs, "expected": model(**inputs).logits}, tmp_path / "reference.pt")
-    case = {
-        "folder": str(student),
-        "auto_name": "AutoModelForSequenceClassification",
-        "output": "logits",
-        "reference": str(tmp_path / "reference.pt"),
-    }
-    load_in_fresh_process([case], tmp_path / "plain", plain=True)
-    other_python = os.environ.get("COMPACT_BERT_OTHER_PYTHON")
-    if other_python:
-        load_in_fresh_process([case], tmp_path / "plain-other-line", python=other_python, plain=True)
+    load_classifier_without_compact_bert(student, tmp_path / "reference.pt", tmp_path)
 
 
 def test_a_classifier_over_other_labels_is_refused_before_anything_trains(roberta_classifier, tmp_path):
@@ -147,3 +137,54 @@ def test_a_classifier_over_other_labels_is_refused_before_anything_trains(robert
         raised.value.code
     )
     assert not (tmp_path / "job-baseline-sst2").exists()
+
+
+def test_finetune_with_a_teacher_trains_exactly_what_the_main_job_trains_its_student_with(tmp_path):
+    """One recipe, one place: ``finetune --teacher`` with no training flag takes the task-distillation recipe's
+    settings, and the main job's student command (printed with each flag once) resolves to the same arguments."""
+    import dataclasses
+
+    from compact_bert.cli.finetune_command import parse_finetune_arguments
+    from compact_bert.cli.main_job_comparison import comparison_commands
+    from compact_bert.finetuning.task_recipe import TRAINING_SETTINGS
+    from compact_bert.training.training_arguments import CompactBertTrainingArguments
+
+    teacher = str(packaged_teacher_dir())
+    files = bundled_sst2_files()
+    user = [
+        "--model_name_or_path",
+        "minilm-3l-384h",
+        "--teacher",
+        teacher,
+        "--task_name",
+        "sst2",
+        "--max_seq_length",
+        "64",
+        "--train_file",
+        str(files["train"]),
+        "--validation_file",
+        str(files["validation"]),
+        "--output_dir",
+        str(tmp_path / "student"),
+    ]
+    _, _, by_hand = parse_finetune_arguments(user)
+    for name, value in TRAINING_SETTINGS.items():
+        if name == "group_by_length" and not hasattr(by_hand, name):  # transformers 5's spelling
+            name, value = "train_sampling_strategy", "group_by_length"
+        resolved = getattr(by_hand, name)
+        assert getattr(resolved, "value", resolved) == value, name
+    job_arguments = CompactBertTrainingArguments(output_dir=str(tmp_path / "job"))
+    _, _, commands = comparison_commands(
+        "minilm-3l-384h", teacher, str(tmp_path / "job"), job_arguments, None, None, [], [], str(tmp_path / "student")
+    )
+    student = commands["student"]
+    flags = [item for item in student if item.startswith("--")]
+    assert len(flags) == len(set(flags)), flags  # the printed command names each flag once
+    _, _, in_the_job = parse_finetune_arguments(student)
+    differing = {
+        field.name
+        for field in dataclasses.fields(by_hand)
+        if field.init and getattr(by_hand, field.name) != getattr(in_the_job, field.name)
+    }
+    # what the job adds beside the recipe: its logging cadence, and the run settings every role inherits
+    assert differing <= {"logging_strategy", "logging_steps", "logging_dir", "disable_tqdm", "report_to"}, differing

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -215,6 +216,8 @@ def test_soft_targets_teach_the_teachers_predictions_better_than_labels(teacher_
         "3",
         "--learning_rate",
         "2e-3",
+        "--group_by_length",  # both runs batch alike: only the teacher differs
+        "false",
         "--seed",
         "3",
     ]
@@ -464,8 +467,9 @@ def test_bad_teachers_fail_before_training(teacher_dir, sst2_files, tmp_path, ca
     BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(other_vocab)
     # A preset reads its teacher's tokenizer: a teacher folder whose tokenizer does not fit its own vocabulary is
     # named; a student folder with its own tokenizer is checked against the teacher's.
-    assert "has a tokenizer of 5 tokens but a vocab_size of 30522" in _fails(
-        [*common, "--teacher", str(other_vocab)], capsys
+    assert re.search(  # the tokenizer's size differs between transformers lines (5 or 6 tokens)
+        r"has a tokenizer of \d tokens but a vocab_size of 30522",
+        _fails([*common, "--teacher", str(other_vocab)], capsys),
     )
     student = tmp_path / "student"
     AutoModelForSequenceClassification.from_pretrained(teacher_dir).save_pretrained(student)

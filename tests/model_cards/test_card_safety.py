@@ -67,7 +67,7 @@ def test_escaping_helpers():
 
 def test_a_hand_edited_card_is_kept_unless_forced(tmp_path):
     """compact-bert marks the cards it writes; a rewrite (benchmark --write_latency, push) of a card a person edited
-    since is refused without --force, before anything is measured or uploaded (issue 38 item 4)."""
+    since is refused without --force, before anything is measured or uploaded."""
     import pytest
     import transformers
 

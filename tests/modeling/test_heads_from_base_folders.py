@@ -1,10 +1,10 @@
 """Every head of every family loads from a base-model folder (what ``distill minimoe``, ``distill embeddings`` and
 MoE-BERT pre-training leave behind) with nothing left on the meta device, on the transformers line the suite runs
-under, with compact-bert and as remote code (issue 38 item 2).
+under, with compact-bert and as remote code.
 
-On transformers 5 a masked-LM head whose decoder bias was aliased to ``cls.predictions.bias`` in ``__init__`` kept
-that bias on the meta device when the folder held neither: ``pretrain --init_from`` then died with "Cannot copy out
-of meta tensor" and the forward failed."""
+On transformers 5 a masked-LM head whose decoder bias is aliased to ``cls.predictions.bias`` in ``__init__`` keeps
+that bias on the meta device when the folder holds neither: ``pretrain --init_from`` then dies with "Cannot copy out
+of meta tensor" and the forward fails."""
 
 from __future__ import annotations
 

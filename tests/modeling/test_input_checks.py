@@ -100,7 +100,7 @@ def test_ids_on_an_accelerator_are_checked_on_the_device_without_a_host_read(con
     ],
 )
 def test_inputs_of_a_wrong_dtype_or_shape_are_refused_naming_the_argument(config_id, argument, make, message):
-    """Issue 38 item 5: not torch's message from deep inside ``forward``, but the argument, its shape and dtype and
+    """Not torch's message from deep inside ``forward``, but the argument, its shape and dtype and
     what was expected — from the tensors' metadata, so nothing waits on an accelerator."""
     model = AutoModel.from_config(tiny_configs()[config_id]).eval()
     input_ids = torch.ones(3, 6, dtype=torch.long)

@@ -94,7 +94,7 @@ def test_eval_output_of_a_token_does_not_depend_on_its_batch_mates():
 
 
 def test_inference_routing_computes_only_the_choice_unless_asked_for_statistics():
-    """Eval mode pays for the routing alone (issue 36): no balance loss, load or drop statistics unless asked; asked,
+    """Eval mode pays for the routing alone: no balance loss, load or drop statistics unless asked; asked,
     they equal training mode's on the same tokens, and the outputs are the same either way."""
     layer = _layer(num_experts=4).eval()
     hidden, mask = torch.randn(2, 6, 16), torch.tensor([[1] * 6, [1] * 4 + [0] * 2], dtype=torch.bool)

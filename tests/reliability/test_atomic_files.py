@@ -43,8 +43,8 @@ def test_summary_and_card_writers_go_through_the_atomic_writer(tmp_path, monkeyp
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
 def test_written_files_get_the_mode_a_plain_write_gives(tmp_path, umask):
-    """Issue 38: README.md, run_summary.json, latency.json were written 0600 (mkstemp's mode), unreadable for the
-    other users of a shared model folder; they now get what ``Path.write_text`` gives under the same umask."""
+    """README.md, run_summary.json, latency.json get what ``Path.write_text`` gives under the same umask, not
+    mkstemp's 0600, which would leave them unreadable for the other users of a shared model folder."""
     previous = os.umask(umask)
     try:
         write_text_atomically(tmp_path / "atomic.json", "{}\n")

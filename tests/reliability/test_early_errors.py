@@ -1,4 +1,4 @@
-"""Issue 11 items 4, 6 and 8: a run that would do nothing fails clearly, and bad arguments or data fail before
+"""A run that would do nothing fails clearly, and bad arguments or data fail before
 any training, with a message that names the flag or file, the value and what is valid."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def tcd_teacher(tmp_path_factory):
     return folder
 
 
-# Item 4 -----------------------------------------------------------------------------------------------------
+# A run that would do nothing ---------------------------------------------------------------------------------
 
 
 def test_zero_optimizer_steps_fail_before_training(tmp_path, tcd_teacher):
@@ -181,8 +181,8 @@ def test_a_streamed_corpus_without_a_block_fails_before_training(tmp_path):
 
 
 def test_evaluation_keeps_the_incomplete_batch(tmp_path):
-    """`distill tcd` sets dataloader_drop_last for training; 3 held-out blocks in batches of 8 used to give no
-    evaluation metric at all, and 11 blocks lost 3 of them."""
+    """`distill tcd` sets dataloader_drop_last for training; its evaluation keeps the incomplete batch, or
+    3 held-out blocks in batches of 8 would give no evaluation metric at all, and 11 blocks would lose 3 of them."""
     trainer = _tcd_trainer(tmp_path, eval_blocks=3, per_device_eval_batch_size=8)
     metrics = trainer.evaluate()
     for key in ("eval_loss", "eval_mlm_loss", "eval_trunk_loss", "eval_inner_loss"):
@@ -240,13 +240,13 @@ def test_epoch_based_runs_need_epochs(tmp_path):
         main(_command("distill mobilebert", tmp_path, "--max_steps", "-1"))
 
 
-# Item 6 -----------------------------------------------------------------------------------------------------
+# Output folders and settings ---------------------------------------------------------------------------------
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_unwritable_output_dir_fails_before_training(command):
-    """Nobody, root included, can create a folder in /proc: the run used to train, then fail to save."""
+    """Nobody, root included, can create a folder in /proc: the run must fail before training, not after it."""
     with pytest.raises(
         SystemExit,
         match=r"--output_dir /proc/compact-bert-output is not writable \(.+\); choose a "
@@ -429,7 +429,7 @@ def test_batch_size_and_accumulation_below_one_are_refused(tmp_path, command, fl
         main(_command(command, tmp_path, f"--{flag}", "0"))
 
 
-# Item 8 -----------------------------------------------------------------------------------------------------
+# Data files, numbers and names -------------------------------------------------------------------------------
 
 
 def test_corpus_of_nul_bytes_names_the_file(tmp_path):

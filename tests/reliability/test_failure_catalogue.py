@@ -1,4 +1,4 @@
-"""The failure catalogue of issue 23, one case per family: each bad setting, file or model ends the command with
+"""The failure catalogue, one case per family: each bad setting, file or model ends the command with
 ``compact-bert: <message>`` (exit status 1, no traceback), naming the flag / file / row and what is valid, before
 any training.
 

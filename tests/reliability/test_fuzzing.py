@@ -1,4 +1,4 @@
-"""Randomized inputs for the data readers and the command line (issue 38 item 6): whatever a user hands over, a
+"""Randomized inputs for the data readers and the command line: whatever a user hands over, a
 command either works or ends with exit status 1 and one ``compact-bert:`` line that is not an internal error —
 never a traceback, never another exception.
 

@@ -1,4 +1,4 @@
-"""Issue 11, items 5 and 7: a config that disagrees with its weights, corrupted weights, float16 with NoNorm and a
+"""A config that disagrees with its weights, corrupted weights, float16 with NoNorm and a
 diverging learning rate each end in an early, named error instead of a raw size mismatch or NaN outputs.
 
 The weight checks run where compact-bert loads a folder (``training.checked_loading.load_checked``, what every command

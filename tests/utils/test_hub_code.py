@@ -63,8 +63,8 @@ def test_bundle_imports_only_torch_transformers_and_the_standard_library(config_
 
 @pytest.mark.parametrize("model_type", ["ib_bert", "compact_mobilebert", "minimoe", "moe_bert"])
 def test_a_modeling_file_holds_only_the_model_under_its_family_names(model_type):
-    """Issue 35's bar: no kernel, probe, cache or file writing; classes named after the family; about 1,000 lines
-    (976 then; the inference-time routing statistics of issue 36 and the input checks of issue 38 added ~90)."""
+    """A plain model file: no kernel, probe, cache or file writing; classes named after the family; about 1,000
+    lines (fewer than 1,100, the inference-time routing statistics and the input checks included)."""
     modeling = family_files(model_type)[f"modeling_{model_type}.py"]
     for forbidden in (
         "mkldnn",
