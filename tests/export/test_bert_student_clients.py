@@ -23,7 +23,7 @@ from compact_bert.embeddings.bundled_corpus import bundled_stsb_sentences
 from compact_bert.embeddings.sentences import read_sentences
 from compact_bert.evaluation.sts import bundled_sts_validation
 from compact_bert.export.bert_onnx import OPTIMIZED_FILE, fused_operators
-from tests.remote_code_helpers import BLOCK_COMPACT_BERT
+from tests.remote_code_helpers import BLOCK_COMPACT_BERT, load_in_fresh_process
 
 pytest.importorskip("onnxruntime")
 
@@ -115,6 +115,22 @@ def test_the_embedding_student_is_a_plain_sentence_transformers_folder(embedding
         timeout=300,
     )
     assert result.returncode == 0 and "loaded" in result.stdout, result.stderr[-3000:]
+    # its encoder is a plain BertModel for transformers alone too, on this line and the other
+    batch = transformers.AutoTokenizer.from_pretrained(embedding_student)(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = transformers.AutoModel.from_pretrained(embedding_student).eval()(**batch).last_hidden_state
+    torch.save({"inputs": dict(batch), "expected": hidden}, tmp_path / "encoder.pt")
+    case = {
+        "folder": str(embedding_student),
+        "auto_name": "AutoModel",
+        "output": "last_hidden_state",
+        "reference": str(tmp_path / "encoder.pt"),
+    }
+    load_in_fresh_process([case], tmp_path / "transformers", plain=True)
+    if os.environ.get("COMPACT_BERT_OTHER_PYTHON"):
+        load_in_fresh_process(
+            [case], tmp_path / "other-line", python=os.environ["COMPACT_BERT_OTHER_PYTHON"], plain=True
+        )
     card = (embedding_student / "README.md").read_text(encoding="utf-8")
     assert "custom_code" not in card and "library_name: sentence-transformers" in card
     assert "arxiv:2004.09813" in card and "arxiv:2305.12129" not in card  # what made it, not MiniMoE
