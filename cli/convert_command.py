@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ..jobs.run_report import invoked_command_line, write_summary_and_card
 from ..modeling.conversion import convert_checkpoint
-from .training_common import invoked_command_line, write_summary_and_card
 
 __all__ = ["add_parser", "run"]
 

@@ -41,11 +41,13 @@ from ..embeddings.sentence_transformers_folder import (
 from ..embeddings.sentences import read_sentences
 from ..evaluation.sts import bundled_sts_validation, evaluate_sts, read_sts_pairs, sts_data_label
 from ..finetuning.bundled_data import bundled_sst2_files
+from ..jobs.run_report import train_and_report
 from ..model_cards.load_calls import load_call
 from ..modeling.model_stats import count_parameters
 from ..training.run_errors import RunSettingsError
+from ..training.text_files import parse_json_object
 from .argument_checks import check_output_dir_creatable
-from .training_common import build_from_preset, parse_arguments, parse_json_object, train_and_report
+from .training_common import build_from_preset, parse_arguments
 
 __all__ = ["EmbeddingStudentArguments", "build_projection", "default_sentence_files", "load_teacher_embedder", "run"]
 

@@ -38,21 +38,17 @@ from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..finetuning.task_recipe import AUGMENT_COPIES, LEARNING_RATE
+from ..jobs.finetune import finetune
+from ..jobs.run_report import invoked_command_line, train_and_report, write_summary_and_card
 from ..model_cards.load_calls import load_call
 from ..modeling.model_stats import count_parameters, meta_model
 from ..training.compat import FROM_PRETRAINED_KWARGS
 from ..training.run_errors import RunSettingsError
+from ..training.text_files import parse_json_object
 from . import finetune_command
 from .main_job_comparison import COMPARISON_FLAGS, comparison_table, inherited_flags, run_comparison, time_comparison
 from .main_job_shipping import print_shipping_summary, ship_when_possible
-from .training_common import (
-    build_from_preset,
-    invoked_command_line,
-    parse_arguments,
-    parse_json_object,
-    train_and_report,
-    write_summary_and_card,
-)
+from .training_common import build_from_preset, given_flags, parse_arguments
 
 __all__ = [
     "MainJobFinetuneArguments",
@@ -280,7 +276,7 @@ def _finetune_student(student_dir: str, finetune_args: MainJobFinetuneArguments,
     """Fine-tune the student on the labels alone (``--compare false``); the summary fields the main job adds."""
     start = time.perf_counter()
     argv, (model_args, data_args, finetune_config) = parse_finetune_step(student_dir, finetune_args, training_args)
-    runs = finetune_command.finetune(model_args, data_args, finetune_config, argv)
+    runs = finetune(model_args, data_args, finetune_config, frozenset(given_flags(argv)))
     seconds = round(time.perf_counter() - start, 1)
     metric = data_args.dev_metric()
     metric_key = metric if metric.startswith("eval_") else f"eval_{metric}"

@@ -11,7 +11,8 @@ from ..distillation.data import CorpusArguments, PretrainingCollator, default_to
 from ..distillation.mobilebert_config import MobileBertDistillationConfig
 from ..distillation.mobilebert_trainer import MobileBertDistillationTrainer
 from ..distillation.trainer_utils import masked_token_accuracy, prepare_block_datasets, preprocess_logits_for_accuracy
-from .training_common import build_from_preset, load_pretrained, parse_arguments, train_and_report
+from ..jobs.run_report import train_and_report
+from .training_common import build_from_preset, load_pretrained, parse_arguments
 
 __all__ = ["MobileBertStudentArguments", "run"]
 

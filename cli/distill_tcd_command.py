@@ -14,7 +14,8 @@ from ..distillation.tcd_trainer import TransferCapabilityDistillationTrainer
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import masked_token_accuracy, prepare_block_datasets, preprocess_logits_for_accuracy
-from .training_common import build_from_preset, parse_arguments, train_and_report
+from ..jobs.run_report import train_and_report
+from .training_common import build_from_preset, parse_arguments
 
 __all__ = ["TransferCapabilityStudentArguments", "run"]
 

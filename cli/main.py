@@ -8,9 +8,9 @@ import os
 import re
 import sys
 
+from ..jobs.run_report import record_invocation
 from ..training.console_log import VERBOSE_VARIABLE
 from . import benchmark_command, convert_command, evaluate_command, export_command, presets_command, push_command
-from .training_common import record_invocation
 
 __all__ = ["DEBUG_VARIABLE", "build_parser", "describe_failure", "main", "one_line_message"]
 

@@ -119,8 +119,7 @@ def _fine_tuned_teacher(teacher_path: str, data_args) -> str | None:
 
 
 def _finetune(argv: list[str]) -> dict:
-    model_args, data_args, config = finetune_command.parse_finetune_arguments(argv)
-    runs = finetune_command.finetune(model_args, data_args, config, argv)
+    runs = finetune_command.finetune_from_flags(argv)
     if len(runs) != 1:
         raise SystemExit("The main job's comparison trains one model per role: give one seed, rate and rank.")
     return runs[0]

@@ -15,10 +15,11 @@ from ..distillation.trainer_utils import (
     prepare_block_datasets,
     preprocess_logits_for_accuracy,
 )
+from ..jobs.run_report import train_and_report
 from ..training.loss_guard import LossGuardCallback
 from ..training.precision_checks import check_precision_supported
 from ..training.training_arguments import CompactBertTrainingArguments
-from .training_common import build_from_preset, load_pretrained, parse_arguments, train_and_report
+from .training_common import build_from_preset, load_pretrained, parse_arguments
 
 __all__ = ["PretrainingModelArguments", "run"]
 

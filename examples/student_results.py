@@ -144,8 +144,7 @@ def run_once(folder: Path, arguments: list[str], metric: str) -> dict:
     arguments = [*_own_cache(folder, arguments), "--output_dir", str(folder)]
     print("$ compact-bert finetune " + " ".join(arguments), flush=True)
     cpu_start, wall_start = time.process_time(), time.perf_counter()
-    model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
-    summary = finetune_command.finetune(model_args, data_args, config, arguments)[0]
+    summary = finetune_command.finetune_from_flags(arguments)[0]
     record = {
         "value": summary[metric],
         "cpu_seconds": round(time.process_time() - cpu_start, 1),

@@ -96,8 +96,7 @@ def _finetune(arguments: list[str]) -> dict:
     if (output_dir / "run_summary.json").is_file():
         print(f"Reusing the finished run in {output_dir}")
         return json.loads((output_dir / "run_summary.json").read_text())
-    model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
-    return finetune_command.finetune(model_args, data_args, config, arguments)[0]
+    return finetune_command.finetune_from_flags(arguments)[0]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -256,8 +256,7 @@ def _finetune(arguments: list[str]) -> dict:
         print(f"Reusing the finished run in {output_dir}")
         return json.loads((output_dir / "run_summary.json").read_text())
     print(f"\n=== compact-bert finetune {' '.join(arguments)}", flush=True)
-    model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
-    return finetune_command.finetune(model_args, data_args, config, arguments)[0]
+    return finetune_command.finetune_from_flags(arguments)[0]
 
 
 def model_commands(task: str, seed: int, files, output: Path, recipes: list[str]) -> dict[str, list[str]]:

@@ -1,6 +1,6 @@
 """Fine-tuning of compact-bert models (and any BERT-like transformers model) on classification, regression and
 NER: data loading (``data``), training arguments (``finetune_config``), the trainer (``finetune_trainer``) and
-PEFT adapters (``peft_support``); the command is ``compact-bert finetune`` (``cli/finetune_command.py``).
+PEFT adapters (``peft_support``); the job is ``jobs/finetune.py``, its command ``compact-bert finetune``.
 
 ``peft_registration`` needs nothing but the standard library (``import compact_bert`` runs it);
 ``peft_support`` imports PEFT, so its names are loaded on first use.

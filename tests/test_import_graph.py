@@ -26,6 +26,7 @@ PACKAGES = (
     "distillation",
     "finetuning",
     "model_cards",
+    "jobs",
     "cli",
 )
 
@@ -76,3 +77,10 @@ def test_the_packages_import_each_other_without_cycles():
         if back:
             cycles.append(f"{source} -> {' -> '.join(back)} (first: {places[0]})")
     assert cycles == [], "import cycles between packages:\n" + "\n".join(cycles)
+
+
+def test_the_jobs_do_not_import_the_command_line():
+    """A job is a library function: the commands call it, never the other way round."""
+    if not (ROOT / "pyproject.toml").is_file():
+        pytest.skip("an installed compact-bert: the checkout's test covers the sources")
+    assert ("jobs", "cli") not in package_imports()

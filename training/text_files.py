@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .run_errors import RunSettingsError
 
-__all__ = ["read_json_object", "read_utf8_text"]
+__all__ = ["parse_json_object", "read_json_object", "read_utf8_text"]
 
 
 def read_utf8_text(path: Path) -> str:
@@ -44,3 +44,13 @@ def read_json_object(path: Path, what: str) -> dict:
     if not isinstance(data, dict):
         raise RunSettingsError(f"{path} holds a JSON {type(data).__name__}, not an object: expected {what}.")
     return data
+
+
+def parse_json_object(text: str, field: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SystemExit(f"--{field} must be a JSON object, e.g. '{{\"num_hidden_layers\": 4}}': {error}") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"--{field} must be a JSON object, got {text!r}.")
+    return value

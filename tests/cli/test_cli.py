@@ -96,11 +96,11 @@ def test_a_cpu_run_pins_no_memory_and_warns_nothing_about_it(tmp_path):
         "--init_from_teacher",
         "none",
     ]
-    model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
+    _, _, config = finetune_command.parse_finetune_arguments(arguments)
     assert config.dataloader_pin_memory is False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        finetune_command.finetune(model_args, data_args, config, arguments)
+        finetune_command.finetune_from_flags(arguments)
     assert not [str(warning.message) for warning in caught if "pin_memory" in str(warning.message)]
 
 

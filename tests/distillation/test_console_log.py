@@ -57,7 +57,7 @@ def _finetune(tmp_path) -> None:
         "--output_dir",
         str(tmp_path / "run"),
     ]
-    finetune_command.finetune(*finetune_command.parse_finetune_arguments(arguments), arguments)
+    finetune_command.finetune_from_flags(arguments)
 
 
 def test_a_moe_run_prints_short_lines_and_keeps_every_number_in_its_state(tmp_path, capsys, monkeypatch):

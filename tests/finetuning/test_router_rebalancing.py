@@ -98,8 +98,7 @@ def _finetune(tmp_path, model: str, *extra: str) -> dict:
         "true",
         *extra,
     ]
-    model_args, data_args, config = finetune_command.parse_finetune_arguments(arguments)
-    finetune_command.finetune(model_args, data_args, config, arguments)
+    finetune_command.finetune_from_flags(arguments)
     return json.loads((tmp_path / "run" / "run_summary.json").read_text())
 
 

@@ -30,7 +30,7 @@ def test_failed_write_keeps_the_old_file_and_leaves_nothing_behind(tmp_path, mon
 
 def test_summary_and_card_writers_go_through_the_atomic_writer(tmp_path, monkeypatch):
     """A full disk at the run summary leaves no 0-byte run_summary.json for push and benchmark to trip over."""
-    from compact_bert.cli.training_common import write_summary_and_card
+    from compact_bert.jobs.run_report import write_summary_and_card
 
     def disk_full(descriptor):
         raise OSError(28, "No space left on device")

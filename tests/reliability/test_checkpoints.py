@@ -13,7 +13,7 @@ import torch
 import transformers
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from compact_bert.cli.training_common import train_and_report
+from compact_bert.jobs.run_report import train_and_report
 from compact_bert.modeling import MoEBertForMaskedLM
 from compact_bert.training.checkpoints import (
     MANIFEST_NAME,
