@@ -268,6 +268,15 @@ class BottleneckBertConfig(PretrainedConfig):
         self.classifier_dropout = classifier_dropout
         self._validate()
 
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """transformers builds the config from ``config.json`` and then sets each load keyword on it
+        (``from_pretrained(folder, num_experts=-1)``), after ``__init__`` has validated: the result is validated
+        again, so that a value arriving as a keyword is refused as the constructor refuses it."""
+        built = super().from_dict(config_dict, **kwargs)
+        (built[0] if isinstance(built, tuple) else built)._validate()
+        return built
+
     @property
     def true_hidden_size(self) -> int:
         """Width inside a layer: the intra-block size with bottlenecks, else the inter-block size."""

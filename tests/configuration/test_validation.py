@@ -118,3 +118,53 @@ def test_a_saved_config_with_a_field_nobody_defines_is_refused_on_load(tmp_path,
     (tmp_path / "config.json").write_text(json.dumps({**saved, field: value}))
     with pytest.raises(ValueError, match=message):
         AutoConfig.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("config_class", "field", "value"),
+    [
+        (MiniMoEConfig, "num_experts", -1),
+        (MoEBertConfig, "capacity_factor", 0),
+        (CompactMobileBertConfig, "intra_bottleneck_size", 0),
+        (IBBertConfig, "num_attention_heads", 0),
+    ],
+)
+def test_a_load_keyword_is_validated_as_the_constructor_validates_it(tmp_path, config_class, field, value):
+    """``from_pretrained(folder, field=value)`` sets the keyword after the config's ``__init__``: it is refused all
+    the same, naming the field, instead of building a model that drops the saved weights (a MiniMoE folder loaded
+    with ``num_experts=-1`` became a random dense FFN) — through compact-bert and through the folder's remote code."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from transformers import AutoConfig, AutoModel
+
+    small = {"num_hidden_layers": 1, "vocab_size": 64, "max_position_embeddings": 32}
+    with pytest.raises(ValueError, match=field):
+        config_class(**{**small, field: value})
+    AutoModel.from_config(config_class(**small)).save_pretrained(tmp_path / "folder")
+    with pytest.raises(ValueError, match=rf"`{field}`"):
+        AutoConfig.from_pretrained(tmp_path / "folder", **{field: value})
+    with pytest.raises(ValueError, match=rf"`{field}`"):
+        AutoModel.from_pretrained(tmp_path / "folder", **{field: value})
+    from tests.remote_code_helpers import BLOCK_COMPACT_BERT
+
+    child = BLOCK_COMPACT_BERT + (
+        "import transformers\n"
+        "try:\n"
+        f"    transformers.AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True, **{{{field!r}: {value!r}}})\n"
+        "except ValueError as error:\n"
+        f"    assert {field!r} in str(error), error\n"
+        "    print('refused')\n"
+    )
+    (tmp_path / "child.py").write_text(child)
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "child.py"), str(tmp_path / "folder")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")},
+        timeout=300,
+    )
+    assert "refused" in result.stdout, result.stderr[-2000:]
+    assert json.loads((tmp_path / "folder" / "config.json").read_text())["model_type"] == config_class.model_type
