@@ -4,6 +4,8 @@ anyway, and an output folder that cannot be written would fail only when the tra
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import tempfile
 from pathlib import Path
 
@@ -11,9 +13,27 @@ from transformers import TrainingArguments
 
 from ..training.run_errors import RunSettingsError
 
-__all__ = ["check_output_dir_creatable", "check_output_file", "check_output_dir", "check_training_arguments"]
+__all__ = [
+    "check_finite_numbers",
+    "check_output_dir_creatable",
+    "check_output_file",
+    "check_output_dir",
+    "check_training_arguments",
+]
 
 _AT_LEAST_ONE = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
+
+
+def check_finite_numbers(arguments) -> None:
+    """Refuse a number flag given as ``nan`` or ``inf`` (argparse's ``float`` takes both): a learning rate, a loss
+    weight or a temperature that is not finite would only show as a diverged run after the expensive part. Checked
+    on every float field of a command's parsed arguments, lists included."""
+    for field in dataclasses.fields(arguments):
+        value = getattr(arguments, field.name, None)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for item in values:
+            if isinstance(item, float) and not math.isfinite(item):
+                raise RunSettingsError(f"--{field.name} must be a finite number, got {item}.")
 
 
 def check_training_arguments(args: TrainingArguments) -> None:

@@ -16,7 +16,7 @@ from ..training.compat import FROM_PRETRAINED_KWARGS, translate_legacy_training_
 from ..training.run_errors import RunSettingsError
 from ..training.text_files import parse_json_object
 from ..training.training_arguments import CompactBertTrainingArguments
-from .argument_checks import check_training_arguments
+from .argument_checks import check_finite_numbers, check_training_arguments
 
 __all__ = [
     "as_flags",
@@ -55,6 +55,8 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
         parsed = parser.parse_args_into_dataclasses(args=translate_legacy_training_flags(argv))
     except ValueError as error:
         raise RunSettingsError(str(error)) from error
+    for arguments in parsed:
+        check_finite_numbers(arguments)
     for arguments in parsed:
         if isinstance(arguments, transformers.TrainingArguments):
             check_training_arguments(arguments)

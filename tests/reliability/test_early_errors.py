@@ -21,7 +21,7 @@ from compact_bert.distillation.tcd_trainer import TransferCapabilityDistillation
 from compact_bert.distillation.trainer_utils import PretrainingTrainer
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.modeling import MoEBertForMaskedLM
-from compact_bert.training.compat import save_tokenizer
+from compact_bert.training.compat import TRANSFORMERS_5, save_tokenizer
 from compact_bert.training.write_errors import OutputWriteError
 from tests.distillation.cli_helpers import HELD_OUT, QUIET, cli_command, environment
 from tests.distillation.helpers import held_out_blocks, tokenizer
@@ -642,3 +642,23 @@ def test_an_output_dir_with_a_byte_that_is_not_utf8_is_refused_before_training(t
     folder = os.fsdecode(os.fsencode(str(tmp_path)) + b"/out\xff")
     with pytest.raises(SystemExit, match=r"--output_dir .* holds the byte b'\\xff', which is not UTF-8"):
         main(["distill", "minimoe", "--finetune", "false", "--output_dir", folder, *QUIET])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--learning_rate", "nan"),
+        ("--distillation_temperature", "inf"),
+        ("--warmup_steps" if TRANSFORMERS_5 else "--warmup_ratio", "inf"),
+        ("--learning_rate_grid", "2e-5 inf"),
+    ],
+)
+def test_a_number_flag_that_is_not_finite_is_refused_before_anything_is_built(tmp_path, capsys, flag, value):
+    """argparse's float takes nan and inf; a training would only diverge on them after the expensive part."""
+    files = bundled_sst2_files()
+    argv = ["finetune", "--model_name_or_path", "minilm-3l-96h", "--task_name", "sst2", "--output_dir", str(tmp_path)]
+    argv += ["--train_file", str(files["train"]), "--validation_file", str(files["validation"])]
+    with pytest.raises(SystemExit) as raised:
+        main([*argv, flag, *value.split()])
+    assert f"{flag} must be a finite number" in str(raised.value.code)
+    assert not any(tmp_path.iterdir())
