@@ -12,7 +12,7 @@ from ..jobs.run_report import record_invocation
 from ..training.console_log import VERBOSE_VARIABLE
 from . import benchmark_command, convert_command, evaluate_command, export_command, presets_command, push_command
 
-__all__ = ["DEBUG_VARIABLE", "build_parser", "describe_failure", "main", "one_line_message"]
+__all__ = ["DEBUG_VARIABLE", "build_parser", "describe_failure", "interrupted_message", "main", "one_line_message"]
 
 # Set (to anything but "" or "0") to see tracebacks, as --debug does.
 DEBUG_VARIABLE = "COMPACT_BERT_DEBUG"
@@ -96,14 +96,42 @@ def main(argv: list[str] | None = None) -> int:
         debug = True
     try:
         return _dispatch(argv)
-    except (SystemExit, KeyboardInterrupt):
+    except SystemExit:
         raise
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(interrupted_message(argv), file=sys.stderr, flush=True)
+        raise SystemExit(130) from None  # the shell's status for a command ended by SIGINT
     except Exception as error:
         if debug:
             raise
         raise SystemExit(describe_failure(error)) from error
     finally:  # a later command run without main() (a recipe calling finetune) must not inherit these arguments
         record_invocation(None)
+
+
+def interrupted_message(argv: list[str]) -> str:
+    """The one line Ctrl-C prints: what the interrupted command leaves, which is always safe to use or to ignore."""
+    command = next((word for word in argv if not word.startswith("-")), "")
+    if any(tuple(argv[: len(prefix)]) == prefix for prefix in TRAINING_COMMANDS) or command in (
+        "finetune",
+        "pretrain",
+    ):
+        kept = (
+            "checkpoints that were completely saved stay in the output folder (--resume_from_checkpoint last "
+            "continues from the newest; an incomplete one is never resumed from), and the run is not finished "
+            "(no run_summary.json)."
+        )
+    elif command == "export":
+        kept = "the output folder is as it was: an export moves its files into place only once they are checked."
+    elif command == "push":
+        kept = "a push is one commit: the repository holds all of it or none of it."
+    elif command == "convert":
+        kept = "the target folder may be incomplete: run convert again before using it."
+    else:
+        kept = "it writes no files."
+    return f"compact-bert: interrupted (Ctrl-C); {kept}"
 
 
 def one_line_message(message: str) -> str:

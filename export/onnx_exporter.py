@@ -20,9 +20,12 @@ experts than the example's), within ``PARITY_ATOL`` relative to the output scale
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import logging
+import os
 import shutil
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,8 +306,30 @@ def export_onnx(
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     model, export_task = load_for_export(model_dir, task, sequence_length)
     output_dir.mkdir(parents=True, exist_ok=True)
+    # Everything is written into a staging folder inside OUT and moved into place only once checked: an interrupted,
+    # failed or out-of-space export leaves no half-written model.onnx that a later run would use.
+    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=output_dir))
+    try:
+        report = _export_checked(
+            model_dir, staging, model, export_task, opset, sequence_length, exporter, example_inputs
+        )
+        (output_dir / OPTIMIZED_FILE).unlink(missing_ok=True)  # a fused graph of an earlier export is not this one's
+        for path in sorted(staging.iterdir()):
+            target = output_dir / path.name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            os.replace(path, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dataclasses.replace(report, onnx_path=output_dir / report.onnx_path.name)
+
+
+def _export_checked(
+    model_dir: Path, output_dir: Path, model, export_task, opset, sequence_length, exporter, example_inputs
+):
+    """The export of ``export_onnx`` into ``output_dir`` (its staging folder), checked against PyTorch."""
+    task = export_task.name
     onnx_path = output_dir / "model.onnx"
-    (output_dir / OPTIMIZED_FILE).unlink(missing_ok=True)  # a fused graph of an earlier export is not this one's
     if exporter == "auto":
         if exports_as_bert(model.config.model_type):
             exporter = "torchscript"

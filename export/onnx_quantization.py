@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,15 +128,18 @@ def quantize_onnx_file(source: Path, target: Path, fused: bool = False) -> None:
         else:
             prepared = Path(scratch) / "folded.onnx"
             quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+        # written beside the target and moved over it once complete: no half-written int8 file is ever used
+        partial = Path(target).with_name(f".{Path(target).name}.partial")
         quantize_dynamic(
             prepared,
-            target,
+            partial,
             op_types_to_quantize=list(AVX2_OPERATORS),
             per_channel=True,
             reduce_range=False,
             weight_type=QuantType.QUInt8,
             extra_options=options,
         )
+        os.replace(partial, target)
 
 
 class _DropIntegerTensorNotes(logging.Filter):

@@ -4,6 +4,7 @@ internal error and how to report it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -74,3 +75,62 @@ def test_exit_messages_take_one_form():
     assert cli_main.one_line_message("compact-bert export: --x is bad") == "compact-bert: export: --x is bad"
     assert cli_main.one_line_message("compact-bert: y") == "compact-bert: y"
     assert cli_main.one_line_message("--z is bad") == "compact-bert: --z is bad"
+
+
+def test_ctrl_c_during_training_ends_with_one_line_saying_what_was_kept(tmp_path):
+    """SIGINT while a run trains: exit status 130 and one line on stderr (no traceback) saying what the output
+    folder holds; the interrupted run has no run_summary.json, so nothing takes it for a finished one."""
+    import signal
+
+    from compact_bert.finetuning.bundled_data import bundled_sst2_files
+
+    files = bundled_sst2_files()
+    command = [
+        sys.executable,
+        "-m",
+        "compact_bert.cli.main",
+        "finetune",
+        "--model_name_or_path",
+        "minilm-3l-96h",
+        "--task_name",
+        "sst2",
+        "--train_file",
+        str(files["train"]),
+        "--validation_file",
+        str(files["validation"]),
+        "--max_steps",
+        "100000",
+        "--logging_steps",
+        "1",
+        "--logging_strategy",
+        "steps",
+        "--report_to",
+        "none",
+        "--output_dir",
+        str(tmp_path / "run"),
+    ]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    for line in process.stdout:  # wait until it trains
+        if line.startswith("step "):
+            break
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if line.strip() and "warn" not in line.lower()]
+    assert "Traceback" not in stderr and lines[-1].startswith("compact-bert: interrupted (Ctrl-C); checkpoints")
+    assert not (tmp_path / "run" / "run_summary.json").exists()
+
+
+def test_the_interrupted_line_says_what_each_kind_of_command_leaves():
+    from compact_bert.cli.main import interrupted_message
+
+    assert "only once they are checked" in interrupted_message(["export", "onnx", "DIR", "OUT", "--task", "x"])
+    assert "--resume_from_checkpoint last" in interrupted_message(["distill", "task"])
+    assert "one commit" in interrupted_message(["push", "DIR", "user/repo"])
+    assert interrupted_message(["presets"]).endswith("it writes no files.")
