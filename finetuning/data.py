@@ -9,7 +9,6 @@ shows — fails before any model is built, with the file, line or column at faul
 from __future__ import annotations
 
 import csv
-import io
 import json
 import logging
 import math
@@ -249,10 +248,11 @@ def read_table(
     suffix = path.suffix.lower()
     rows: list[dict] = []
     lines: list[int] = []
-    if suffix in (".tsv", ".csv"):
-        options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
+    if suffix == ".tsv":
+        rows, lines = _tsv_rows(path, read_utf8_text(path), fieldnames)
+    elif suffix == ".csv":
         csv.field_size_limit(2**31 - 1)  # a long review is a long field, not an error (the default stops at 128 KB)
-        reader = csv.DictReader(io.StringIO(read_utf8_text(path), newline=""), fieldnames=fieldnames, **options)
+        reader = csv.DictReader(_lines(read_utf8_text(path)), fieldnames=fieldnames)
         for row in reader:
             if None in row:
                 raise ValueError(f"{path}:{reader.line_num}: more fields than the header's {reader.fieldnames}.")
@@ -287,6 +287,38 @@ def read_table(
     if not rows:
         raise ValueError(f"{role}: {path} has no data rows.")
     return rows, lines
+
+
+def _tsv_rows(path: Path, text: str, fieldnames: tuple[str, ...] | None) -> tuple[list[dict], list[int]]:
+    """A TSV file's rows as ``csv.DictReader`` reads them without quote handling (as GLUE's files are written: fields
+    split at tabs, a row's end at ``\\n`` or ``\\r\\n``, blank lines skipped, missing trailing fields ``None``) — split
+    here rather than by ``csv``, which holds a field at four bytes a character while it reads it (a 50 MB review
+    took 450 MB)."""
+    rows, lines = [], []
+    header = list(fieldnames) if fieldnames is not None else None
+    for number, line in enumerate(_lines(text), start=1):
+        fields = line.rstrip("\n").rstrip("\r").split("\t")
+        if fields == [""]:
+            continue
+        if header is None:
+            header = fields
+            continue
+        if len(fields) > len(header):
+            raise ValueError(f"{path}:{number}: more fields than the header's {header}.")
+        rows.append(dict(zip(header, fields + [None] * (len(header) - len(fields)))))
+        lines.append(number)
+    return rows, lines
+
+
+def _lines(text: str):
+    """``text``'s lines with their ``\\n``, one at a time: what ``csv`` reads from a file opened with ``newline=""``,
+    without the four bytes a character that ``io.StringIO`` would hold the whole text in (a 50 MB field made 200 MB)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
 
 
 _TAG = re.compile(r"^(O|[BIESLU]-\S+)$")
@@ -582,15 +614,40 @@ def load_finetuning_data(arguments: FinetuneDataArguments) -> LabeledSplits:
                     split[0][label] = [index[str(value)] for value in split[0][label]]
             if given is None:
                 names = conventional_names(names, arguments.glue_task)
+    words = text_word_limit(arguments.resolved_max_seq_length())
     built = [
         None
         if split is None
         else datasets.Dataset.from_dict(
-            {**{column: split[0][column] for column in columns[:-1]}, "label": split[0][label]}
+            {
+                **{column: [cut_to_words(text, words) for text in split[0][column]] for column in columns[:-1]},
+                "label": split[0][label],
+            }
         )
         for split in (train, evaluation)
     ]
     return LabeledSplits(built[0], built[1], task_type, names, arguments.resolved_text_columns())
+
+
+def text_word_limit(max_length: int) -> int:
+    """How many whitespace-separated words of a text field are kept: twice the model's tokens, with room to spare —
+    every word gives at least one token, so what the tokenizer keeps of the field is the same."""
+    return 2 * max_length + 16
+
+
+def cut_to_words(text, words: int):
+    """``text`` up to the end of its ``words``-th whitespace-separated word (a non-string, e.g. a missing value, as
+    it is). Fields are cut at load, before copies are made of them or they are tokenized: a 50 MB field would
+    otherwise be perturbed, copied and tokenized whole, to keep 128 of its tokens."""
+    if not isinstance(text, str) or len(text) <= words:  # fewer characters than words: nothing to cut
+        return text
+    for count, match in enumerate(_WORD.finditer(text), start=1):
+        if count == words:
+            return text[: match.end()]
+    return text
+
+
+_WORD = re.compile(r"\S+")
 
 
 def _load_ner(arguments, dataset_dict, eval_split: str, given: list[str] | None) -> LabeledSplits:
@@ -633,11 +690,16 @@ def _load_ner(arguments, dataset_dict, eval_split: str, given: list[str] | None)
         is_tags=True,
     )
     index = {name: position for position, name in enumerate(names)}
+    # every word gives at least one token: words past the model's length are never seen, and are cut at load
+    words = arguments.resolved_max_seq_length()
     built = [
         None
         if split is None
         else datasets.Dataset.from_dict(
-            {"tokens": split[0], "label": [[index[tag] for tag in tags] for tags in split[1]]}
+            {
+                "tokens": [sentence[:words] for sentence in split[0]],
+                "label": [[index[tag] for tag in tags[:words]] for tags in split[1]],
+            }
         )
         for split in splits
     ]
