@@ -8,6 +8,8 @@ earlier run's weights. So a run that does not resume moves an earlier run's chec
 (``superseded-checkpoints-<time>/``, named on the console) before it trains. Two processes started into one folder
 would delete each other's checkpoints: a lock file (``.compact-bert-run.lock``: the owner's pid and host) refuses the
 second while the first is alive; a lock whose process is gone (a killed run) is taken over, so it never stays stuck.
+A lock written on another host (a shared folder) is refused with its host, pid and start time: whether that process
+is alive cannot be told from here, and taking it over could let two runs delete each other's checkpoints.
 
 A run that finished leaves a model folder, not a training folder: its checkpoints (weights plus optimizer state,
 twice the model each) are what an interrupted run resumes from, so once the final model, tokenizer, summary and card
@@ -70,7 +72,14 @@ def _acquire(folder: Path) -> Path:
                     f"{owner.get('started', '?')}): two runs in one folder would delete each other's checkpoints. "
                     "Wait for it to finish or choose another --output_dir."
                 ) from None
-            path.unlink(missing_ok=True)  # left by a run that is gone (or by this process): take it over
+            if isinstance(host, str) and host != record["host"]:
+                raise OutputFolderInUseError(
+                    f"--output_dir {folder} holds the lock of a compact-bert run on host {host} (pid {pid}, started "
+                    f"{owner.get('started', '?')}), a shared folder: from {record['host']} it cannot be told whether "
+                    f"that run is alive. Wait for it to finish, or remove {path} if it is gone, or choose another "
+                    "--output_dir."
+                ) from None
+            path.unlink(missing_ok=True)  # left by a run of this host that is gone (or by this process): take it over
             continue
         with os.fdopen(descriptor, "w") as handle:
             json.dump(record, handle)

@@ -38,6 +38,18 @@ def test_a_folder_in_use_by_a_live_process_is_refused_and_a_dead_ones_lock_is_ta
     assert not (tmp_path / "out" / LOCK_FILE).exists()
 
 
+def test_a_lock_written_on_another_host_is_refused_naming_it_not_taken_over(tmp_path):
+    """A shared folder: whether a process on another host is alive cannot be told, so its lock is not taken over."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    record = {"pid": os.getpid(), "host": "another-host.example", "started": "2026-11-28 10:00:00"}
+    (folder / LOCK_FILE).write_text(json.dumps(record))
+    refused = r"on host another-host\.example \(pid \d+, started 2026-11-28"
+    with pytest.raises(OutputFolderInUseError, match=refused), owned_output_folder(folder, resuming=False):
+        pass
+    assert json.loads((folder / LOCK_FILE).read_text()) == record  # left as it was
+
+
 def test_a_fresh_run_moves_an_earlier_runs_checkpoints_aside(data, tmp_path, capsys):  # noqa: F811
     output = tmp_path / "run"
     keep = ["--keep_checkpoints", "true"]
