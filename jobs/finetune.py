@@ -476,6 +476,27 @@ def _adjusted_training_args(training_args: FinetuneConfig, given: frozenset[str]
     return dataclasses.replace(training_args, metric_for_best_model=metric, greater_is_better=True)
 
 
+# The most training examples a run makes of its data (the originals, their copies and recombined pairs): a bound far
+# above any measured recipe (a QQP-sized set, 364k pairs, with the recipe's 4 copies and 2 pairs is 2.5 million), that
+# stops a mistyped count before it fills the memory in silence.
+MAX_TRAINING_EXAMPLES = 10_000_000
+
+
+def _check_training_set_size(examples: int, training_args: FinetuneConfig) -> None:
+    """Refuse, before anything is built, copies and recombined pairs that would make more than
+    ``MAX_TRAINING_EXAMPLES`` training examples, saying how many and what would fit."""
+    per_example = 1 + (training_args.augment_copies or 0) + (training_args.augment_pair_recombined or 0)
+    total = examples * per_example
+    if total > MAX_TRAINING_EXAMPLES:
+        fitting = max(0, MAX_TRAINING_EXAMPLES // max(examples, 1) - 1 - (training_args.augment_pair_recombined or 0))
+        raise RunSettingsError(
+            f"--augment_copies {training_args.augment_copies} (and --augment_pair_recombined "
+            f"{training_args.augment_pair_recombined or 0}) would make {total:,} training examples from {examples:,} "
+            f"({per_example:,} each), more than the {MAX_TRAINING_EXAMPLES:,} a run makes; give --augment_copies "
+            f"{fitting} or fewer."
+        )
+
+
 def _check_distillation_flags(model_args, training_args, given: frozenset[str], text_columns: tuple[str, ...]) -> None:
     """Flags that only act with a teacher, on augmented copies or on sentence pairs are refused where they would be
     ignored."""
@@ -567,6 +588,7 @@ def finetune(
     if training_args.distillation_alpha is None:  # the recipe's, by task kind
         training_args.distillation_alpha = recipe_distillation_alpha(splits.task_type)
     _check_distillation_flags(model_args, training_args, given, splits.text_columns)
+    _check_training_set_size(len(train_split), training_args)
     task_teacher = None
     if model_args.teacher:  # before the copies: word replacement reads the teacher's word embeddings
         task_teacher = load_task_teacher(

@@ -662,3 +662,19 @@ def test_a_number_flag_that_is_not_finite_is_refused_before_anything_is_built(tm
         main([*argv, flag, *value.split()])
     assert f"{flag} must be a finite number" in str(raised.value.code)
     assert not any(tmp_path.iterdir())
+
+
+def test_copies_far_beyond_the_data_are_refused_saying_how_many_before_the_teacher_is_loaded(tmp_path):
+    """``--augment_copies 1000000`` on 3,000 sentences would make 3 billion examples: refused with the count and what
+    fits, before the teacher's logits or any copy is made."""
+    from compact_bert.distillation.data import packaged_teacher_dir
+
+    files = bundled_sst2_files()
+    argv = ["finetune", "--model_name_or_path", "minilm-3l-96h", "--task_name", "sst2", "--output_dir", str(tmp_path)]
+    argv += ["--train_file", str(files["train"]), "--teacher", str(packaged_teacher_dir())]
+    with pytest.raises(SystemExit) as raised:
+        main([*argv, "--augment_copies", "1000000", "--teacher_cache_dir", str(tmp_path / "cache")])
+    message = str(raised.value.code)
+    assert "would make 3,000,003,000 training examples from 3,000" in message
+    assert "give --augment_copies 3332 or fewer" in message
+    assert not (tmp_path / "cache").exists()
