@@ -114,10 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 def interrupted_message(argv: list[str]) -> str:
     """The one line Ctrl-C prints: what the interrupted command leaves, which is always safe to use or to ignore."""
     command = next((word for word in argv if not word.startswith("-")), "")
-    if any(tuple(argv[: len(prefix)]) == prefix for prefix in TRAINING_COMMANDS) or command in (
-        "finetune",
-        "pretrain",
-    ):
+    if any(tuple(argv[: len(prefix)]) == prefix for prefix in TRAINING_COMMANDS):
         kept = (
             "checkpoints that were completely saved stay in the output folder (--resume_from_checkpoint last "
             "continues from the newest; an incomplete one is never resumed from), and the run is not finished "
