@@ -18,8 +18,8 @@ import copy
 import json
 from pathlib import Path
 
+from ..training.argument_checks import check_output_dir_creatable, check_output_file
 from ..training.run_errors import RunSettingsError
-from .argument_checks import check_output_dir_creatable, check_output_file
 
 __all__ = ["RUNTIMES", "add_parser", "run"]
 

@@ -1,20 +1,13 @@
-"""``compact-bert distill mobilebert``: layer-wise knowledge transfer from an IB-BERT teacher (AKT/JKT/PKT)."""
+"""``compact-bert distill mobilebert``: ``compact_bert.jobs.distill_mobilebert`` from the command line, its flags parsed once."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-
-import transformers
-
-from ..distillation.data import CorpusArguments, PretrainingCollator, default_tokenizer
+from ..distillation.data import CorpusArguments
 from ..distillation.mobilebert_config import MobileBertDistillationConfig
-from ..distillation.mobilebert_trainer import MobileBertDistillationTrainer
-from ..distillation.trainer_utils import masked_token_accuracy, prepare_block_datasets, preprocess_logits_for_accuracy
-from ..jobs.run_report import train_and_report
-from .training_common import build_from_preset, load_pretrained, parse_arguments
+from ..jobs.distill_mobilebert import MobileBertStudentArguments, distill_mobilebert
+from .training_common import parse_arguments
 
-__all__ = ["MobileBertStudentArguments", "run"]
+__all__ = ["run"]
 
 DESCRIPTION = (
     "Distill a MobileBERT student from a pre-trained IB-BERT teacher (`compact-bert pretrain`) with the "
@@ -25,58 +18,13 @@ DESCRIPTION = (
 )
 
 
-@dataclass
-class MobileBertStudentArguments:
-    teacher: str = field(
-        default=None, metadata={"help": "Folder of the teacher (an IB-BERT pre-training or MLM model)."}
-    )
-    student_preset: str = field(default="mobilebert", metadata={"help": "Preset of the student."})
-    student_overrides: str = field(
-        default="{}",
-        metadata={"help": "JSON object of student config fields, e.g. to match a small teacher's layers."},
-    )
-    next_sentence_prediction: bool = field(
-        default=True, metadata={"help": "Include NSP in pre-training distillation."}
-    )
-
-    def __post_init__(self):
-        if not self.teacher:
-            raise SystemExit("--teacher is required: the folder of a pre-trained IB-BERT teacher.")
-
-
 def run(argv: list[str]) -> int:
-    student_args, corpus, training_args = parse_arguments(
-        (MobileBertStudentArguments, CorpusArguments, MobileBertDistillationConfig),
-        argv,
-        "compact-bert distill mobilebert",
-        DESCRIPTION,
-    )
-    teacher = load_pretrained(
-        student_args.teacher, (transformers.AutoModelForPreTraining, transformers.AutoModelForMaskedLM), "teacher"
-    )
-    student = build_from_preset(
-        student_args.student_preset,
-        student_args.student_overrides,
-        "student_overrides",
-        transformers.AutoModelForPreTraining,
-    )
-    tokenizer = default_tokenizer()
-    train, held_out = prepare_block_datasets(corpus, tokenizer, student.config, student_args.next_sentence_prediction)
-    trainer = MobileBertDistillationTrainer(
-        model=student,
-        teacher=teacher,
-        args=training_args,
-        train_dataset=train,
-        eval_dataset=held_out,
-        processing_class=tokenizer,
-        data_collator=PretrainingCollator(tokenizer, corpus.mlm_probability, student_args.next_sentence_prediction),
-        compute_metrics=masked_token_accuracy,
-        preprocess_logits_for_metrics=preprocess_logits_for_accuracy,
-    )
-    train_and_report(
-        trainer,
-        tokenizer,
-        training_args,
-        {"strategy": training_args.strategy, "teacher": student_args.teacher, "data": dataclasses.asdict(corpus)},
+    distill_mobilebert(
+        *parse_arguments(
+            (MobileBertStudentArguments, CorpusArguments, MobileBertDistillationConfig),
+            argv,
+            "compact-bert distill mobilebert",
+            DESCRIPTION,
+        )
     )
     return 0

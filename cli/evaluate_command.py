@@ -35,7 +35,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..evaluation.sts import bundled_sts_validation, evaluate_sts, read_sts_pairs
-    from .distill_embeddings_command import load_teacher_embedder
+    from ..jobs.distill_embeddings import load_teacher_embedder
 
     if args.batch_size < 1:
         raise SystemExit(f"compact-bert evaluate: --batch_size must be >= 1, got {args.batch_size}.")

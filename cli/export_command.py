@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from ..export.tasks import EXPORT_TASKS
+from ..training.argument_checks import check_output_dir_creatable
 from ..training.run_errors import RunSettingsError
-from .argument_checks import check_output_dir_creatable
 
 __all__ = ["add_parser", "run"]
 

@@ -12,7 +12,7 @@ from ..finetuning.data import FinetuneDataArguments
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.task_recipe import TRAINING_SETTINGS
 from ..jobs.finetune import FinetuneModelArguments, finetune
-from .argument_checks import check_output_dir_creatable
+from ..training.argument_checks import check_output_dir_creatable
 from .training_common import as_flags, given_flags, parse_arguments
 
 __all__ = ["DESCRIPTION", "finetune_from_flags", "parse_finetune_arguments", "run"]

@@ -1,28 +1,20 @@
-"""Shared plumbing of the training commands: argument parsing and model building (a run's report is
-``training/run_report.py``)."""
+"""Shared plumbing of the training commands: their flags parsed into a job's typed arguments, once."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import torch
 import transformers
 from transformers import HfArgumentParser
 
-from ..configuration import PRESETS, preset_config
-from ..training.checked_loading import load_checked
-from ..training.compat import FROM_PRETRAINED_KWARGS, translate_legacy_training_flags
+from ..training.argument_checks import check_finite_numbers, check_training_arguments
+from ..training.compat import translate_legacy_training_flags
 from ..training.run_errors import RunSettingsError
-from ..training.text_files import parse_json_object
-from ..training.training_arguments import CompactBertTrainingArguments
-from .argument_checks import check_finite_numbers, check_training_arguments
+from ..training.training_arguments import CompactBertTrainingArguments, has_accelerator
 
 __all__ = [
     "as_flags",
-    "build_from_preset",
     "given_flags",
-    "load_pretrained",
     "parse_arguments",
 ]
 
@@ -62,22 +54,13 @@ def parse_arguments(dataclass_types: tuple, argv: list[str], program: str, descr
             check_training_arguments(arguments)
             if "--disable_tqdm" not in given_flags(argv) and not sys.stderr.isatty():
                 arguments.disable_tqdm = True  # a log file gets the step lines, not a progress bar redrawn per step
-            if arguments.dataloader_pin_memory and not _has_accelerator(arguments):
+            if arguments.dataloader_pin_memory and not has_accelerator(arguments):
                 arguments.dataloader_pin_memory = False  # pinned memory only speeds copies to an accelerator
             if arguments.full_determinism:
                 transformers.enable_full_determinism(arguments.seed)
             else:
                 transformers.set_seed(arguments.seed)
     return tuple(parsed)
-
-
-def _has_accelerator(arguments) -> bool:
-    """Whether a run will train on an accelerator: without one, PyTorch warns at every data loader that pinned
-    memory is useless (four times in the main job) and pins nothing."""
-    if arguments.use_cpu:
-        return False
-    accelerator = getattr(torch, "accelerator", None)
-    return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
 
 
 def given_flags(argv: list[str]) -> set[str]:
@@ -95,29 +78,3 @@ def as_flags(settings: dict) -> tuple[str, ...]:
             text = f"{value:g}" if isinstance(value, float) else str(value)
         flags += [f"--{name}", text]
     return tuple(flags)
-
-
-def build_from_preset(preset: str, overrides_json: str, field: str, auto_class, teacher_config=None):
-    """A freshly initialized model of ``preset`` with ``overrides`` applied (a dense one as ``teacher_config``'s
-    architecture: ``configuration.dense_students``); bad fields fail here."""
-    if preset not in PRESETS:
-        raise SystemExit(f"Unknown preset {preset!r}; valid presets: {', '.join(sorted(PRESETS))}.")
-    try:
-        config = preset_config(preset, teacher_config=teacher_config, **parse_json_object(overrides_json, field))
-    except ValueError as error:
-        raise SystemExit(f"--{field}: {error}") from None
-    return auto_class.from_config(config)
-
-
-def load_pretrained(path: str, auto_classes: tuple, role: str):
-    """The first of ``auto_classes`` that can load ``path`` (e.g. pre-training head, else masked LM)."""
-    folder = Path(path)
-    if not (folder / "config.json").is_file():
-        raise SystemExit(f"--{role}: {folder} is not a model folder (no config.json).")
-    errors = []
-    for auto_class in auto_classes:
-        try:
-            return load_checked(auto_class, folder, f"--{role}", **FROM_PRETRAINED_KWARGS)
-        except (ValueError, KeyError) as error:
-            errors.append(f"{auto_class.__name__}: {error}")
-    raise SystemExit(f"--{role}: cannot load {folder}: " + " | ".join(errors))

@@ -27,7 +27,7 @@ SLICE_FILE = "stsb_train_sentences.txt.gz"
 
 def bundled_stsb_sentences() -> Path:
     """The STS-B train sentence slice: with the bundled SST-2 training sentences, the default corpus of ``distill
-    embeddings`` (``cli/distill_embeddings_command.default_sentence_files``)."""
+    embeddings`` (``jobs/distill_embeddings.default_sentence_files``)."""
     return Path(str(resources.files(__package__).joinpath("corpus", SLICE_FILE)))
 
 

@@ -38,6 +38,7 @@ import torch
 
 from compact_bert.cli import distill_embeddings_command
 from compact_bert.distillation.teachers import resolve_model_path
+from compact_bert.jobs import distill_embeddings
 
 __all__ = ["SHAPES", "main", "measure_latency", "seconds_per_step"]
 
@@ -50,21 +51,19 @@ _PROBE_STEPS = 8
 def seconds_per_step(shape: str, cache_dir: Path) -> float:
     """CPU seconds (all threads) per optimizer step of ``shape`` on the default training batches: the median of
     ``_PROBE_STEPS`` steps of forward, MSE, backward and AdamW, after one warm-up step."""
-    from compact_bert.cli.distill_embeddings_command import default_sentence_files
     from compact_bert.distillation.embedding_config import EmbeddingDistillationConfig
     from compact_bert.distillation.embedding_data import EmbeddingDistillationCollator, tokenize_sentences
     from compact_bert.distillation.embedding_trainer import embedding_distillation_loss
     from compact_bert.embeddings.sentences import read_sentences
+    from compact_bert.jobs.distill_embeddings import default_sentence_files
 
     settings = EmbeddingDistillationConfig(output_dir=str(cache_dir / "probe"), report_to="none")
-    teacher, tokenizer = distill_embeddings_command.load_teacher_embedder(TEACHER, None, True, settings.max_seq_length)
+    teacher, tokenizer = distill_embeddings.load_teacher_embedder(TEACHER, None, True, settings.max_seq_length)
     sentences = read_sentences([str(path) for path in default_sentence_files()])
     batch_size = settings.per_device_train_batch_size
     data = tokenize_sentences(sentences[: batch_size * (_PROBE_STEPS + 1)], tokenizer, settings.max_seq_length)
-    arguments = distill_embeddings_command.EmbeddingStudentArguments(student_preset=shape)
-    student, _ = distill_embeddings_command._student_embedder(
-        arguments, teacher, tokenizer, data, 0, settings.max_seq_length
-    )
+    arguments = distill_embeddings.EmbeddingStudentArguments(student_preset=shape)
+    student, _ = distill_embeddings._student_embedder(arguments, teacher, tokenizer, data, 0, settings.max_seq_length)
     targets = torch.randn(len(data), teacher.embedding_dimension)
     collate = EmbeddingDistillationCollator(tokenizer, targets)
     optimizer = torch.optim.AdamW(student.parameters(), lr=1e-4)

@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 
 from compact_bert.cli import finetune_command
-from compact_bert.cli.main_job_comparison import COMPARISON_TRAINING_FLAGS
 from compact_bert.distillation.teachers import resolve_model_path
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
+from .comparison_flags import COMPARISON_TRAINING_FLAGS
 from .downstream import DEFAULT_DATA_DIR
 from .student_results_report import write_report
 

@@ -30,10 +30,10 @@ import statistics
 from pathlib import Path
 
 from compact_bert.cli import finetune_command
-from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS, baseline_arguments
 from compact_bert.distillation.teachers import resolve_model_path
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
+from .comparison_flags import COMPARISON_FLAGS, baseline_arguments
 from .downstream import DEFAULT_DATA_DIR
 
 __all__ = ["CANDIDATES", "candidate_flags", "main", "write_selection_set"]

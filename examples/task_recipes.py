@@ -58,10 +58,10 @@ import statistics
 from pathlib import Path
 
 from compact_bert.cli import finetune_command
-from compact_bert.cli.main_job_comparison import COMPARISON_TRAINING_FLAGS, baseline_arguments
 from compact_bert.distillation.teachers import resolve_model_path
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 
+from .comparison_flags import COMPARISON_TRAINING_FLAGS, baseline_arguments
 from .downstream import DEFAULT_DATA_DIR
 from .student_selection import write_selection_set
 
@@ -311,8 +311,8 @@ def like_for_like_latency(folders: dict[str, Path], task: str) -> dict[str, floa
     it (the reference row), interleaved in one process (``evaluation/runtime_latency.py``)."""
     import transformers
 
-    from compact_bert.cli.main_job_comparison import LATENCY_ROUNDS, LATENCY_SEQUENCE_LENGTH
     from compact_bert.evaluation.runtime_latency import eager_runner, latency_inputs, measure_interleaved
+    from compact_bert.jobs.task_comparison import LATENCY_ROUNDS, LATENCY_SEQUENCE_LENGTH
 
     auto_class = (
         transformers.AutoModelForTokenClassification

@@ -96,8 +96,8 @@ class FinetuneModelArguments:
             "see `compact-bert presets`)."
         }
     )
-    model_overrides: str = field(
-        default="{}",
+    model_overrides: dict | str | None = field(
+        default_factory=dict,
         metadata={"help": "JSON object of config fields for a preset, e.g. '{\"num_hidden_layers\": 2}'."},
     )
     tokenizer_name: str | None = field(
@@ -174,6 +174,10 @@ class FinetuneModelArguments:
     )
 
     def __post_init__(self):
+        if self.model_overrides is None:
+            self.model_overrides = {}
+        if isinstance(self.model_overrides, str):  # the flag's JSON text, parsed once here
+            self.model_overrides = parse_json_object(self.model_overrides, "model_overrides")
         if self.max_latency_ratio is not None:
             check_max_latency_ratio(self.max_latency_ratio)
         if self.merge and not self.peft:
@@ -550,10 +554,12 @@ def finetune(
     data_args: FinetuneDataArguments,
     training_args: FinetuneConfig,
     given: frozenset[str] = frozenset(),
+    model_config=None,
 ) -> list[dict]:
     """Fine-tune (and evaluate) every run of the grid. ``given``: the flags the user set (``--name``), which tell a
     default from a choice (a flag that only acts with a teacher is refused without one; a metric the user chose is
-    kept). Returns each run's summary; with several runs, ``output_dir/run_summary.json`` also holds the
+    kept). ``model_config``: a preset's config that the caller has built already (the main job's student, whose
+    depth it chose), used as it is. Returns each run's summary; with several runs, ``output_dir/run_summary.json`` also holds the
     per-setting means and the best setting."""
     try:
         splits = load_finetuning_data(data_args)
@@ -562,9 +568,9 @@ def finetune(
     tokenizer = _load_tokenizer(model_args)
     teacher_config = _teacher_config(model_args)
     depth_choice = None
-    if model_args.max_latency_ratio is not None:
+    if model_config is None and model_args.max_latency_ratio is not None:
         depth_choice = _depth_by_latency_budget(model_args, teacher_config)
-    config = _model_config(model_args, teacher_config)
+    config = _model_config(model_args, teacher_config) if model_config is None else model_config
     max_length = data_args.resolved_max_seq_length()
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
         max_length = min(max_length, max_sequence_length(config))
@@ -748,12 +754,12 @@ def _depth_by_latency_budget(model_args: FinetuneModelArguments, teacher_config)
             _model_config(model_args, teacher_config),
             teacher,
             model_args.max_latency_ratio,
-            parse_json_object(model_args.model_overrides, "model_overrides"),
+            model_args.model_overrides,
             "model_overrides",
         )
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    model_args.model_overrides = json.dumps(overrides)
+    model_args.model_overrides = overrides
     return record
 
 
@@ -793,12 +799,11 @@ def _model_config(model_args: FinetuneModelArguments, teacher_config=None):
     name = model_args.model_name_or_path
     if name in PRESETS:
         try:
-            overrides = parse_json_object(model_args.model_overrides, "model_overrides")
-            return preset_config(name, teacher_config=teacher_config, **overrides)
+            return preset_config(name, teacher_config=teacher_config, **model_args.model_overrides)
         except ValueError as error:
             raise SystemExit(f"--model_overrides: {error}") from None
     if (Path(name) / "config.json").is_file():
-        if parse_json_object(model_args.model_overrides, "model_overrides"):
+        if model_args.model_overrides:
             raise SystemExit(
                 f"--model_overrides applies to presets only: {name} is a model folder, whose weights fit "
                 "its own config.json (start from a preset to change the shape, or drop --model_overrides)."

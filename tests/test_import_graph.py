@@ -84,3 +84,33 @@ def test_the_jobs_do_not_import_the_command_line():
     if not (ROOT / "pyproject.toml").is_file():
         pytest.skip("an installed compact-bert: the checkout's test covers the sources")
     assert ("jobs", "cli") not in package_imports()
+
+
+def test_no_command_imports_another_command():
+    """Only the dispatcher (``cli/main.py``) imports the command modules; a command calls jobs, not commands, so
+    that no setting is parsed twice."""
+    if not (ROOT / "pyproject.toml").is_file():
+        pytest.skip("an installed compact-bert: the checkout's test covers the sources")
+    offending = []
+    for path in sorted((ROOT / "cli").glob("*.py")):
+        if path.name == "main.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module or "", *(alias.name for alias in node.names)]
+                if any(name.endswith("_command") for name in names):
+                    offending.append(f"cli/{path.name}:{node.lineno}")
+    assert offending == []
+
+
+def test_a_commands_parser_is_called_by_that_command_only():
+    """``parse_finetune_arguments`` (and any command's parser) is not a way for one job to call another."""
+    if not (ROOT / "pyproject.toml").is_file():
+        pytest.skip("an installed compact-bert: the checkout's test covers the sources")
+    callers = [
+        str(path.relative_to(ROOT))
+        for path in sorted(ROOT.rglob("*.py"))
+        if "parse_finetune_arguments(" in path.read_text(encoding="utf-8")
+        and path.parts[len(ROOT.parts)] not in ("tests", "build")
+    ]
+    assert callers == ["cli/finetune_command.py"], callers

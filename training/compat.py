@@ -22,6 +22,7 @@ __all__ = [
     "TRANSFORMERS_5",
     "WarmupSteps",
     "save_tokenizer",
+    "training_keywords",
     "translate_legacy_training_flags",
     "use_eager_attention",
 ]
@@ -75,6 +76,16 @@ def _is_ratio(value: str | None) -> bool:
         return value is not None and 0 < float(value) < 1
     except ValueError:
         return False
+
+
+def training_keywords(values: dict) -> dict:
+    """TrainingArguments keywords in the installed line's spelling: ``group_by_length=True`` (4.57) is
+    ``train_sampling_strategy="group_by_length"`` on transformers 5 (``translate_legacy_training_flags`` does the
+    same for flags)."""
+    values = dict(values)
+    if TRANSFORMERS_5 and "group_by_length" in values:
+        values["train_sampling_strategy"] = "group_by_length" if values.pop("group_by_length") else "random"
+    return values
 
 
 def translate_legacy_training_flags(argv: list[str]) -> list[str]:

@@ -50,7 +50,9 @@ def parse_json_object(text: str, field: str) -> dict:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise SystemExit(f"--{field} must be a JSON object, e.g. '{{\"num_hidden_layers\": 4}}': {error}") from None
+        raise RunSettingsError(
+            f"--{field} must be a JSON object, e.g. '{{\"num_hidden_layers\": 4}}': {error}"
+        ) from None
     if not isinstance(value, dict):
-        raise SystemExit(f"--{field} must be a JSON object, got {text!r}.")
+        raise RunSettingsError(f"--{field} must be a JSON object, got {text!r}.")
     return value

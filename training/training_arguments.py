@@ -11,9 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from transformers import TrainingArguments
 
-__all__ = ["CompactBertTrainingArguments"]
+__all__ = ["CompactBertTrainingArguments", "has_accelerator"]
+
+
+def has_accelerator(arguments: TrainingArguments) -> bool:
+    """Whether a run will train on an accelerator: without one, PyTorch warns at every data loader that pinned
+    memory is useless (four times in the main job) and pins nothing, so commands and jobs turn pinning off."""
+    if arguments.use_cpu:
+        return False
+    accelerator = getattr(torch, "accelerator", None)
+    return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
 
 
 @dataclass

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from compact_bert.cli import main_job_shipping
+from compact_bert.jobs import shipping as main_job_shipping
 
 
 def test_without_the_export_extra_the_step_says_how_to_get_it(monkeypatch, capsys):
@@ -46,7 +46,7 @@ def test_summary_table_reports_every_measured_field():
 
 
 def test_comparison_table_shows_share_kept_and_latency_ratios():
-    from compact_bert.cli.main_job_comparison import comparison_table
+    from compact_bert.jobs.task_comparison import comparison_table
 
     table = comparison_table(
         {

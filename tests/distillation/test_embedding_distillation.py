@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from compact_bert.cli import distill_embeddings_command
 from compact_bert.cli.main import main
 from compact_bert.distillation.data import default_tokenizer, packaged_teacher_dir
 from compact_bert.distillation.embedding_trainer import embedding_distillation_loss
@@ -18,6 +17,7 @@ from compact_bert.embeddings import load_sentence_embedder
 from compact_bert.embeddings.bundled_corpus import bundled_stsb_sentences
 from compact_bert.embeddings.sentences import read_sentences
 from compact_bert.evaluation.sts import bundled_sts_validation, read_sts_pairs
+from compact_bert.jobs import distill_embeddings
 
 TINY = json.dumps(
     {
@@ -131,8 +131,8 @@ def test_interrupted_run_resumes_from_its_sentence_transformers_checkpoint(data,
 
 def test_student_of_the_teacher_shape_starts_as_the_teacher_on_its_layers(data, tmp_path):
     """With the teacher's own layers and width the initialized student is the teacher: zero distance at step 0."""
-    teacher, tokenizer = distill_embeddings_command.load_teacher_embedder("all-MiniLM-L6-v2", None, True, 64)
-    arguments = distill_embeddings_command.EmbeddingStudentArguments(
+    teacher, tokenizer = distill_embeddings.load_teacher_embedder("all-MiniLM-L6-v2", None, True, 64)
+    arguments = distill_embeddings.EmbeddingStudentArguments(
         student_preset="minilm-4l-384h",
         student_overrides=json.dumps({"num_hidden_layers": 6}),
         layer_map="0,1,2,3,4,5",
@@ -140,7 +140,7 @@ def test_student_of_the_teacher_shape_starts_as_the_teacher_on_its_layers(data, 
     from compact_bert.distillation.embedding_data import tokenize_sentences
 
     sentences = read_sentences([data / "sentences.txt"])[:64]
-    student, record = distill_embeddings_command._student_embedder(
+    student, record = distill_embeddings._student_embedder(
         arguments, teacher, tokenizer, tokenize_sentences(sentences, tokenizer, 64), 0, 64
     )
     assert student.projection is None and record["layer_map"] == [0, 1, 2, 3, 4, 5]
@@ -150,8 +150,8 @@ def test_student_of_the_teacher_shape_starts_as_the_teacher_on_its_layers(data, 
 
 
 def test_narrow_student_projection_starts_by_putting_kept_channels_back():
-    teacher, _ = distill_embeddings_command.load_teacher_embedder("all-MiniLM-L6-v2", None, True, 64)
-    projection = distill_embeddings_command.build_projection(3, teacher, [5, 0, 7])
+    teacher, _ = distill_embeddings.load_teacher_embedder("all-MiniLM-L6-v2", None, True, 64)
+    projection = distill_embeddings.build_projection(3, teacher, [5, 0, 7])
     vector = torch.tensor([[1.0, 2.0, 3.0]])
     expected = torch.zeros(1, 384)
     expected[0, [5, 0, 7]] = vector

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import pytest
 import torch
@@ -150,11 +151,9 @@ def test_main_job_folder_loads_everywhere(tmp_path):
     the comparison table is printed, and the shipped classifier — transformers' BERT, no code in any folder — loads
     without remote code in processes without compact-bert, on this transformers line and the other."""
     output = tmp_path / "student"
-    finetune_args = (
-        "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
-    )
+    quick = ["--max_train_samples", "48", "--max_eval_samples", "40", "--per_device_train_batch_size", "16"]
     task_job = ["distill", "task", "--student_overrides", TINY_DENSE, "--output_dir", str(output)]
-    result = run_cli([*task_job, "--finetune_args", finetune_args])
+    result = run_cli([*task_job, *quick, "--num_train_epochs", "1"])
     summary = json.loads((output / "run_summary.json").read_text())
     finetuned = tmp_path / "student-sst2"
     assert summary["finetune_output_dir"] == str(finetuned.resolve()) and summary["finetune_runs"] == 1
@@ -211,9 +210,6 @@ def test_the_main_job_takes_its_depth_from_a_latency_budget(tmp_path):
     assert "no student depth fits" in str(exit_info.value.code)
     assert not (tmp_path / "never-teacher-sst2").exists()
     output = tmp_path / "job"
-    finetune_args = (
-        "--max_train_samples 16 --max_eval_samples 16 --per_device_train_batch_size 16 --num_train_epochs 1"
-    )
     result = run_cli(
         [
             "distill",
@@ -228,8 +224,14 @@ def test_the_main_job_takes_its_depth_from_a_latency_budget(tmp_path):
             "false",
             "--output_dir",
             str(output),
-            "--finetune_args",
-            finetune_args,
+            "--max_train_samples",
+            "16",
+            "--max_eval_samples",
+            "16",
+            "--per_device_train_batch_size",
+            "16",
+            "--num_train_epochs",
+            "1",
         ]
     )
     summary = json.loads((output / "run_summary.json").read_text())
@@ -244,16 +246,23 @@ def test_the_main_job_takes_its_depth_from_a_latency_budget(tmp_path):
     assert summary["comparison"]["baseline"].startswith("the pretrained teacher's layers 1, 2, 3, 4, 5 ")
 
 
-def test_the_main_job_refuses_training_flags_it_would_not_use(tmp_path):
-    """``distill task`` runs fine-tuning only: a distillation flag (``--max_steps``, ``--learning_rate``) would be
-    ignored, so it is refused, naming --finetune_args, before anything is built."""
-    from compact_bert.cli.main import main
+def test_the_main_jobs_help_lists_exactly_the_flags_it_accepts(tmp_path, capsys):
+    """``distill task`` has its own flags (the spec's fields), not TrainingArguments': ``--help`` lists them, and a
+    flag it does not have is refused, named, before anything is built."""
+    import dataclasses
 
-    for flag, value in (("--max_steps", "4"), ("--learning_rate", "3e-5")):
+    from compact_bert.cli.main import main
+    from compact_bert.jobs.distill_task import TaskDistillationSpec
+
+    with pytest.raises(SystemExit):
+        main(["distill", "task", "--help"])
+    # each flag once as --snake_case (argparse also lists a --kebab-case spelling, and --no_X for a true boolean)
+    listed = set(re.findall(r"--([a-z][a-z_]*)(?![a-z_-])", capsys.readouterr().out)) - {"help", "no_export_onnx"}
+    assert listed == {item.name for item in dataclasses.fields(TaskDistillationSpec)}
+    for flag in ("--warmup_steps", "--gradient_accumulation_steps"):
         with pytest.raises(SystemExit) as exit_info:
-            main(["distill", "task", "--output_dir", str(tmp_path / "job"), flag, value])
-        message = str(exit_info.value.code)
-        assert f"{flag} is not a flag of `compact-bert distill task`" in message and "--finetune_args" in message
+            main(["distill", "task", "--output_dir", str(tmp_path / "job"), flag, "4"])
+        assert flag in str(exit_info.value.code) and "not used" in str(exit_info.value.code)
     assert not (tmp_path / "job").exists()
 
 

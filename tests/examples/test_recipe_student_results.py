@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from compact_bert.cli.main_job_comparison import COMPARISON_FLAGS
 from examples import student_results
+from examples.comparison_flags import COMPARISON_FLAGS
 from examples.student_results_report import directions, task_table, write_report
 from tests.conftest import shared_data
 

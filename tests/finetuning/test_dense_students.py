@@ -20,7 +20,16 @@ from tests.remote_code_helpers import load_classifier_without_compact_bert
 
 # Head size 32, as the packaged teacher's (a student keeps whole heads of its teacher).
 TINY_STUDENT = {"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128, "num_hidden_layers": 2}
-FINETUNE_ARGS = "--max_train_samples 32 --max_eval_samples 32 --per_device_train_batch_size 16 --num_train_epochs 1"
+QUICK = [
+    "--max_train_samples",
+    "32",
+    "--max_eval_samples",
+    "32",
+    "--per_device_train_batch_size",
+    "16",
+    "--num_train_epochs",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +89,7 @@ def test_a_roberta_classifier_is_the_main_jobs_teacher_as_it_is_and_its_students
     output = tmp_path / "job"
     overrides = json.dumps(TINY_STUDENT)
     argv = ["distill", "task", "--teacher", str(roberta_classifier), "--student_overrides", overrides]
-    assert main([*argv, "--output_dir", str(output), "--finetune_args", FINETUNE_ARGS]) == 0
+    assert main([*argv, "--output_dir", str(output), *QUICK]) == 0
     summary = json.loads((output / "run_summary.json").read_text())
     comparison = summary["comparison"]
     assert comparison["teacher_fine_tuned_here"] is False
@@ -141,13 +150,14 @@ def test_a_classifier_over_other_labels_is_refused_before_anything_trains(robert
 
 def test_finetune_with_a_teacher_trains_exactly_what_the_main_job_trains_its_student_with(tmp_path):
     """One recipe, one place: ``finetune --teacher`` with no training flag takes the task-distillation recipe's
-    settings, and the main job's student command (printed with each flag once) resolves to the same arguments."""
+    settings, and the main job (``jobs.distill_task``) gives its student the same arguments, built as typed values."""
     import dataclasses
 
     from compact_bert.cli.finetune_command import parse_finetune_arguments
-    from compact_bert.cli.main_job_comparison import comparison_commands
     from compact_bert.finetuning.task_recipe import TRAINING_SETTINGS
-    from compact_bert.training.training_arguments import CompactBertTrainingArguments
+    from compact_bert.jobs.distill_task import TaskDistillationSpec
+    from compact_bert.jobs.finetune import FinetuneModelArguments
+    from compact_bert.jobs.task_comparison import comparison_runs
 
     teacher = str(packaged_teacher_dir())
     files = bundled_sst2_files()
@@ -173,18 +183,27 @@ def test_finetune_with_a_teacher_trains_exactly_what_the_main_job_trains_its_stu
             name, value = "train_sampling_strategy", "group_by_length"
         resolved = getattr(by_hand, name)
         assert getattr(resolved, "value", resolved) == value, name
-    job_arguments = CompactBertTrainingArguments(output_dir=str(tmp_path / "job"))
-    _, _, commands = comparison_commands(
-        "minilm-3l-384h", teacher, str(tmp_path / "job"), job_arguments, None, None, [], [], str(tmp_path / "student")
+    spec = TaskDistillationSpec(output_dir=str(tmp_path / "job"), student_output_dir=str(tmp_path / "student"))
+    teacher_config = transformers.AutoConfig.from_pretrained(teacher)
+    student_config = preset_config("minilm-3l-384h", teacher_config=teacher_config)
+    runs = comparison_runs(
+        FinetuneModelArguments(model_name_or_path="minilm-3l-384h"),
+        student_config,
+        teacher,
+        teacher_config,
+        spec.folders(),
+        spec,
+        spec.augment_copies,
+        teacher_is_fine_tuned=False,
     )
-    student = commands["student"]
-    flags = [item for item in student if item.startswith("--")]
-    assert len(flags) == len(set(flags)), flags  # the printed command names each flag once
-    _, _, in_the_job = parse_finetune_arguments(student)
+    in_the_job = runs["student"].training
     differing = {
         field.name
         for field in dataclasses.fields(by_hand)
         if field.init and getattr(by_hand, field.name) != getattr(in_the_job, field.name)
     }
-    # what the job adds beside the recipe: its logging cadence, and the run settings every role inherits
-    assert differing <= {"logging_strategy", "logging_steps", "logging_dir", "disable_tqdm", "report_to"}, differing
+    # what the job adds beside the recipe: its logging cadence, its copies (the recipe's, resolved by the job rather
+    # than by finetune), and the run settings every role inherits
+    allowed = {"logging_strategy", "logging_steps", "logging_dir", "disable_tqdm", "report_to", "augment_copies"}
+    assert differing <= allowed, differing
+    assert in_the_job.augment_copies == spec.augment_copies

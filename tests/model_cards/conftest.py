@@ -1,4 +1,4 @@
-"""One real run of the main job's general path shared by the card and push tests (``--compare false``): distill a
+"""One real run of relation distillation (``distill minimoe``) shared by the card and push tests: distill a
 tiny MiniMoE (2 steps, a checkpoint per step, TensorBoard logs), then fine-tune it on 48 SST-2 sentences. Its
 folders hold what a user's run holds."""
 
@@ -20,7 +20,9 @@ TINY_MINIMOE = json.dumps(
         "num_experts": 4,
     }
 )
-FINETUNE_ARGS = "--max_train_samples 48 --max_eval_samples 40 --per_device_train_batch_size 16 --num_train_epochs 1"
+FINETUNE_SETTINGS = json.dumps(
+    {"max_train_samples": 48, "max_eval_samples": 40, "per_device_train_batch_size": 16, "num_train_epochs": 1}
+)
 
 
 @pytest.fixture(scope="session")
@@ -48,10 +50,8 @@ def main_job_run(tmp_path_factory):
             "tensorboard",
             "--finetune",
             "true",
-            "--compare",
-            "false",
-            "--finetune_args",
-            FINETUNE_ARGS,
+            "--finetune_settings",
+            FINETUNE_SETTINGS,
             "--keep_checkpoints",
             "true",  # kept, so that push's allow-list is tested against real checkpoints
             *QUICK_DATA,

@@ -83,7 +83,7 @@ def test_a_hand_edited_card_is_kept_unless_forced(tmp_path):
     assert card_was_edited(card)
     with pytest.raises(SystemExit, match=r"--write_latency: .*README\.md was edited .*--force"):
         main(["benchmark", str(folder), "--write_latency", "--runtimes", "eager", "--rounds", "1"])
-    from compact_bert.cli.push_command import print_upload_listing
+    from compact_bert.jobs.push import print_upload_listing
 
     with pytest.raises(SystemExit, match=r"push: .*README\.md was edited .*--keep-card .*--force"):
         print_upload_listing(folder, "user/model", dry_run=False)  # push's step before any upload

@@ -223,7 +223,7 @@ def test_push_help_lists_its_flags(flag, capsys):
     ("size", "text"), [(512, "512 B"), (4_200, "4.2 kB"), (70_000_000, "70.0 MB"), (1_300_000_000, "1.3 GB")]
 )
 def test_listed_sizes_use_the_same_si_units_as_every_other_size_printed(size, text):
-    from compact_bert.cli.push_command import _size
+    from compact_bert.jobs.push import _size
 
     assert _size(size) == text
 

@@ -143,7 +143,7 @@ def ship_when_possible(summary: dict) -> bool:
 
 def print_shipping_summary(summary: dict) -> None:
     """The closing table, then what ``compact-bert push --dry-run`` lists for the fine-tuned folder."""
-    from .push_command import print_upload_listing
+    from .push import print_upload_listing
 
     folder = Path(summary["finetune_output_dir"])
     print("\n" + summary_table(summary) + "\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
-from ..training.run_errors import RunSettingsError
+from .run_errors import RunSettingsError
 
 __all__ = [
     "check_finite_numbers",
