@@ -27,7 +27,7 @@ from ..distillation.embedding_data import (
     tokenize_sentences,
 )
 from ..distillation.embedding_trainer import EmbeddingDistillationTrainer
-from ..distillation.relation_kernels import check_relation_kernel_environment
+from ..distillation.relation_kernels import check_relation_kernel_environment, relation_kernel_record
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import resolve_model_path
 from ..embeddings.bundled_corpus import bundled_stsb_sentences
@@ -287,6 +287,11 @@ def distill_embeddings(args: EmbeddingStudentArguments, training_args: Embedding
             "teacher_sts": teacher_sts,
             "teacher_embeddings_cache": str(cached.folder),
             "teacher_embeddings_seconds": teacher_seconds,
+            **(
+                {"relation_kernel": relation_kernel_record(training_args.device)}
+                if training_args.relation_weight
+                else {}
+            ),
             "pooling": embedder.pooling,
             "normalize": embedder.normalize,
             "projection": None

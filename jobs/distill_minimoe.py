@@ -27,7 +27,7 @@ from ..distillation.data import (
 )
 from ..distillation.minimoe_config import MiniMoEDistillationConfig
 from ..distillation.minimoe_trainer import MiniMoEDistillationTrainer
-from ..distillation.relation_kernels import check_relation_kernel_environment
+from ..distillation.relation_kernels import check_relation_kernel_environment, relation_kernel_record
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import prepare_block_datasets
@@ -264,6 +264,7 @@ def distill_minimoe(
             "teacher": student_args.teacher,
             "teacher_assistant": student_args.teacher_assistant_preset,
             "data": dataclasses.asdict(corpus),
+            "relation_kernel": relation_kernel_record(training_args.device),
             **({"teacher_initialization": initialization} if initialization else {}),
         },
     )
@@ -313,6 +314,11 @@ def _teacher_assistant(student_args, teacher, training_args, datasets, collator,
             datasets,
             collator,
             tokenizer,
-            {"role": "teacher_assistant", "teacher": student_args.teacher, "data": dataclasses.asdict(corpus)},
+            {
+                "role": "teacher_assistant",
+                "teacher": student_args.teacher,
+                "data": dataclasses.asdict(corpus),
+                "relation_kernel": relation_kernel_record(training_args.device),
+            },
         )
     return transformers.AutoModel.from_pretrained(assistant_dir, **FROM_PRETRAINED_KWARGS)

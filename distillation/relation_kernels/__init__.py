@@ -23,7 +23,13 @@ from .eager import eager_relation_kl
 from .native import NativeKernelUnavailable, native_relation_kl
 from .validation import check_relation_inputs
 
-__all__ = ["RELATION_KERNELS", "check_relation_kernel_environment", "relation_kl", "resolve_relation_kernel"]
+__all__ = [
+    "RELATION_KERNELS",
+    "check_relation_kernel_environment",
+    "relation_kernel_record",
+    "relation_kl",
+    "resolve_relation_kernel",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +72,32 @@ def resolve_relation_kernel(name: str | None, device: torch.device) -> str:
                 _warned_unavailable = True
             return "eager"
     return "native"
+
+
+def relation_kernel_record(device: torch.device | str) -> dict:
+    """Which backend the relation loss of a run on ``device`` uses, and why — for its run summary. Resolved when the
+    run starts, before its first loss: the native library is loaded (or found unavailable) once per process, so the
+    run keeps this backend to its end, whatever another process does to the cached library meanwhile."""
+    device = torch.device(device)
+    requested = os.environ.get(_KERNEL_ENVIRONMENT) or "auto"
+    kernel = resolve_relation_kernel(None, device)
+    if kernel == "native":
+        from .native import load_native_library
+
+        reason = f"the compiled C kernel {load_native_library()._name}"
+    elif requested == "eager":
+        reason = f"${_KERNEL_ENVIRONMENT}=eager"
+    elif device.type != "cpu":
+        reason = f"tensors on {device.type}: the native kernel runs on CPU tensors only"
+    else:
+        from .native import load_native_library
+
+        try:
+            load_native_library()
+            reason = "PyTorch operations"
+        except NativeKernelUnavailable as error:
+            reason = f"the native kernel is unavailable: {error}"
+    return {"kernel": kernel, "requested": requested, "reason": reason}
 
 
 def relation_kl(
