@@ -48,7 +48,7 @@ _MANIFEST_FILE = "manifest.json"
 
 
 class TeacherCacheError(RunSettingsError):
-    """A cache entry exists but cannot be trusted; the message names its folder and how to rebuild it."""
+    """A cache entry cannot be trusted, or the cache cannot be written; the message names the folder and the fix."""
 
 
 def default_cache_dir() -> Path:
@@ -114,11 +114,11 @@ def cached_teacher_outputs(
     manifest_path = folder / _MANIFEST_FILE
     if folder.is_dir() and manifest_path.is_file():
         return CacheResult(_read_entry(folder, key_source), folder, True)
+    _check_writable(root, explicit=cache_dir is not None)  # before the teacher runs, not after
     if folder.is_dir():  # no manifest: a write that never finished
         logger.warning("Teacher-output cache %s is incomplete (no %s): rebuilding it.", folder, _MANIFEST_FILE)
         shutil.rmtree(folder, ignore_errors=True)
     outputs = {name: tensor.detach().cpu().contiguous() for name, tensor in compute().items()}
-    root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     try:
         save_file(outputs, str(staging / _TENSORS_FILE))
@@ -137,6 +137,24 @@ def cached_teacher_outputs(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CacheResult(outputs, folder, False)
+
+
+def _check_writable(root: Path, explicit: bool) -> None:
+    """``root`` exists (or is made) and takes a file; otherwise a ``TeacherCacheError`` naming it and the setting
+    that moves it (the flag when the caller named the folder, else ``$COMPACT_BERT_CACHE``)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        setting = (
+            "give --teacher_cache_dir a folder you can write to"
+            if explicit
+            else "set $COMPACT_BERT_CACHE (or --teacher_cache_dir) to a folder you can write to"
+        )
+        raise TeacherCacheError(
+            f"The teacher-output cache {root} cannot be written ({error.strerror or error}): {setting}."
+        ) from None
 
 
 def _read_entry(folder: Path, key_source: str) -> dict[str, torch.Tensor]:

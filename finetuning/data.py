@@ -97,6 +97,14 @@ TAG_PREFIXES = ("B", "I", "E", "S")
 TABLE_SUFFIXES = (".tsv", ".csv", ".json", ".jsonl")
 
 
+def table_suffix(path: str | Path) -> str:
+    """A table file's format suffix, ``.gz`` looked through (``train.tsv.gz`` is a ``.tsv``)."""
+    suffixes = [suffix.lower() for suffix in Path(path).suffixes]
+    if suffixes[-1:] == [".gz"]:
+        suffixes = suffixes[:-1]
+    return suffixes[-1] if suffixes else ""
+
+
 @dataclass
 class FinetuneDataArguments:
     """Which task and data (parsed by ``HfArgumentParser``)."""
@@ -188,7 +196,7 @@ class FinetuneDataArguments:
             return "ner"
         if self.glue_task is not None:
             return "regression" if self.glue_task.regression else "classification"
-        if self.train_file is not None and Path(self.train_file).suffix.lower() not in TABLE_SUFFIXES:
+        if self.train_file is not None and table_suffix(self.train_file) not in TABLE_SUFFIXES:
             return "ner"
         return "classification"
 
@@ -245,7 +253,7 @@ def read_table(
     .json (a list of objects) / .jsonl file, and each row's line number (for errors). TSV files are read without
     quote handling, as GLUE's files are written."""
     path = _check_file(path, role)
-    suffix = path.suffix.lower()
+    suffix = table_suffix(path)
     rows: list[dict] = []
     lines: list[int] = []
     if suffix == ".tsv":
@@ -283,7 +291,10 @@ def read_table(
         if wrong is not None:
             raise ValueError(f"{path}: record {wrong + 1} is a JSON {type(rows[wrong]).__name__}, not an object.")
     else:
-        raise ValueError(f"{role}: {path} has suffix {suffix!r}; tables must be one of {', '.join(TABLE_SUFFIXES)}.")
+        raise ValueError(
+            f"{role}: {path} has suffix {suffix!r}; tables must be one of {', '.join(TABLE_SUFFIXES)} (each may be "
+            "gzip-compressed, e.g. train.tsv.gz)."
+        )
     if not rows:
         raise ValueError(f"{role}: {path} has no data rows.")
     return rows, lines

@@ -131,7 +131,10 @@ def _private_folder() -> Path:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = folder.stat()
     except OSError as error:
-        raise NativeKernelUnavailable(f"the kernel cache folder {folder} cannot be created: {error}") from None
+        raise NativeKernelUnavailable(
+            f"the kernel cache folder {folder} cannot be created: {error} (set $COMPACT_BERT_CACHE to a folder you can "
+            "write to)"
+        ) from None
     foreign = _foreign_owner(info)
     if foreign or not stat.S_ISDIR(info.st_mode):
         message = (
