@@ -6,10 +6,7 @@ configuration code of the ``ib_bert`` model type, run by compact-bert and shippe
 from __future__ import annotations
 
 import difflib
-import inspect
 import math
-from collections.abc import Iterable
-from typing import Any
 
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
@@ -17,166 +14,82 @@ from transformers.activations import ACT2FN
 __all__ = ["IBBertConfig"]
 
 
-# The Auto classes every family has and the suffix of each one's class name (``MiniMoE`` + ``ForMaskedLM``).
+# The Auto classes every family has, each with the suffix of its class name (``MiniMoE`` + ``ForMaskedLM``).
 ENCODER_AUTO_MODEL_SUFFIXES = {
-    "AutoModel": "Model",
-    "AutoModelForMaskedLM": "ForMaskedLM",
-    "AutoModelForSequenceClassification": "ForSequenceClassification",
-    "AutoModelForTokenClassification": "ForTokenClassification",
-    "AutoModelForQuestionAnswering": "ForQuestionAnswering",
+    f"AutoModel{head}": head or "Model"
+    for head in ("", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
 }
 
 
 def family_auto_map(config_class: type, model_suffixes: dict[str, str], given: dict | None = None) -> dict[str, str]:
-    """``auto_map`` of the family of ``config_class`` (named ``<Family>Config``): ``AutoConfig`` → its
-    ``configuration_<model_type>`` module, each Auto class of ``model_suffixes`` (Auto class → class-name suffix,
-    ``{"AutoModel": "Model", ...}``) → ``modeling_<model_type>.<Family><suffix>``; the entries of ``given`` (the
-    ``auto_map`` of a loaded ``config.json``) take precedence."""
-    family = config_class.__name__.removesuffix("Config")
-    model_type = config_class.model_type
-    auto_map = {"AutoConfig": f"configuration_{model_type}.{config_class.__name__}"}
-    for auto_name, suffix in model_suffixes.items():
-        auto_map[auto_name] = f"modeling_{model_type}.{family}{suffix}"
-    return {**auto_map, **(given or {})}
+    """``auto_map`` of ``<Family>Config``: it, and ``modeling_<model_type>.<Family><suffix>`` for each Auto class."""
+    family, model_type = config_class.__name__.removesuffix("Config"), config_class.model_type
+    models = {auto: f"modeling_{model_type}.{family}{suffix}" for auto, suffix in model_suffixes.items()}
+    return {"AutoConfig": f"configuration_{model_type}.{config_class.__name__}", **models, **(given or {})}
 
 
-def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"{owner}: `{field}` must be {allowed}, got {value!r}.")
+# Rules: what a field may hold, as a test of its value and what the error message says the value must be. A number is
+# a finite int or float (``True`` is an int to Python; ``inf`` sizes nothing); a flag is a real boolean (the string
+# "false" is truthy, and would silently switch the feature on).
+_is_number = lambda value: isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+POSITIVE_INT = (lambda value: _is_number(value) and isinstance(value, int) and value >= 1, "an integer >= 1")
+NON_NEGATIVE_INT = (lambda value: _is_number(value) and isinstance(value, int) and value >= 0, "an integer >= 0")
+POSITIVE_NUMBER = (lambda value: _is_number(value) and value > 0, "a finite number > 0")
+PROBABILITY = (lambda value: _is_number(value) and 0 <= value < 1, "a probability in [0, 1)")
+BOOLEAN = (lambda value: isinstance(value, bool), "True or False")
+# Rules that depend on the config: one of some names, a multiple of another field, a token id of the vocabulary.
+one_of = lambda names: (lambda value: value in sorted(names), "one of " + ", ".join(map(repr, sorted(names))))
+multiple_of = lambda field, divisor: (lambda value: value % divisor == 0, f"divisible by `{field}` ({divisor})")
+token_id = lambda size: (lambda value: NON_NEGATIVE_INT[0](value) and value < size, f"a token id in [0, {size})")
 
 
-def require_positive_int(owner: str, field: str, value: Any, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(owner, field, value, f"an integer >= {minimum}")
+def require(config, rule: tuple, *fields: str, or_none: bool = False) -> None:
+    """Refuse the first of ``config``'s ``fields`` that fails ``rule`` (``None`` passes when ``or_none``)."""
+    for field in fields:
+        if not (rule[0](value := getattr(config, field)) or (or_none and value is None)):
+            allowed = rule[1] + (" or None" if or_none else "")
+            raise ValueError(f"{type(config).__name__}: `{field}` must be {allowed}, got {value!r}.")
 
 
-def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def require_bool(owner: str, field: str, value: Any) -> None:
-    """A real boolean: the string "false" is truthy, and would silently switch the feature on."""
-    if not isinstance(value, bool):
-        _fail(owner, field, value, "True or False")
-
-
-def require_positive_float(owner: str, field: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not _is_number(value) or not value > 0:
-        _fail(owner, field, value, "a finite number > 0" + (" or None" if allow_none else ""))
-
-
-def require_token_id(owner: str, field: str, value: Any, vocab_size: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-        _fail(owner, field, value, f"None or a token id in [0, vocab_size) = [0, {vocab_size})")
-
-
-def require_dropout_probability(owner: str, field: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not _is_number(value) or not 0.0 <= value < 1.0:
-        _fail(owner, field, value, "a probability in [0, 1)" + (" or None" if allow_none else ""))
-
-
-def require_choice(owner: str, field: str, value: Any, choices: Iterable[str]) -> None:
-    choices = sorted(choices)
-    if value not in choices:
-        _fail(owner, field, value, "one of " + ", ".join(repr(choice) for choice in choices))
-
-
-def require_divisible(owner: str, field: str, value: int, divisor_field: str, divisor: int) -> None:
-    if value % divisor != 0:
-        _fail(owner, field, value, f"divisible by `{divisor_field}` ({divisor})")
-
-
-# The keys transformers itself puts in a config (``PretrainedConfig``'s arguments and saved fields on 4.57 and 5.x, and
-# what older lines wrote): a saved ``config.json`` carries them whichever line wrote it, so they are never refused.
-TRANSFORMERS_CONFIG_KEYS = frozenset(
-    {
-        "add_cross_attention", "architectures", "attn_implementation", "auto_map", "bad_words_ids",
-        "begin_suppress_tokens", "bos_token_id", "chunk_size_feed_forward", "cross_attention_hidden_size",
-        "decoder_start_token_id", "diversity_penalty", "do_sample", "dtype", "early_stopping",
-        "encoder_no_repeat_ngram_size", "eos_token_id", "experts_implementation", "exponential_decay_length_penalty",
-        "finetuning_task", "forced_bos_token_id", "forced_eos_token_id", "gradient_checkpointing", "id2label",
-        "is_decoder", "is_encoder_decoder", "label2id", "length_penalty", "max_length", "min_length", "model_type",
-        "name_or_path",
-        "no_repeat_ngram_size", "num_beam_groups", "num_beams", "num_labels", "num_return_sequences",
-        "output_attentions", "output_hidden_states", "output_scores", "pad_token_id", "prefix", "problem_type",
-        "pruned_heads", "quantization_config", "remove_invalid_values", "repetition_penalty", "return_dict",
-        "return_dict_in_generate", "sep_token_id", "suppress_tokens", "task_specific_params", "temperature",
-        "tf_legacy_loss", "tie_encoder_decoder", "tie_word_embeddings", "tokenizer_class", "top_k", "top_p",
-        "torch_dtype", "torchscript", "transformers_version", "typical_p", "use_bfloat16", "use_cache",
-    }
-)  # fmt: skip
-
-
-def _own_fields(config_class: type) -> set[str]:
-    """The arguments of the ``__init__`` of every class of ``config_class`` that is not transformers' own."""
-    own = set()
-    for klass in config_class.__mro__:
-        if klass.__module__.startswith("transformers") or klass is object:
-            continue
-        if "__init__" in vars(klass):
-            own |= set(inspect.signature(vars(klass)["__init__"]).parameters) - {"self", "kwargs"}
-    return own
-
-
-def reject_undefined_fields(config_class: type, given: Iterable[str]) -> None:
-    """Refuse a field that neither ``config_class`` nor transformers defines, in a saved ``config.json`` as in a
-    config built in code: transformers would store it and every model would ignore it (``num_layers: 7`` builds the
-    default depth; a misspelt ``num_expert`` trains 4 experts instead of 8). The message names the field and the
-    real one it most likely means. Keys transformers writes (``TRANSFORMERS_CONFIG_KEYS``, this line's
-    ``PretrainedConfig`` arguments) and private ``_keys`` pass."""
-    from transformers import PretrainedConfig
-
-    own = _own_fields(config_class)
-    line = set(inspect.signature(PretrainedConfig.__init__).parameters)
-    for name in given:
-        if name in own or name in TRANSFORMERS_CONFIG_KEYS or name in line or name.startswith("_"):
-            continue
-        if name in TRANSFORMERS_ALIASES:
-            hint = TRANSFORMERS_ALIASES[name] + "."
-        else:
-            close = difflib.get_close_matches(name, sorted(own), n=1, cutoff=0.6)
-            hint = f"did you mean `{close[0]}`?" if close else f"its fields: {', '.join(sorted(own))}."
-        raise ValueError(
-            f"{config_class.__name__}: unknown field `{name}` (in config.json or the config's arguments); {hint} "
-            "Remove or rename it: an unknown field would be stored and ignored."
-        )
-
-
-# transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert configs call otherwise, or
-# for settings compact-bert fixes: given as overrides they would be stored and ignored.
-_ONE_EXPERT_PER_TOKEN = (
-    "compact-bert's MoE layers route each token to exactly one expert (top-1 routing, MiniMoE "
-    "and MoE-BERT alike), so there is no number of experts per token to set"
-)
+# transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert calls otherwise, or for a
+# setting compact-bert fixes: given as fields they would be stored and ignored.
 TRANSFORMERS_ALIASES = {
-    "num_layers": "compact-bert calls it `num_hidden_layers`",
-    "n_layers": "compact-bert calls it `num_hidden_layers`",
-    "num_heads": "compact-bert calls it `num_attention_heads`",
-    "n_heads": "compact-bert calls it `num_attention_heads`",
-    "d_model": "compact-bert calls it `hidden_size`",
-    "hidden_dim": "compact-bert calls it `hidden_size`",
-    "ffn_dim": "compact-bert calls it `intermediate_size`",
-    "num_local_experts": "compact-bert calls it `num_experts`",
-    "n_routed_experts": "compact-bert calls it `num_experts`",
-    "num_experts_per_tok": _ONE_EXPERT_PER_TOKEN,
-    "num_selected_experts": _ONE_EXPERT_PER_TOKEN,
-    "moe_top_k": _ONE_EXPERT_PER_TOKEN,
-    "top_k": _ONE_EXPERT_PER_TOKEN,
+    **dict.fromkeys(("num_layers", "n_layers"), "compact-bert calls it `num_hidden_layers`."),
+    **dict.fromkeys(("num_heads", "n_heads"), "compact-bert calls it `num_attention_heads`."),
+    **dict.fromkeys(("d_model", "hidden_dim"), "compact-bert calls it `hidden_size`."),
+    **dict.fromkeys(("ffn_dim",), "compact-bert calls it `intermediate_size`."),
+    **dict.fromkeys(("num_local_experts", "n_routed_experts"), "compact-bert calls it `num_experts`."),
+    **dict.fromkeys(
+        ("num_experts_per_tok", "num_selected_experts", "moe_top_k", "top_k"),
+        "compact-bert's MoE layers route each token to exactly one expert: there are no experts per token to set.",
+    ),
 }
+# Keys transformers writes that this line's PretrainedConfig cannot name: 4.57's arguments that 5.x dropped, and what
+# transformers sets on a built config (`use_cache`: 5.x's Trainer; `quantization_config`: quantizers of both lines).
+OTHER_LINE_KEYS = frozenset({
+    "add_cross_attention", "bos_token_id", "cross_attention_hidden_size", "decoder_start_token_id", "eos_token_id",
+    "finetuning_task", "is_decoder", "prefix", "pruned_heads", "sep_token_id", "task_specific_params",
+    "tf_legacy_loss", "tie_encoder_decoder", "tokenizer_class", "torchscript", "use_bfloat16", "use_cache",
+    "quantization_config"
+})  # fmt: skip
 
 
-NORMALIZATION_TYPES = ("no_norm", "layer_norm")
-# Where multi-head attention reads its query/key/value inputs (paper 001 Fig. 1 and appendix E):
-#   shared_bottleneck: query and key from a second bottleneck of the inter-block features, value from the
-#                      inter-block features themselves (MobileBERT, as transformers' MobileBertModel);
-#   intra_bottleneck:  query, key and value from the intra-block features (MobileBERT_TINY, Fig. 4);
-#   inter_block:       query, key and value from the inter-block features (IB-BERT teacher, Table 1).
-ATTENTION_INPUTS = ("shared_bottleneck", "intra_bottleneck", "inter_block")
+def reject_undefined_fields(config, fields, given: dict) -> None:
+    """Refuse a key of ``given`` neither in ``config``'s ``fields`` nor transformers': it would be stored and ignored
+    (``num_expert: 8`` trains 4 experts). transformers' are ``OTHER_LINE_KEYS`` and what this line's
+    ``PretrainedConfig`` has (``num_labels``) or its ``__init__`` consumes (``torch_dtype``); ``_private`` keys pass."""
+    for name, value in given.items():
+        if name in fields or name.startswith("_") or name in OTHER_LINE_KEYS or name in vars(PretrainedConfig()):
+            continue
+        attribute = getattr(PretrainedConfig, name, None)  # a class attribute or property, not a method
+        if (attribute is not None and not callable(attribute)) or name not in vars(PretrainedConfig(**{name: value})):
+            continue
+        close = difflib.get_close_matches(name, sorted(fields), n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`?" if close else f"its fields: {', '.join(sorted(fields))}."
+        raise ValueError(
+            f"{type(config).__name__}: unknown field `{name}` (in config.json or the config's arguments); "
+            f"{TRANSFORMERS_ALIASES.get(name, hint)} Remove or rename it: an unknown field is stored and ignored."
+        )
 
 
 class IBBertConfig(PretrainedConfig):
@@ -186,25 +99,26 @@ class IBBertConfig(PretrainedConfig):
     and GELU, attention reading the inter-block features (293M parameters).
 
     Args:
-        vocab_size: WordPiece vocabulary size.
+        vocab_size, num_hidden_layers, num_attention_heads, intermediate_size: as in BERT.
         embedding_size: width of the token embedding table (128 in Table 1, the factorized embedding).
-        hidden_size: inter-block feature-map size ``h_inter`` (512): what layers exchange and what
-            feature-map transfer (eq. 2) compares.
-        intra_bottleneck_size: intra-block size (128 for MobileBERT, 1024 for IB-BERT); also the all-head
-            size of attention.
-        num_hidden_layers, num_attention_heads, intermediate_size: as in BERT.
+        hidden_size: inter-block feature-map size ``h_inter`` (512), what layers exchange and what feature-map
+            transfer (eq. 2) compares.
+        intra_bottleneck_size: intra-block size, also the all-head size of attention (128 for MobileBERT, 1024 for
+            IB-BERT).
         num_feedforward_networks: stacked FFNs per layer (§3.2: 4 for MobileBERT).
         hidden_act: FFN activation (``relu`` is the operational optimization of §3.3).
         normalization_type: ``no_norm`` (eq. 1, ``γ∘h + β``) or ``layer_norm``.
-        attention_input: see ``ATTENTION_INPUTS``.
+        attention_input: where attention reads its query, key and value (paper 001 Fig. 1 and appendix E):
+            ``shared_bottleneck``, query and key from a second bottleneck of the inter-block features, value from those
+            (MobileBERT, as transformers' MobileBertModel); ``intra_bottleneck``, all three from the intra-block
+            features (MobileBERT_TINY, Fig. 4); ``inter_block``, all three from the inter-block features (IB-BERT).
         use_bottleneck: without it the layer is a plain post-LN BERT layer of width ``hidden_size``.
         trigram_input: the kernel-3 convolution embedding factorization of §3.4.
         classifier_activation: tanh pooler (as BERT) or the raw first-token features.
     """
 
     model_type = "ib_bert"
-    # The family's Auto classes and their class-name suffixes, named in ``auto_map`` (``auto_map.py``).
-    # The bottleneck families also have the pre-training head of paper 001 (MLM + next-sentence prediction).
+    # The Auto classes named in ``auto_map``: an encoder's, and paper 001's pre-training head (MLM + next sentence).
     auto_model_suffixes = {**ENCODER_AUTO_MODEL_SUFFIXES, "AutoModelForPreTraining": "ForPreTraining"}
 
     def __init__(
@@ -234,39 +148,17 @@ class IBBertConfig(PretrainedConfig):
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
-        reject_undefined_fields(type(self), kwargs)
-        kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
-        super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
-        # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
-        self.tie_word_embeddings = tie_word_embeddings
-        self.vocab_size = vocab_size
-        self.embedding_size = embedding_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.intra_bottleneck_size = intra_bottleneck_size
-        self.intermediate_size = intermediate_size
-        self.num_feedforward_networks = num_feedforward_networks
-        self.hidden_act = hidden_act
-        self.normalization_type = normalization_type
-        self.attention_input = attention_input
-        self.use_bottleneck = use_bottleneck
-        self.trigram_input = trigram_input
-        self.hidden_dropout_prob = hidden_dropout_prob
-        self.attention_probs_dropout_prob = attention_probs_dropout_prob
-        self.max_position_embeddings = max_position_embeddings
-        self.type_vocab_size = type_vocab_size
-        self.initializer_range = initializer_range
-        self.layer_norm_eps = layer_norm_eps
-        self.classifier_activation = classifier_activation
-        self.classifier_dropout = classifier_dropout
+        # Every argument is a field, stored as given once transformers has set up its own (and validated then).
+        fields = {name: value for name, value in locals().items() if name not in ("self", "kwargs", "__class__")}
+        auto_map = family_auto_map(type(self), self.auto_model_suffixes, kwargs.pop("auto_map", None))
+        reject_undefined_fields(self, fields, kwargs)
+        super().__init__(auto_map=auto_map, **kwargs)
+        vars(self).update(fields)
         self._validate()
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """transformers builds the config from ``config.json`` and then sets each load keyword on it
-        (``from_pretrained(folder, num_experts=-1)``), after ``__init__`` has validated: the result is validated
-        again, so that a value arriving as a keyword is refused as the constructor refuses it."""
+        """Load keywords (``from_pretrained(folder, num_experts=-1)``) are set after ``__init__``: checked here too."""
         built = super().from_dict(config_dict, **kwargs)
         (built[0] if isinstance(built, tuple) else built)._validate()
         return built
@@ -277,45 +169,24 @@ class IBBertConfig(PretrainedConfig):
         return self.intra_bottleneck_size if self.use_bottleneck else self.hidden_size
 
     def _validate(self) -> None:
-        owner = type(self).__name__
-        for field in (
-            "vocab_size",
-            "embedding_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intra_bottleneck_size",
-            "intermediate_size",
-            "num_feedforward_networks",
-            "max_position_embeddings",
-            "type_vocab_size",
-        ):
-            require_positive_int(owner, field, getattr(self, field))
-        require_choice(owner, "hidden_act", self.hidden_act, ACT2FN.keys())
-        require_choice(owner, "normalization_type", self.normalization_type, NORMALIZATION_TYPES)
-        require_choice(owner, "attention_input", self.attention_input, ATTENTION_INPUTS)
-        require_dropout_probability(owner, "hidden_dropout_prob", self.hidden_dropout_prob)
-        require_dropout_probability(owner, "attention_probs_dropout_prob", self.attention_probs_dropout_prob)
-        require_dropout_probability(owner, "classifier_dropout", self.classifier_dropout, allow_none=True)
-        require_positive_float(owner, "initializer_range", self.initializer_range)
-        require_positive_float(owner, "layer_norm_eps", self.layer_norm_eps)
-        for field in (
-            "use_bottleneck",
-            "trigram_input",
-            "classifier_activation",
-            "tie_word_embeddings",
-        ):
-            require_bool(owner, field, getattr(self, field))
-        require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
-        field = "intra_bottleneck_size" if self.use_bottleneck else "hidden_size"
-        require_divisible(owner, field, self.true_hidden_size, "num_attention_heads", self.num_attention_heads)
-        if not self.use_bottleneck and self.attention_input != "inter_block":
-            raise ValueError(
-                f"{owner}: `attention_input` must be 'inter_block' when `use_bottleneck` is False (there is no "
-                f"bottleneck to read from), got {self.attention_input!r}."
-            )
+        require(self, POSITIVE_INT, "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers")
+        require(self, POSITIVE_INT, "num_attention_heads", "intra_bottleneck_size", "intermediate_size")
+        require(self, POSITIVE_INT, "num_feedforward_networks", "max_position_embeddings", "type_vocab_size")
+        require(self, one_of(ACT2FN), "hidden_act")
+        require(self, one_of(("no_norm", "layer_norm")), "normalization_type")
+        require(self, one_of(("shared_bottleneck", "intra_bottleneck", "inter_block")), "attention_input")
+        require(self, PROBABILITY, "hidden_dropout_prob", "attention_probs_dropout_prob")
+        require(self, PROBABILITY, "classifier_dropout", or_none=True)
+        require(self, POSITIVE_NUMBER, "initializer_range", "layer_norm_eps")
+        require(self, BOOLEAN, "use_bottleneck", "trigram_input", "classifier_activation", "tie_word_embeddings")
+        require(self, token_id(self.vocab_size), "pad_token_id", or_none=True)
+        heads = multiple_of("num_attention_heads", self.num_attention_heads)
+        require(self, heads, "intra_bottleneck_size" if self.use_bottleneck else "hidden_size")
         if self.use_bottleneck:
-            self._validate_bottleneck_direction(owner)
+            self._validate_bottleneck_direction(type(self).__name__)
+        else:  # attention has no bottleneck to read from
+            inter_block = (lambda value: value == "inter_block", "'inter_block' when `use_bottleneck` is False")
+            require(self, inter_block, "attention_input")
 
     def _validate_bottleneck_direction(self, owner: str) -> None:
         if self.intra_bottleneck_size < self.hidden_size:

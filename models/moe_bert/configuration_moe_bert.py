@@ -6,10 +6,7 @@ configuration code of the ``moe_bert`` model type, run by compact-bert and shipp
 from __future__ import annotations
 
 import difflib
-import inspect
 import math
-from collections.abc import Iterable
-from typing import Any
 
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
@@ -17,209 +14,117 @@ from transformers.activations import ACT2FN
 __all__ = ["MoEBertConfig"]
 
 
-# The Auto classes every family has and the suffix of each one's class name (``MiniMoE`` + ``ForMaskedLM``).
+# The Auto classes every family has, each with the suffix of its class name (``MiniMoE`` + ``ForMaskedLM``).
 ENCODER_AUTO_MODEL_SUFFIXES = {
-    "AutoModel": "Model",
-    "AutoModelForMaskedLM": "ForMaskedLM",
-    "AutoModelForSequenceClassification": "ForSequenceClassification",
-    "AutoModelForTokenClassification": "ForTokenClassification",
-    "AutoModelForQuestionAnswering": "ForQuestionAnswering",
+    f"AutoModel{head}": head or "Model"
+    for head in ("", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
 }
 
 
 def family_auto_map(config_class: type, model_suffixes: dict[str, str], given: dict | None = None) -> dict[str, str]:
-    """``auto_map`` of the family of ``config_class`` (named ``<Family>Config``): ``AutoConfig`` → its
-    ``configuration_<model_type>`` module, each Auto class of ``model_suffixes`` (Auto class → class-name suffix,
-    ``{"AutoModel": "Model", ...}``) → ``modeling_<model_type>.<Family><suffix>``; the entries of ``given`` (the
-    ``auto_map`` of a loaded ``config.json``) take precedence."""
-    family = config_class.__name__.removesuffix("Config")
-    model_type = config_class.model_type
-    auto_map = {"AutoConfig": f"configuration_{model_type}.{config_class.__name__}"}
-    for auto_name, suffix in model_suffixes.items():
-        auto_map[auto_name] = f"modeling_{model_type}.{family}{suffix}"
-    return {**auto_map, **(given or {})}
+    """``auto_map`` of ``<Family>Config``: it, and ``modeling_<model_type>.<Family><suffix>`` for each Auto class."""
+    family, model_type = config_class.__name__.removesuffix("Config"), config_class.model_type
+    models = {auto: f"modeling_{model_type}.{family}{suffix}" for auto, suffix in model_suffixes.items()}
+    return {"AutoConfig": f"configuration_{model_type}.{config_class.__name__}", **models, **(given or {})}
 
 
-def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"{owner}: `{field}` must be {allowed}, got {value!r}.")
+# Rules: what a field may hold, as a test of its value and what the error message says the value must be. A number is
+# a finite int or float (``True`` is an int to Python; ``inf`` sizes nothing); a flag is a real boolean (the string
+# "false" is truthy, and would silently switch the feature on).
+_is_number = lambda value: isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+POSITIVE_INT = (lambda value: _is_number(value) and isinstance(value, int) and value >= 1, "an integer >= 1")
+NON_NEGATIVE_INT = (lambda value: _is_number(value) and isinstance(value, int) and value >= 0, "an integer >= 0")
+POSITIVE_NUMBER = (lambda value: _is_number(value) and value > 0, "a finite number > 0")
+NON_NEGATIVE_NUMBER = (lambda value: _is_number(value) and value >= 0, "a finite number >= 0")
+PROBABILITY = (lambda value: _is_number(value) and 0 <= value < 1, "a probability in [0, 1)")
+BOOLEAN = (lambda value: isinstance(value, bool), "True or False")
+DICT = (lambda value: isinstance(value, dict), "a dict")
+# Rules that depend on the config: one of some names, a multiple of another field, a token id of the vocabulary.
+one_of = lambda names: (lambda value: value in sorted(names), "one of " + ", ".join(map(repr, sorted(names))))
+multiple_of = lambda field, divisor: (lambda value: value % divisor == 0, f"divisible by `{field}` ({divisor})")
+token_id = lambda size: (lambda value: NON_NEGATIVE_INT[0](value) and value < size, f"a token id in [0, {size})")
 
 
-def require_positive_int(owner: str, field: str, value: Any, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(owner, field, value, f"an integer >= {minimum}")
+def require(config, rule: tuple, *fields: str, or_none: bool = False) -> None:
+    """Refuse the first of ``config``'s ``fields`` that fails ``rule`` (``None`` passes when ``or_none``)."""
+    for field in fields:
+        if not (rule[0](value := getattr(config, field)) or (or_none and value is None)):
+            allowed = rule[1] + (" or None" if or_none else "")
+            raise ValueError(f"{type(config).__name__}: `{field}` must be {allowed}, got {value!r}.")
 
 
-def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def require_bool(owner: str, field: str, value: Any) -> None:
-    """A real boolean: the string "false" is truthy, and would silently switch the feature on."""
-    if not isinstance(value, bool):
-        _fail(owner, field, value, "True or False")
-
-
-def require_positive_float(owner: str, field: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not _is_number(value) or not value > 0:
-        _fail(owner, field, value, "a finite number > 0" + (" or None" if allow_none else ""))
-
-
-def require_non_negative_float(owner: str, field: str, value: Any) -> None:
-    if not _is_number(value) or value < 0:
-        _fail(owner, field, value, "a finite number >= 0")
-
-
-def require_token_id(owner: str, field: str, value: Any, vocab_size: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-        _fail(owner, field, value, f"None or a token id in [0, vocab_size) = [0, {vocab_size})")
-
-
-def require_dropout_probability(owner: str, field: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not _is_number(value) or not 0.0 <= value < 1.0:
-        _fail(owner, field, value, "a probability in [0, 1)" + (" or None" if allow_none else ""))
-
-
-def require_choice(owner: str, field: str, value: Any, choices: Iterable[str]) -> None:
-    choices = sorted(choices)
-    if value not in choices:
-        _fail(owner, field, value, "one of " + ", ".join(repr(choice) for choice in choices))
-
-
-def require_divisible(owner: str, field: str, value: int, divisor_field: str, divisor: int) -> None:
-    if value % divisor != 0:
-        _fail(owner, field, value, f"divisible by `{divisor_field}` ({divisor})")
-
-
-# The keys transformers itself puts in a config (``PretrainedConfig``'s arguments and saved fields on 4.57 and 5.x, and
-# what older lines wrote): a saved ``config.json`` carries them whichever line wrote it, so they are never refused.
-TRANSFORMERS_CONFIG_KEYS = frozenset(
-    {
-        "add_cross_attention", "architectures", "attn_implementation", "auto_map", "bad_words_ids",
-        "begin_suppress_tokens", "bos_token_id", "chunk_size_feed_forward", "cross_attention_hidden_size",
-        "decoder_start_token_id", "diversity_penalty", "do_sample", "dtype", "early_stopping",
-        "encoder_no_repeat_ngram_size", "eos_token_id", "experts_implementation", "exponential_decay_length_penalty",
-        "finetuning_task", "forced_bos_token_id", "forced_eos_token_id", "gradient_checkpointing", "id2label",
-        "is_decoder", "is_encoder_decoder", "label2id", "length_penalty", "max_length", "min_length", "model_type",
-        "name_or_path",
-        "no_repeat_ngram_size", "num_beam_groups", "num_beams", "num_labels", "num_return_sequences",
-        "output_attentions", "output_hidden_states", "output_scores", "pad_token_id", "prefix", "problem_type",
-        "pruned_heads", "quantization_config", "remove_invalid_values", "repetition_penalty", "return_dict",
-        "return_dict_in_generate", "sep_token_id", "suppress_tokens", "task_specific_params", "temperature",
-        "tf_legacy_loss", "tie_encoder_decoder", "tie_word_embeddings", "tokenizer_class", "top_k", "top_p",
-        "torch_dtype", "torchscript", "transformers_version", "typical_p", "use_bfloat16", "use_cache",
-    }
-)  # fmt: skip
-
-
-def _own_fields(config_class: type) -> set[str]:
-    """The arguments of the ``__init__`` of every class of ``config_class`` that is not transformers' own."""
-    own = set()
-    for klass in config_class.__mro__:
-        if klass.__module__.startswith("transformers") or klass is object:
-            continue
-        if "__init__" in vars(klass):
-            own |= set(inspect.signature(vars(klass)["__init__"]).parameters) - {"self", "kwargs"}
-    return own
-
-
-def reject_undefined_fields(config_class: type, given: Iterable[str]) -> None:
-    """Refuse a field that neither ``config_class`` nor transformers defines, in a saved ``config.json`` as in a
-    config built in code: transformers would store it and every model would ignore it (``num_layers: 7`` builds the
-    default depth; a misspelt ``num_expert`` trains 4 experts instead of 8). The message names the field and the
-    real one it most likely means. Keys transformers writes (``TRANSFORMERS_CONFIG_KEYS``, this line's
-    ``PretrainedConfig`` arguments) and private ``_keys`` pass."""
-    from transformers import PretrainedConfig
-
-    own = _own_fields(config_class)
-    line = set(inspect.signature(PretrainedConfig.__init__).parameters)
-    for name in given:
-        if name in own or name in TRANSFORMERS_CONFIG_KEYS or name in line or name.startswith("_"):
-            continue
-        if name in TRANSFORMERS_ALIASES:
-            hint = TRANSFORMERS_ALIASES[name] + "."
-        else:
-            close = difflib.get_close_matches(name, sorted(own), n=1, cutoff=0.6)
-            hint = f"did you mean `{close[0]}`?" if close else f"its fields: {', '.join(sorted(own))}."
-        raise ValueError(
-            f"{config_class.__name__}: unknown field `{name}` (in config.json or the config's arguments); {hint} "
-            "Remove or rename it: an unknown field would be stored and ignored."
-        )
-
-
-# transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert configs call otherwise, or
-# for settings compact-bert fixes: given as overrides they would be stored and ignored.
-_ONE_EXPERT_PER_TOKEN = (
-    "compact-bert's MoE layers route each token to exactly one expert (top-1 routing, MiniMoE "
-    "and MoE-BERT alike), so there is no number of experts per token to set"
-)
+# transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert calls otherwise, or for a
+# setting compact-bert fixes: given as fields they would be stored and ignored.
 TRANSFORMERS_ALIASES = {
-    "num_layers": "compact-bert calls it `num_hidden_layers`",
-    "n_layers": "compact-bert calls it `num_hidden_layers`",
-    "num_heads": "compact-bert calls it `num_attention_heads`",
-    "n_heads": "compact-bert calls it `num_attention_heads`",
-    "d_model": "compact-bert calls it `hidden_size`",
-    "hidden_dim": "compact-bert calls it `hidden_size`",
-    "ffn_dim": "compact-bert calls it `intermediate_size`",
-    "num_local_experts": "compact-bert calls it `num_experts`",
-    "n_routed_experts": "compact-bert calls it `num_experts`",
-    "num_experts_per_tok": _ONE_EXPERT_PER_TOKEN,
-    "num_selected_experts": _ONE_EXPERT_PER_TOKEN,
-    "moe_top_k": _ONE_EXPERT_PER_TOKEN,
-    "top_k": _ONE_EXPERT_PER_TOKEN,
+    **dict.fromkeys(("num_layers", "n_layers"), "compact-bert calls it `num_hidden_layers`."),
+    **dict.fromkeys(("num_heads", "n_heads"), "compact-bert calls it `num_attention_heads`."),
+    **dict.fromkeys(("d_model", "hidden_dim"), "compact-bert calls it `hidden_size`."),
+    **dict.fromkeys(("ffn_dim",), "compact-bert calls it `intermediate_size`."),
+    **dict.fromkeys(("num_local_experts", "n_routed_experts"), "compact-bert calls it `num_experts`."),
+    **dict.fromkeys(
+        ("num_experts_per_tok", "num_selected_experts", "moe_top_k", "top_k"),
+        "compact-bert's MoE layers route each token to exactly one expert: there are no experts per token to set.",
+    ),
 }
+# Keys transformers writes that this line's PretrainedConfig cannot name: 4.57's arguments that 5.x dropped, and what
+# transformers sets on a built config (`use_cache`: 5.x's Trainer; `quantization_config`: quantizers of both lines).
+OTHER_LINE_KEYS = frozenset({
+    "add_cross_attention", "bos_token_id", "cross_attention_hidden_size", "decoder_start_token_id", "eos_token_id",
+    "finetuning_task", "is_decoder", "prefix", "pruned_heads", "sep_token_id", "task_specific_params",
+    "tf_legacy_loss", "tie_encoder_decoder", "tokenizer_class", "torchscript", "use_bfloat16", "use_cache",
+    "quantization_config"
+})  # fmt: skip
 
 
-# top1: learned softmax gate, the expert with the highest probability, output scaled by that probability.
-# hash: a fixed random hash of the token id picks the expert (Roller et al., 2021); nothing to learn.
-ROUTER_TYPES = ("top1", "hash")
-# switch:     α · m · Σ_j f_j · P_j (Switch Transformers; paper 002 §3.2).
-# kl_uniform: KL(uniform ‖ q), q the batch-mean router distribution (paper 003 eq. 4-5).
-ROUTER_AUX_LOSS_TYPES = ("switch", "kl_uniform")
+def reject_undefined_fields(config, fields, given: dict) -> None:
+    """Refuse a key of ``given`` neither in ``config``'s ``fields`` nor transformers': it would be stored and ignored
+    (``num_expert: 8`` trains 4 experts). transformers' are ``OTHER_LINE_KEYS`` and what this line's
+    ``PretrainedConfig`` has (``num_labels``) or its ``__init__`` consumes (``torch_dtype``); ``_private`` keys pass."""
+    for name, value in given.items():
+        if name in fields or name.startswith("_") or name in OTHER_LINE_KEYS or name in vars(PretrainedConfig()):
+            continue
+        attribute = getattr(PretrainedConfig, name, None)  # a class attribute or property, not a method
+        if (attribute is not None and not callable(attribute)) or name not in vars(PretrainedConfig(**{name: value})):
+            continue
+        close = difflib.get_close_matches(name, sorted(fields), n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`?" if close else f"its fields: {', '.join(sorted(fields))}."
+        raise ValueError(
+            f"{type(config).__name__}: unknown field `{name}` (in config.json or the config's arguments); "
+            f"{TRANSFORMERS_ALIASES.get(name, hint)} Remove or rename it: an unknown field is stored and ignored."
+        )
 
 
 class MoEBertConfig(PretrainedConfig):
     """Vanilla post-LN BERT whose every FFN is a top-1 MoE of standard FFN experts (H → 4H → H, GELU).
 
-    Defaults are the H=768 setting of paper 003: 12 layers, 12 heads, 64 experts, router
-    ``softmax(W_r x + b_r)`` (eq. 1), balance loss ``KL(uniform ‖ q)`` (eq. 4-5) with λ_B = 1000, no token
-    dropping (FastMoE, used by the paper, has no capacity limit) and 128-token sequences. With
-    ``num_experts=1`` it is the vanilla BERT teacher, with BERT's module names.
+    Defaults are the H=768 setting of paper 003: 12 layers, 12 heads, 64 experts, router ``softmax(W_r x + b_r)``
+    (eq. 1), balance loss ``KL(uniform ‖ q)`` (eq. 4-5) with λ_B = 1000, no token dropping (FastMoE, used by the
+    paper, has no capacity limit) and 128-token sequences. With ``num_experts=1`` it is the vanilla BERT teacher.
 
     Args:
-        num_experts: experts per FFN block (1 = the dense FFN of BERT).
-        moe_intermediate_size: inner width of each FFN expert; ``None`` (default) = ``intermediate_size``, every
-            expert a full-size FFN (paper 002's minimal experts, paper 003). Narrower experts are what MoEBERT's
-            importance-guided split of a dense FFN produces (``distillation.teacher_init``): each token then runs
-            ``moe_intermediate_size`` of the FFN's neurons, so a 4-expert block of width ``intermediate_size / 4``
-            costs a quarter of the dense FFN per token.
-        num_attention_experts: experts per MHA block (1 = dense MHA); the ``x`` of paper 002's ``x,yE``.
-        router_type: ``top1`` or ``hash``; see ``ROUTER_TYPES``.
-        capacity_factor: during training each expert takes at most ``ceil(capacity_factor · tokens /
-            num_experts)`` tokens of a batch; the overflow is dropped and passes through the residual
-            (paper 002 appendix B: 1.25). ``None`` drops nothing.
-        eval_capacity_factor: the same at inference; ``None`` (default) drops nothing so that a token's
-            output never depends on the other tokens of its batch.
-        router_aux_loss_type: ``switch`` or ``kl_uniform``; see ``ROUTER_AUX_LOSS_TYPES``.
+        num_experts, num_attention_experts: experts per FFN and per MHA block (1: BERT's dense block); paper 002's
+            ``x,yE`` is ``num_attention_experts=x, num_experts=y``.
+        moe_intermediate_size: inner width of an FFN expert; ``None``: ``intermediate_size``, full-size experts
+            (papers 002 and 003). Narrower experts come from MoEBERT's importance-guided split of a dense FFN
+            (``distillation.teacher_init``): 4 experts of width ``intermediate_size / 4`` cost a quarter of its FLOPs.
+        router_type: ``top1``, a learned softmax gate whose highest-probability expert's output is scaled by that
+            probability, or ``hash``, a fixed random hash of the token id, nothing to learn (Roller et al., 2021).
+        router_aux_loss_type: ``switch``, α · m · Σ_j f_j · P_j (Switch Transformers; paper 002 §3.2), or
+            ``kl_uniform``, KL(uniform ‖ q) with q the batch-mean router distribution (paper 003 eq. 4-5).
+        capacity_factor: in training an expert takes at most ``ceil(capacity_factor · tokens / num_experts)`` tokens
+            of a batch, the overflow passing through the residual (paper 002 appendix B: 1.25; ``None``: no limit).
+        eval_capacity_factor: the same at inference, ``None`` so that no token's output depends on its batch.
         router_aux_loss_coef: weight of the balance loss (the mean over MoE layers) in a head's loss.
-        hash_seed: seed of the random token-id → expert table of hash routing.
-        use_auxiliary_attention: append an auxiliary MHA block after the last layer, used only to align
-            self-attention relations during distillation (paper 002 §3.2, after MiniLMv2).
-        teacher_initialization: the record of how the weights were first copied from a pretrained teacher (layer
-            map, kept channels, heads and neurons, how the experts were made), written by
-            ``distillation.teacher_init``; ``None`` for a randomly initialized model. The model never reads it.
+        hash_seed: seed of hash routing's random token-id → expert table.
+        use_auxiliary_attention: an auxiliary MHA block after the last layer, only to align self-attention relations
+            in distillation (paper 002 §3.2, after MiniLMv2).
+        teacher_initialization: how the weights were copied from a pretrained teacher (layer map, kept channels,
+            heads, neurons, how experts were made; ``distillation.teacher_init``), ``None`` if random. Never read.
     """
 
     model_type = "moe_bert"
-    # What Trainer drops from a head's outputs when it collects predictions: the routing diagnostics sit
-    # next to the logits, and without this a user's ``logits, labels = eval_pred`` receives a tuple.
+    # What Trainer drops from a head's outputs to collect predictions, else ``eval_pred`` holds routing diagnostics.
     keys_to_ignore_at_inference = ["router_logits", "aux_loss", "expert_load", "dropped_token_fraction"]
-    # The family's Auto classes and their class-name suffixes, named in ``auto_map`` (``auto_map.py``).
     auto_model_suffixes = ENCODER_AUTO_MODEL_SUFFIXES
 
     def __init__(
@@ -252,49 +157,23 @@ class MoEBertConfig(PretrainedConfig):
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
-        reject_undefined_fields(type(self), kwargs)
-        kwargs["auto_map"] = family_auto_map(type(self), self.auto_model_suffixes, kwargs.get("auto_map"))
-        super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
-        # The masked-LM decoder shares the word embeddings, as in BERT; transformers 5 has no default for it.
-        self.tie_word_embeddings = tie_word_embeddings
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
-        self.hidden_act = hidden_act
-        self.hidden_dropout_prob = hidden_dropout_prob
-        self.attention_probs_dropout_prob = attention_probs_dropout_prob
-        self.max_position_embeddings = max_position_embeddings
-        self.type_vocab_size = type_vocab_size
-        self.initializer_range = initializer_range
-        self.layer_norm_eps = layer_norm_eps
-        self.classifier_dropout = classifier_dropout
-        self.num_experts = num_experts
-        self.moe_intermediate_size = moe_intermediate_size
-        self.num_attention_experts = num_attention_experts
-        self.router_type = router_type
-        self.capacity_factor = capacity_factor
-        self.eval_capacity_factor = eval_capacity_factor
-        self.router_aux_loss_type = router_aux_loss_type
-        self.router_aux_loss_coef = router_aux_loss_coef
-        self.hash_seed = hash_seed
-        self.use_auxiliary_attention = use_auxiliary_attention
-        self.teacher_initialization = teacher_initialization
+        # Every argument is a field, stored as given once transformers has set up its own (and validated then).
+        fields = {name: value for name, value in locals().items() if name not in ("self", "kwargs", "__class__")}
+        auto_map = family_auto_map(type(self), self.auto_model_suffixes, kwargs.pop("auto_map", None))
+        reject_undefined_fields(self, fields, kwargs)
+        super().__init__(auto_map=auto_map, **kwargs)
+        vars(self).update(fields)
         self._validate()
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """transformers builds the config from ``config.json`` and then sets each load keyword on it
-        (``from_pretrained(folder, num_experts=-1)``), after ``__init__`` has validated: the result is validated
-        again, so that a value arriving as a keyword is refused as the constructor refuses it."""
+        """Load keywords (``from_pretrained(folder, num_experts=-1)``) are set after ``__init__``: checked here too."""
         built = super().from_dict(config_dict, **kwargs)
         (built[0] if isinstance(built, tuple) else built)._validate()
         return built
 
     @property
     def expert_intermediate_size(self) -> int:
-        """The inner width of one FFN expert (``moe_intermediate_size``, else ``intermediate_size``)."""
         return self.intermediate_size if self.moe_intermediate_size is None else self.moe_intermediate_size
 
     @property
@@ -302,39 +181,20 @@ class MoEBertConfig(PretrainedConfig):
         return self.num_experts > 1 or self.num_attention_experts > 1
 
     def _validate(self) -> None:
-        owner = type(self).__name__
-        for field in (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-            "num_experts",
-            "num_attention_experts",
-        ):
-            require_positive_int(owner, field, getattr(self, field))
-        if self.moe_intermediate_size is not None:
-            require_positive_int(owner, "moe_intermediate_size", self.moe_intermediate_size)
-        require_divisible(owner, "hidden_size", self.hidden_size, "num_attention_heads", self.num_attention_heads)
-        require_choice(owner, "hidden_act", self.hidden_act, ACT2FN.keys())
-        require_choice(owner, "router_type", self.router_type, ROUTER_TYPES)
-        require_choice(owner, "router_aux_loss_type", self.router_aux_loss_type, ROUTER_AUX_LOSS_TYPES)
-        require_dropout_probability(owner, "hidden_dropout_prob", self.hidden_dropout_prob)
-        require_dropout_probability(owner, "attention_probs_dropout_prob", self.attention_probs_dropout_prob)
-        require_dropout_probability(owner, "classifier_dropout", self.classifier_dropout, allow_none=True)
-        require_positive_float(owner, "capacity_factor", self.capacity_factor, allow_none=True)
-        require_positive_float(owner, "eval_capacity_factor", self.eval_capacity_factor, allow_none=True)
-        require_positive_float(owner, "initializer_range", self.initializer_range)
-        require_positive_float(owner, "layer_norm_eps", self.layer_norm_eps)
-        require_non_negative_float(owner, "router_aux_loss_coef", self.router_aux_loss_coef)
-        require_bool(owner, "use_auxiliary_attention", self.use_auxiliary_attention)
-        require_bool(owner, "tie_word_embeddings", self.tie_word_embeddings)
-        require_token_id(owner, "pad_token_id", self.pad_token_id, self.vocab_size)
-        if self.teacher_initialization is not None and not isinstance(self.teacher_initialization, dict):
-            raise ValueError(
-                f"{owner}: `teacher_initialization` must be a dict or None, got {self.teacher_initialization!r}."
-            )
-        if isinstance(self.hash_seed, bool) or not isinstance(self.hash_seed, int) or self.hash_seed < 0:
-            raise ValueError(f"{owner}: `hash_seed` must be an integer >= 0, got {self.hash_seed!r}.")
+        require(self, POSITIVE_INT, "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
+        require(self, POSITIVE_INT, "intermediate_size", "max_position_embeddings", "type_vocab_size")
+        require(self, POSITIVE_INT, "num_experts", "num_attention_experts")
+        require(self, POSITIVE_INT, "moe_intermediate_size", or_none=True)
+        require(self, multiple_of("num_attention_heads", self.num_attention_heads), "hidden_size")
+        require(self, one_of(ACT2FN), "hidden_act")
+        require(self, one_of(("top1", "hash")), "router_type")
+        require(self, one_of(("switch", "kl_uniform")), "router_aux_loss_type")
+        require(self, PROBABILITY, "hidden_dropout_prob", "attention_probs_dropout_prob")
+        require(self, PROBABILITY, "classifier_dropout", or_none=True)
+        require(self, POSITIVE_NUMBER, "capacity_factor", "eval_capacity_factor", or_none=True)
+        require(self, POSITIVE_NUMBER, "initializer_range", "layer_norm_eps")
+        require(self, NON_NEGATIVE_NUMBER, "router_aux_loss_coef")
+        require(self, BOOLEAN, "use_auxiliary_attention", "tie_word_embeddings")
+        require(self, token_id(self.vocab_size), "pad_token_id", or_none=True)
+        require(self, DICT, "teacher_initialization", or_none=True)
+        require(self, NON_NEGATIVE_INT, "hash_seed")

@@ -123,6 +123,22 @@ def test_each_family_ships_only_the_definitions_it_uses():
     assert not {"MoEBertConfig", "BottleneckBertConfig", "PRESET_FIELDS", "_student"} & minimoe
 
 
+@pytest.mark.parametrize("model_type", ["ib_bert", "compact_mobilebert", "minimoe", "moe_bert"])
+def test_a_configuration_file_defines_one_config_class_in_at_most_200_lines(model_type):
+    """As transformers' generated files do: the shared parent class (``SparseBertConfigBase``, ``BottleneckBertConfig``)
+    is flattened into the family's class, whose defaults and docstring it takes."""
+    configuration = family_files(model_type)[f"configuration_{model_type}.py"]
+    classes = [node for node in ast.parse(configuration).body if isinstance(node, ast.ClassDef)]
+    assert [(node.name, [ast.unparse(base) for base in node.bases]) for node in classes] == [
+        (
+            type(tiny_configs()["mobilebert" if model_type == "compact_mobilebert" else model_type]).__name__,
+            ["PretrainedConfig"],
+        )
+    ]
+    assert "SparseBertConfigBase" not in configuration and "BottleneckBertConfig" not in configuration
+    assert len(configuration.splitlines()) <= 200
+
+
 # A package of its own, to check the rules on sources that the real package does not (yet) exercise.
 FAKE_CONFIGURATION = """
 from __future__ import annotations
