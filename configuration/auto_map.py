@@ -11,24 +11,15 @@ from __future__ import annotations
 
 __all__ = ["ENCODER_AUTO_MODEL_SUFFIXES", "family_auto_map"]
 
-# The Auto classes every family has and the suffix of each one's class name (``MiniMoE`` + ``ForMaskedLM``).
+# The Auto classes every family has, each with the suffix of its class name (``MiniMoE`` + ``ForMaskedLM``).
 ENCODER_AUTO_MODEL_SUFFIXES = {
-    "AutoModel": "Model",
-    "AutoModelForMaskedLM": "ForMaskedLM",
-    "AutoModelForSequenceClassification": "ForSequenceClassification",
-    "AutoModelForTokenClassification": "ForTokenClassification",
-    "AutoModelForQuestionAnswering": "ForQuestionAnswering",
+    f"AutoModel{head}": head or "Model"
+    for head in ("", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
 }
 
 
 def family_auto_map(config_class: type, model_suffixes: dict[str, str], given: dict | None = None) -> dict[str, str]:
-    """``auto_map`` of the family of ``config_class`` (named ``<Family>Config``): ``AutoConfig`` → its
-    ``configuration_<model_type>`` module, each Auto class of ``model_suffixes`` (Auto class → class-name suffix,
-    ``{"AutoModel": "Model", ...}``) → ``modeling_<model_type>.<Family><suffix>``; the entries of ``given`` (the
-    ``auto_map`` of a loaded ``config.json``) take precedence."""
-    family = config_class.__name__.removesuffix("Config")
-    model_type = config_class.model_type
-    auto_map = {"AutoConfig": f"configuration_{model_type}.{config_class.__name__}"}
-    for auto_name, suffix in model_suffixes.items():
-        auto_map[auto_name] = f"modeling_{model_type}.{family}{suffix}"
-    return {**auto_map, **(given or {})}
+    """``auto_map`` of ``<Family>Config``: it, and ``modeling_<model_type>.<Family><suffix>`` for each Auto class."""
+    family, model_type = config_class.__name__.removesuffix("Config"), config_class.model_type
+    models = {auto: f"modeling_{model_type}.{family}{suffix}" for auto, suffix in model_suffixes.items()}
+    return {"AutoConfig": f"configuration_{model_type}.{config_class.__name__}", **models, **(given or {})}

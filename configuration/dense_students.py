@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from transformers import AutoConfig, BertConfig, PretrainedConfig
 
-from .validation import reject_unknown_fields, require_divisible, require_positive_int
+from .validation import POSITIVE_INT, multiple_of, reject_unknown_fields, require
 
 __all__ = [
     "BERT_LAYOUT_MODEL_TYPES",
@@ -83,11 +83,11 @@ def check_dense_fields(config_class: type, fields: dict) -> None:
     reject_unknown_fields(config_class, fields)
     owner = config_class.__name__
     for field in (*SHAPE_FIELDS, "vocab_size", "max_position_embeddings"):
-        if field in fields:
-            require_positive_int(owner, field, fields[field])
+        if field in fields and not POSITIVE_INT[0](fields[field]):
+            raise ValueError(f"{owner}: `{field}` must be {POSITIVE_INT[1]}, got {fields[field]!r}.")
     if "hidden_size" in fields or "num_attention_heads" in fields:
         config = config_class(**fields)
-        require_divisible(owner, "hidden_size", config.hidden_size, "num_attention_heads", config.num_attention_heads)
+        require(config, multiple_of("num_attention_heads", config.num_attention_heads), "hidden_size")
 
 
 _EXPERT_FIELDS = ("num_experts", "num_attention_experts")

@@ -1,7 +1,8 @@
 """Configuration of MiniMoE, the mixture-of-minimal-experts student of paper 002 (§3.2, appendix B).
 
 The modular source of ``models/minimoe/configuration_minimoe.py`` (``python -m utils.hub_code``), whose class
-compact-bert exports (its presets: ``presets.py``).
+compact-bert exports (its presets: ``presets.py``): the generator flattens ``SparseBertConfigBase`` into it, with these
+defaults and this docstring, so that the file defines this one class.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ __all__ = ["MiniMoEConfig"]
 class MiniMoEConfig(SparseBertConfigBase):
     """A MiniLM-shaped BERT student whose FFN (optionally MHA) is a mixture of minimal top-1 experts.
 
-    Defaults are MiniMoE 4L;384H with 1,4E (paper 002 notation ``x,yE``: x experts per MHA block, y per
-    FFN block), Switch load balancing with α = 0.01 and a training capacity factor of 1.25. See
-    ``SparseBertConfigBase`` for every field.
+    Defaults are MiniMoE 4L;384H with 1,4E of paper 002, Switch load balancing with α = 0.01 and a training capacity
+    factor of 1.25.
     """
 
     model_type = "minimoe"

@@ -1,7 +1,8 @@
 """Configuration of MoE-BERT, the 64-expert BERT of paper 003 (§2.2, appendix A), and its dense teacher.
 
 The modular source of ``models/moe_bert/configuration_moe_bert.py`` (``python -m utils.hub_code``), whose class
-compact-bert exports; the presets stay here.
+compact-bert exports (its presets: ``presets.py``): the generator flattens ``SparseBertConfigBase`` into it, with these
+defaults and this docstring, so that the file defines this one class.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ __all__ = ["MoEBertConfig"]
 class MoEBertConfig(SparseBertConfigBase):
     """Vanilla post-LN BERT whose every FFN is a top-1 MoE of standard FFN experts (H → 4H → H, GELU).
 
-    Defaults are the H=768 setting of paper 003: 12 layers, 12 heads, 64 experts, router
-    ``softmax(W_r x + b_r)`` (eq. 1), balance loss ``KL(uniform ‖ q)`` (eq. 4-5) with λ_B = 1000, no token
-    dropping (FastMoE, used by the paper, has no capacity limit) and 128-token sequences. With
-    ``num_experts=1`` it is the vanilla BERT teacher, with BERT's module names.
+    Defaults are the H=768 setting of paper 003: 12 layers, 12 heads, 64 experts, router ``softmax(W_r x + b_r)``
+    (eq. 1), balance loss ``KL(uniform ‖ q)`` (eq. 4-5) with λ_B = 1000, no token dropping (FastMoE, used by the
+    paper, has no capacity limit) and 128-token sequences. With ``num_experts=1`` it is the vanilla BERT teacher.
     """
 
     model_type = "moe_bert"

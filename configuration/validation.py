@@ -1,7 +1,8 @@
 """Field checks shared by every compact-bert config.
 
-Each check raises a ``ValueError`` that names the config class, the field, the bad value and what would
-be valid, so that a wrong config fails when it is built rather than as a shape error deep in ``forward``.
+Each check raises a ``ValueError`` that names the config class, the field, the bad value and what would be valid, so
+that a wrong config fails when it is built rather than as a shape error deep in ``forward``. The generator copies what
+a config class uses of this module into the class's generated file; ``reject_unknown_fields`` serves preset overrides.
 """
 
 from __future__ import annotations
@@ -9,159 +10,95 @@ from __future__ import annotations
 import difflib
 import inspect
 import math
-from collections.abc import Iterable
-from typing import Any
+
+from transformers import PretrainedConfig
 
 __all__ = [
-    "TRANSFORMERS_CONFIG_KEYS",
+    "BOOLEAN",
+    "DICT",
+    "NON_NEGATIVE_INT",
+    "NON_NEGATIVE_NUMBER",
+    "OTHER_LINE_KEYS",
+    "POSITIVE_INT",
+    "POSITIVE_NUMBER",
+    "PROBABILITY",
+    "TRANSFORMERS_ALIASES",
+    "multiple_of",
+    "one_of",
     "reject_undefined_fields",
-    "require_bool",
-    "require_choice",
-    "require_divisible",
-    "require_dropout_probability",
-    "require_non_negative_float",
-    "require_positive_float",
-    "require_positive_int",
-    "require_token_id",
+    "reject_unknown_fields",
+    "require",
+    "token_id",
 ]
 
 
-def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"{owner}: `{field}` must be {allowed}, got {value!r}.")
+# Rules: what a field may hold, as a test of its value and what the error message says the value must be. A number is
+# a finite int or float (``True`` is an int to Python; ``inf`` sizes nothing); a flag is a real boolean (the string
+# "false" is truthy, and would silently switch the feature on).
+_is_number = lambda value: isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+POSITIVE_INT = (lambda value: _is_number(value) and isinstance(value, int) and value >= 1, "an integer >= 1")
+NON_NEGATIVE_INT = (lambda value: _is_number(value) and isinstance(value, int) and value >= 0, "an integer >= 0")
+POSITIVE_NUMBER = (lambda value: _is_number(value) and value > 0, "a finite number > 0")
+NON_NEGATIVE_NUMBER = (lambda value: _is_number(value) and value >= 0, "a finite number >= 0")
+PROBABILITY = (lambda value: _is_number(value) and 0 <= value < 1, "a probability in [0, 1)")
+BOOLEAN = (lambda value: isinstance(value, bool), "True or False")
+DICT = (lambda value: isinstance(value, dict), "a dict")
+# Rules that depend on the config: one of some names, a multiple of another field, a token id of the vocabulary.
+one_of = lambda names: (lambda value: value in sorted(names), "one of " + ", ".join(map(repr, sorted(names))))
+multiple_of = lambda field, divisor: (lambda value: value % divisor == 0, f"divisible by `{field}` ({divisor})")
+token_id = lambda size: (lambda value: NON_NEGATIVE_INT[0](value) and value < size, f"a token id in [0, {size})")
 
 
-def require_positive_int(owner: str, field: str, value: Any, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(owner, field, value, f"an integer >= {minimum}")
+def require(config, rule: tuple, *fields: str, or_none: bool = False) -> None:
+    """Refuse the first of ``config``'s ``fields`` that fails ``rule`` (``None`` passes when ``or_none``)."""
+    for field in fields:
+        if not (rule[0](value := getattr(config, field)) or (or_none and value is None)):
+            allowed = rule[1] + (" or None" if or_none else "")
+            raise ValueError(f"{type(config).__name__}: `{field}` must be {allowed}, got {value!r}.")
 
 
-def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+# transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert calls otherwise, or for a
+# setting compact-bert fixes: given as fields they would be stored and ignored.
+TRANSFORMERS_ALIASES = {
+    **dict.fromkeys(("num_layers", "n_layers"), "compact-bert calls it `num_hidden_layers`."),
+    **dict.fromkeys(("num_heads", "n_heads"), "compact-bert calls it `num_attention_heads`."),
+    **dict.fromkeys(("d_model", "hidden_dim"), "compact-bert calls it `hidden_size`."),
+    **dict.fromkeys(("ffn_dim",), "compact-bert calls it `intermediate_size`."),
+    **dict.fromkeys(("num_local_experts", "n_routed_experts"), "compact-bert calls it `num_experts`."),
+    **dict.fromkeys(
+        ("num_experts_per_tok", "num_selected_experts", "moe_top_k", "top_k"),
+        "compact-bert's MoE layers route each token to exactly one expert: there are no experts per token to set.",
+    ),
+}
+# Keys transformers writes that this line's PretrainedConfig cannot name: 4.57's arguments that 5.x dropped, and what
+# transformers sets on a built config (`use_cache`: 5.x's Trainer; `quantization_config`: quantizers of both lines).
+OTHER_LINE_KEYS = frozenset({
+    "add_cross_attention", "bos_token_id", "cross_attention_hidden_size", "decoder_start_token_id", "eos_token_id",
+    "finetuning_task", "is_decoder", "prefix", "pruned_heads", "sep_token_id", "task_specific_params",
+    "tf_legacy_loss", "tie_encoder_decoder", "tokenizer_class", "torchscript", "use_bfloat16", "use_cache",
+    "quantization_config"
+})  # fmt: skip
 
 
-def require_bool(owner: str, field: str, value: Any) -> None:
-    """A real boolean: the string "false" is truthy, and would silently switch the feature on."""
-    if not isinstance(value, bool):
-        _fail(owner, field, value, "True or False")
-
-
-def require_positive_float(owner: str, field: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not _is_number(value) or not value > 0:
-        _fail(owner, field, value, "a finite number > 0" + (" or None" if allow_none else ""))
-
-
-def require_non_negative_float(owner: str, field: str, value: Any) -> None:
-    if not _is_number(value) or value < 0:
-        _fail(owner, field, value, "a finite number >= 0")
-
-
-def require_token_id(owner: str, field: str, value: Any, vocab_size: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-        _fail(owner, field, value, f"None or a token id in [0, vocab_size) = [0, {vocab_size})")
-
-
-def require_dropout_probability(owner: str, field: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not _is_number(value) or not 0.0 <= value < 1.0:
-        _fail(owner, field, value, "a probability in [0, 1)" + (" or None" if allow_none else ""))
-
-
-def require_choice(owner: str, field: str, value: Any, choices: Iterable[str]) -> None:
-    choices = sorted(choices)
-    if value not in choices:
-        _fail(owner, field, value, "one of " + ", ".join(repr(choice) for choice in choices))
-
-
-def require_divisible(owner: str, field: str, value: int, divisor_field: str, divisor: int) -> None:
-    if value % divisor != 0:
-        _fail(owner, field, value, f"divisible by `{divisor_field}` ({divisor})")
-
-
-# The keys transformers itself puts in a config (``PretrainedConfig``'s arguments and saved fields on 4.57 and 5.x, and
-# what older lines wrote): a saved ``config.json`` carries them whichever line wrote it, so they are never refused.
-TRANSFORMERS_CONFIG_KEYS = frozenset(
-    {
-        "add_cross_attention", "architectures", "attn_implementation", "auto_map", "bad_words_ids",
-        "begin_suppress_tokens", "bos_token_id", "chunk_size_feed_forward", "cross_attention_hidden_size",
-        "decoder_start_token_id", "diversity_penalty", "do_sample", "dtype", "early_stopping",
-        "encoder_no_repeat_ngram_size", "eos_token_id", "experts_implementation", "exponential_decay_length_penalty",
-        "finetuning_task", "forced_bos_token_id", "forced_eos_token_id", "gradient_checkpointing", "id2label",
-        "is_decoder", "is_encoder_decoder", "label2id", "length_penalty", "max_length", "min_length", "model_type",
-        "name_or_path",
-        "no_repeat_ngram_size", "num_beam_groups", "num_beams", "num_labels", "num_return_sequences",
-        "output_attentions", "output_hidden_states", "output_scores", "pad_token_id", "prefix", "problem_type",
-        "pruned_heads", "quantization_config", "remove_invalid_values", "repetition_penalty", "return_dict",
-        "return_dict_in_generate", "sep_token_id", "suppress_tokens", "task_specific_params", "temperature",
-        "tf_legacy_loss", "tie_encoder_decoder", "tie_word_embeddings", "tokenizer_class", "top_k", "top_p",
-        "torch_dtype", "torchscript", "transformers_version", "typical_p", "use_bfloat16", "use_cache",
-    }
-)  # fmt: skip
-
-
-def _own_fields(config_class: type) -> set[str]:
-    """The arguments of the ``__init__`` of every class of ``config_class`` that is not transformers' own."""
-    own = set()
-    for klass in config_class.__mro__:
-        if klass.__module__.startswith("transformers") or klass is object:
+def reject_undefined_fields(config, fields, given: dict) -> None:
+    """Refuse a key of ``given`` neither in ``config``'s ``fields`` nor transformers': it would be stored and ignored
+    (``num_expert: 8`` trains 4 experts). transformers' are ``OTHER_LINE_KEYS`` and what this line's
+    ``PretrainedConfig`` has (``num_labels``) or its ``__init__`` consumes (``torch_dtype``); ``_private`` keys pass."""
+    for name, value in given.items():
+        if name in fields or name.startswith("_") or name in OTHER_LINE_KEYS or name in vars(PretrainedConfig()):
             continue
-        if "__init__" in vars(klass):
-            own |= set(inspect.signature(vars(klass)["__init__"]).parameters) - {"self", "kwargs"}
-    return own
-
-
-def reject_undefined_fields(config_class: type, given: Iterable[str]) -> None:
-    """Refuse a field that neither ``config_class`` nor transformers defines, in a saved ``config.json`` as in a
-    config built in code: transformers would store it and every model would ignore it (``num_layers: 7`` builds the
-    default depth; a misspelt ``num_expert`` trains 4 experts instead of 8). The message names the field and the
-    real one it most likely means. Keys transformers writes (``TRANSFORMERS_CONFIG_KEYS``, this line's
-    ``PretrainedConfig`` arguments) and private ``_keys`` pass."""
-    from transformers import PretrainedConfig
-
-    own = _own_fields(config_class)
-    line = set(inspect.signature(PretrainedConfig.__init__).parameters)
-    for name in given:
-        if name in own or name in TRANSFORMERS_CONFIG_KEYS or name in line or name.startswith("_"):
+        attribute = getattr(PretrainedConfig, name, None)  # a class attribute or property, not a method
+        if (attribute is not None and not callable(attribute)) or name not in vars(PretrainedConfig(**{name: value})):
             continue
-        if name in TRANSFORMERS_ALIASES:
-            hint = TRANSFORMERS_ALIASES[name] + "."
-        else:
-            close = difflib.get_close_matches(name, sorted(own), n=1, cutoff=0.6)
-            hint = f"did you mean `{close[0]}`?" if close else f"its fields: {', '.join(sorted(own))}."
+        close = difflib.get_close_matches(name, sorted(fields), n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`?" if close else f"its fields: {', '.join(sorted(fields))}."
         raise ValueError(
-            f"{config_class.__name__}: unknown field `{name}` (in config.json or the config's arguments); {hint} "
-            "Remove or rename it: an unknown field would be stored and ignored."
+            f"{type(config).__name__}: unknown field `{name}` (in config.json or the config's arguments); "
+            f"{TRANSFORMERS_ALIASES.get(name, hint)} Remove or rename it: an unknown field is stored and ignored."
         )
 
 
-# transformers' names (Mixtral, Qwen-MoE, DeepSeek, BERT variants) for what compact-bert configs call otherwise, or
-# for settings compact-bert fixes: given as overrides they would be stored and ignored.
-_ONE_EXPERT_PER_TOKEN = (
-    "compact-bert's MoE layers route each token to exactly one expert (top-1 routing, MiniMoE "
-    "and MoE-BERT alike), so there is no number of experts per token to set"
-)
-TRANSFORMERS_ALIASES = {
-    "num_layers": "compact-bert calls it `num_hidden_layers`",
-    "n_layers": "compact-bert calls it `num_hidden_layers`",
-    "num_heads": "compact-bert calls it `num_attention_heads`",
-    "n_heads": "compact-bert calls it `num_attention_heads`",
-    "d_model": "compact-bert calls it `hidden_size`",
-    "hidden_dim": "compact-bert calls it `hidden_size`",
-    "ffn_dim": "compact-bert calls it `intermediate_size`",
-    "num_local_experts": "compact-bert calls it `num_experts`",
-    "n_routed_experts": "compact-bert calls it `num_experts`",
-    "num_experts_per_tok": _ONE_EXPERT_PER_TOKEN,
-    "num_selected_experts": _ONE_EXPERT_PER_TOKEN,
-    "moe_top_k": _ONE_EXPERT_PER_TOKEN,
-    "top_k": _ONE_EXPERT_PER_TOKEN,
-}
-
-
-def reject_unknown_fields(config_class: type, given: Iterable[str]) -> None:
+def reject_unknown_fields(config_class: type, given) -> None:
     """Refuse any name ``config_class`` does not define — for fields a user sets (preset overrides), where an
     unknown name can only be a mistake. transformers' names for fields we call otherwise get the field's real
     name (``num_layers`` → ``num_hidden_layers``), others the closest real field where there is one.

@@ -97,6 +97,18 @@ def test_fields_nobody_defines_are_refused_and_transformers_keys_pass():
     assert config.num_labels == 3 and config.finetuning_task == "sst2"
 
 
+def test_what_transformers_takes_is_read_from_this_line_not_from_a_list():
+    """Every key of this transformers line's own ``config.json`` and the arguments its ``PretrainedConfig`` consumes
+    pass without compact-bert listing them; a name that is one of its methods is no field and is refused."""
+    from transformers import PretrainedConfig
+
+    written = {key: value for key, value in PretrainedConfig().to_dict().items() if key != "model_type"}
+    config = MiniMoEConfig(**written, attn_implementation="eager", torch_dtype="float32")
+    assert config.to_dict()["num_experts"] == 4 and config._attn_implementation == "eager"
+    with pytest.raises(ValueError, match=r"MiniMoEConfig: unknown field `to_dict`"):
+        MiniMoEConfig(to_dict={})
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [

@@ -123,6 +123,22 @@ def test_each_family_ships_only_the_definitions_it_uses():
     assert not {"MoEBertConfig", "BottleneckBertConfig", "PRESET_FIELDS", "_student"} & minimoe
 
 
+@pytest.mark.parametrize("model_type", ["ib_bert", "compact_mobilebert", "minimoe", "moe_bert"])
+def test_a_configuration_file_defines_one_config_class_in_at_most_200_lines(model_type):
+    """As transformers' generated files do: the shared parent class (``SparseBertConfigBase``, ``BottleneckBertConfig``)
+    is flattened into the family's class, whose defaults and docstring it takes."""
+    configuration = family_files(model_type)[f"configuration_{model_type}.py"]
+    classes = [node for node in ast.parse(configuration).body if isinstance(node, ast.ClassDef)]
+    assert [(node.name, [ast.unparse(base) for base in node.bases]) for node in classes] == [
+        (
+            type(tiny_configs()["mobilebert" if model_type == "compact_mobilebert" else model_type]).__name__,
+            ["PretrainedConfig"],
+        )
+    ]
+    assert "SparseBertConfigBase" not in configuration and "BottleneckBertConfig" not in configuration
+    assert len(configuration.splitlines()) <= 200
+
+
 # A package of its own, to check the rules on sources that the real package does not (yet) exercise.
 FAKE_CONFIGURATION = """
 from __future__ import annotations
@@ -196,6 +212,77 @@ def test_the_bundle_keeps_comments_leaves_out_unused_code_and_runs(tmp_path, mon
     assert "save_pretrained" not in model_class.__dict__ and model_class.__mro__[1].__name__ == "PreTrainedModel"
     model = model_class(model_class.config_class(hidden_size=3))
     assert model(torch.ones(1, 3)).shape == (1, 3) and model.doubled(3) == 6
+
+
+FLATTENED_CONFIGURATION = """
+from __future__ import annotations
+
+from transformers import PretrainedConfig
+
+
+class FakeBaseConfig(PretrainedConfig):
+    \"\"\"Fields every fake family shares.
+
+    Args:
+        hidden_size: the width.
+    \"\"\"
+
+    auto_model_suffixes = {"AutoModel": "Model"}
+
+    def __init__(self, hidden_size: int = 4, layers: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.layers = layers
+
+    # The parent's own.
+    def describe(self) -> str:
+        return "base"
+
+
+class FakeBertConfig(FakeBaseConfig):
+    \"\"\"The fake family.\"\"\"
+
+    model_type = "fake_bert"
+
+    def __init__(self, hidden_size: int = 3, **kwargs):
+        super().__init__(hidden_size=hidden_size, **kwargs){extra_init}
+
+    # The family's own.
+    def describe(self) -> str:
+        return "child"
+"""
+
+
+def test_the_config_class_is_flattened_into_one_class_with_its_defaults_docstring_and_methods(tmp_path, monkeypatch):
+    configuration = {"configuration_fake.py": FLATTENED_CONFIGURATION.replace("{extra_init}", "")}
+    files = bundle_remote_code(_fake_model_class(tmp_path, monkeypatch, extra_files=configuration))
+    text = files["configuration_fake_bert.py"]
+    assert [node.name for node in ast.parse(text).body if isinstance(node, ast.ClassDef)] == ["FakeBertConfig"]
+    assert "class FakeBertConfig(PretrainedConfig):" in text and "FakeBase" not in text
+    assert '"""The fake family.\n\n    Args:\n        hidden_size: the width.\n    """' in text
+    assert "hidden_size: int = 3, layers: int = 1" in text
+    assert (
+        '# The family\'s own.\n    def describe(self) -> str:\n        return "child"' in text and "base" not in text
+    )
+    bundle = tmp_path / f"flattened_{tmp_path.name}"
+    bundle.mkdir()
+    (bundle / "__init__.py").write_text("")
+    for name, generated in files.items():
+        (bundle / name).write_text(generated)
+    model_class = importlib.import_module(f"{bundle.name}.modeling_fake_bert").FakeBertModel
+    config = model_class.config_class(layers=2)
+    assert (config.hidden_size, config.layers, config.describe()) == (3, 2, "child")
+    assert model_class(config)(torch.ones(1, 3)).shape == (1, 3)
+
+
+def test_a_subclass_init_that_does_more_than_forward_its_defaults_cannot_be_flattened(tmp_path, monkeypatch):
+    extra_init = "\n        self.layers = 2"
+    configuration = {"configuration_fake.py": FLATTENED_CONFIGURATION.replace("{extra_init}", extra_init)}
+    model_class = _fake_model_class(tmp_path, monkeypatch, extra_files=configuration)
+    with pytest.raises(
+        RemoteCodeError, match=r"configuration_fake\.py:\d+ \(FakeBertConfig\): the `__init__` at line"
+    ):
+        bundle_remote_code(model_class)
 
 
 TWO_HELPERS = {

@@ -25,6 +25,7 @@ import sys
 import textwrap
 
 from .closure import Definition, ExternalImport, RemoteCodeError, SourceIndex, is_available_to_hub_users
+from .flattening import flatten_class
 from .sources import PUBLISHED_PACKAGE, SOURCE_PACKAGE
 
 __all__ = ["GENERATED_HEADER", "RemoteCodeError", "bundle_remote_code"]
@@ -51,6 +52,7 @@ def bundle_remote_code(
     config_side = _closure(config_roots)
     config_keys = {definition.key for definition in config_side}
     model_side = [definition for definition in _closure(model_roots) if definition.key not in config_keys]
+    config_side, config_roots = _flatten_config_class(index, config_side, config_roots)
     configuration_name, modeling_name = _module_names(model_type)
     renamed = functools.partial(_renamed, renames or {})
     # The config class always, so that the modeling file names the configuration file it belongs with.
@@ -58,6 +60,12 @@ def bundle_remote_code(
         {renamed(need.names[0]) for definition in model_side for need in _needs(definition) if need.key in config_keys}
         | {config_class.__name__}
     )
+    shipped = {name for definition in config_side for name in definition.names}
+    if missing := [name for name in from_configuration if name not in shipped]:
+        raise RemoteCodeError(
+            f"The modeling code of {model_type} needs {', '.join(missing)} of the configuration file, which defines "
+            f"{config_class.__name__} instead (its base classes flattened into it): rename them to it in `renames`."
+        )
     modeling = _render(
         index, model_side, model_roots, "modeling", model_type, {configuration_name: from_configuration}
     )
@@ -65,6 +73,52 @@ def bundle_remote_code(
         f"{configuration_name}.py": _render(index, config_side, config_roots, "configuration", model_type, {}),
         f"{modeling_name}.py": _rename_body(modeling, renamed),
     }
+
+
+def _flatten_config_class(index, definitions: list[Definition], roots: list[Definition]):
+    """``definitions`` and ``roots`` with the config class's package base classes flattened into it (``flattening``):
+    a configuration file defines one config class, as transformers' generated files do."""
+    merged, parents = _flattened(index, roots[0])
+    if not parents:
+        return definitions, roots
+    removed = {parent.key for parent in parents}
+    merged.import_time_needs = [need for need in dict.fromkeys(merged.import_time_needs) if need.key not in removed]
+    merged.run_time_needs = [need for need in dict.fromkeys(merged.run_time_needs) if need.key not in removed]
+    kept = [merged if definition.key == merged.key else definition for definition in definitions]
+    kept = [definition for definition in kept if definition.key not in removed]
+    for definition in kept:
+        if any(need.key in removed for need in _needs(definition)):
+            raise RemoteCodeError(
+                f"{definition.names[0]} ({definition.module}) needs a base class of {merged.names[0]}, which is "
+                "flattened into it and so not shipped on its own."
+            )
+    return kept, [merged, *roots[1:]]
+
+
+def _flattened(index, definition: Definition) -> tuple[Definition, list[Definition]]:
+    """``definition`` with the package classes it inherits from flattened into it, and their definitions."""
+    node = definition.node
+    bases = {base.id for base in getattr(node, "bases", []) if isinstance(base, ast.Name)}
+    parent = next(
+        (
+            need
+            for need in definition.import_time_needs
+            if isinstance(need.node, ast.ClassDef) and need.names[0] in bases
+        ),
+        None,
+    )
+    if parent is None:
+        return definition, []
+    flat_parent, ancestors = _flattened(index, parent)
+    module = index.module(definition.module)
+    merged = flatten_class(
+        definition,
+        flat_parent,
+        _definition_text(module, definition),
+        _definition_text(index.module(parent.module), flat_parent),
+        f"{module.path}:{node.lineno} ({definition.names[0]})",
+    )
+    return merged, [parent, *ancestors]
 
 
 def _renamed(renames: dict[str, str], text: str) -> str:
@@ -175,14 +229,19 @@ def _render(index, definitions, roots, kind: str, model_type: str, relative_impo
     order = _emission_order(definitions, roots)
     external_imports = _external_imports(index, order)
     _check_name_collisions(index, order, external_imports, relative_imports)
-    sources = ", ".join(dict.fromkeys(_published(index, definition.module) for definition in order))
+    modules = [module for definition in order for module in (*definition.inlined_modules, definition.module)]
+    packages: dict[str, list[str]] = {}
+    for module in dict.fromkeys(_published(index, module) for module in modules):
+        package, _, name = module.rpartition(".")
+        packages.setdefault(package, []).append(name)
+    sources = "; ".join(f"{package}: {', '.join(names)}" for package, names in packages.items())
+    introduction = (
+        f"{GENERATED_HEADER}; do not edit: change the sources below, then run `python -m utils.hub_code`. The {kind} "
+        f"code of the ``{model_type}`` model type, run by compact-bert and shipped as Hub remote code. Sources:"
+    )
     lines = [
-        f"{GENERATED_HEADER}; do not edit by hand.",
-        "",
-        f"The {kind} code of the ``{model_type}`` model type: what compact-bert runs and what a saved folder ships",
-        "as Hub remote code, importing only torch, transformers and the standard library. Generated from these",
-        "modules, where any change belongs (then run `python -m utils.hub_code` in the repository):",
-        *textwrap.wrap(sources, width=100, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False),
+        *textwrap.wrap(introduction, width=117, break_on_hyphens=False),
+        *textwrap.wrap(sources, width=117, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False),
         '"""',
         "",
         "from __future__ import annotations",
@@ -193,13 +252,35 @@ def _render(index, definitions, roots, kind: str, model_type: str, relative_impo
         lines += statements + ([""] if statements else [])
     for module, names in relative_imports.items():
         lines += [f"from .{module} import {name}" for name in names] + [""]
-    exported = sorted(name for root in roots for name in root.names)
-    lines += ["__all__ = [", *(f'    "{name}",' for name in exported), "]"]
+    exported = ", ".join(f'"{name}"' for name in sorted(name for root in roots for name in root.names))
+    one_line = f"__all__ = [{exported}]"
+    lines += (
+        [one_line]
+        if len(one_line) <= 119
+        else ["__all__ = [", *(f"    {name}," for name in exported.split(", ")), "]"]
+    )
+    previous = None
     for definition in order:
-        lines += ["", "", _definition_text(index.module(definition.module), definition)]
+        lines += [""] * _blank_lines_before(index, previous, definition)
+        lines.append(_definition_text(index.module(definition.module), definition))
+        previous = definition
     text = "\n".join(lines) + "\n"
     ast.parse(text)  # a bundling mistake fails here, when saving, rather than when a user loads the folder
     return text
+
+
+def _blank_lines_before(index, previous: Definition | None, definition: Definition) -> int:
+    """Two, as between top-level definitions; for statements of one module whose source has no blank line between
+    them, that of the source (a block of constants stays one block, less the ones not shipped)."""
+    if previous is None or previous.text is not None or definition.text is not None:
+        return 2
+    if previous.module != definition.module or previous.index > definition.index:
+        return 2
+    lines = index.module(definition.module).text.splitlines()
+    between = lines[previous.node.end_lineno : _first_line(index.module(definition.module), definition) - 1]
+    if previous.index + 1 == definition.index:
+        return len(between) if all(not line.strip() for line in between) else 2
+    return 0 if all(line.strip() for line in between) else 2
 
 
 def _published(index, module: str) -> str:
@@ -259,12 +340,20 @@ def _check_name_collisions(index, order, external_imports, relative_imports) -> 
 
 def _definition_text(module, definition: Definition) -> str:
     """The statement's own source lines, with the comment lines directly above it."""
+    if definition.text is not None:
+        return definition.text
     lines = module.text.splitlines()
     for line, start, end, name in sorted(definition.submodule_attributes, reverse=True):
         encoded = lines[line - 1].encode("utf-8")
         lines[line - 1] = (encoded[:start] + name.encode("utf-8") + encoded[end:]).decode("utf-8")
+    return "\n".join(lines[_first_line(module, definition) - 1 : definition.node.end_lineno])
+
+
+def _first_line(module, definition: Definition) -> int:
+    """The line of the statement's decorators or, above them, of the comment lines directly above it."""
+    lines = module.text.splitlines()
     node = definition.node
     first = min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])])
     while first > 1 and lines[first - 2].startswith("#"):
         first -= 1
-    return "\n".join(lines[first - 1 : node.end_lineno])
+    return first

@@ -63,6 +63,10 @@ class Definition:
     external_imports: set[ExternalImport] = field(default_factory=set)
     # ``submodule.name`` spans (line, start, end, name) to write as ``name``: the flat file has no submodules.
     submodule_attributes: list[tuple[int, int, int, str]] = field(default_factory=list)
+    # The text to ship when it is not the statement's own: a class with its package base classes flattened into it
+    # (``flattening``), whose modules are ``inlined_modules``.
+    text: str | None = None
+    inlined_modules: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, int]:
