@@ -163,3 +163,61 @@ def test_the_command_line_works_or_ends_in_one_line(tmp_path, seed, monkeypatch,
     except Exception as error:  # the point of the test: nothing else may escape
         pytest.fail(f"seed {seed}, {json.dumps(argv)}: {type(error).__name__}: {error}")
     assert status == 0 and reached, (seed, argv)
+
+
+# Load keywords: a value reaches a config through its constructor, its config.json or a from_pretrained keyword; the
+# same validation must decide in all three ways. Values of every kind, for every field of every family.
+KEYWORD_VALUES = [-1, 0, 1, 3, 7, 2**40, 0.5, -0.5, 1.5, float("nan"), float("inf"), "8", "true", "gelu", "top1"]
+KEYWORD_VALUES += ["bogus", True, False, None, [], {}]
+
+
+@pytest.fixture(scope="module")
+def saved_configs(tmp_path_factory):
+    """A saved tiny config of each compact-bert family: ``(config class, folder)``."""
+    from compact_bert.configuration import CompactMobileBertConfig, IBBertConfig, MiniMoEConfig, MoEBertConfig
+
+    folder = tmp_path_factory.mktemp("configs")
+    saved = []
+    for config_class in (MiniMoEConfig, MoEBertConfig, IBBertConfig, CompactMobileBertConfig):
+        path = folder / config_class.model_type
+        config_class().save_pretrained(path)
+        saved.append((config_class, path))
+    return saved
+
+
+def _outcome(build) -> str | None:
+    """``None`` when ``build()`` gives a config, else the message of the ``ValueError`` it raised (any other
+    exception fails the test: it would reach a user as a traceback)."""
+    try:
+        build()
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_a_load_keyword_is_validated_as_the_constructor_and_config_json_validate_it(saved_configs, tmp_path, seed):
+    import inspect
+
+    from transformers import AutoConfig
+
+    generator = random.Random(seed)
+    config_class, folder = generator.choice(saved_configs)
+    fields = [name for name in inspect.signature(config_class.__init__).parameters if name not in ("self", "kwargs")]
+    field, value = generator.choice(fields), generator.choice(KEYWORD_VALUES)
+    saved = json.loads((folder / "config.json").read_text())
+    as_json = tmp_path / "as-json"
+    as_json.mkdir()
+    try:
+        (as_json / "config.json").write_text(json.dumps({**saved, field: value}))
+    except ValueError:  # nan / inf: JSON has no such number (json.dumps writes NaN; allow_nan stays default)
+        pass
+    outcomes = {
+        "constructor": _outcome(lambda: config_class(**{**config_class().to_diff_dict(), field: value})),
+        "from_pretrained keyword": _outcome(lambda: AutoConfig.from_pretrained(folder, **{field: value})),
+        "config.json": _outcome(lambda: AutoConfig.from_pretrained(as_json)),
+    }
+    accepted = {way for way, message in outcomes.items() if message is None}
+    assert accepted in (set(), set(outcomes)), f"seed {seed}: {config_class.__name__}.{field}={value!r}: {outcomes}"
+    for way, message in outcomes.items():
+        assert message is None or f"`{field}`" in message or field in message, (seed, way, message)
