@@ -31,6 +31,7 @@ from transformers.utils import ModelOutput, can_return_tuple
 from ..configuration.sparse_bert_base import SparseBertConfigBase
 from .shared_blocks import (
     attention_function,
+    check_id_ranges,
     init_unless_loaded,
     sequence_classification_loss,
     validate_model_inputs,
@@ -659,12 +660,6 @@ class SparseBertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, SparseBertEmbeddings):
             init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
-    def check_inputs(
-        self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None, attention_mask=None
-    ) -> None:
-        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``."""
-        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
-
 
 class SparseBertModel(SparseBertPreTrainedModel):
     """The base model: embeddings, encoder, optional pooler.
@@ -701,13 +696,17 @@ class SparseBertModel(SparseBertPreTrainedModel):
         output_router_stats: bool = False,
         run_auxiliary_attention: bool = False,
     ) -> SparseBertModelOutput:
-        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
+        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
         if run_auxiliary_attention and not hasattr(self.encoder, "auxiliary_attention"):
             raise ValueError("`run_auxiliary_attention=True` needs a config with `use_auxiliary_attention=True`.")
-        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        try:
+            hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        except IndexError:  # ids outside a table, on the CPU (an accelerator asserts on the device)
+            check_id_ranges(self.config, input_ids, token_type_ids, position_ids)
+            raise
         if attention_mask is None:
             attention_mask = torch.ones(hidden_states.shape[:2], dtype=torch.long, device=hidden_states.device)
         token_mask = attention_mask.bool()
