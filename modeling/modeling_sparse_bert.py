@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -26,7 +26,14 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.utils import ModelOutput, can_return_tuple
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.utils import can_return_tuple
 
 from ..configuration.sparse_bert_base import SparseBertConfigBase
 from .shared_blocks import (
@@ -48,74 +55,43 @@ __all__ = [
 
 
 @dataclass
-class SparseBertModelOutput(ModelOutput):
-    """Output of the base model; heads return the same per-layer and routing fields next to their own.
+class SparseBertRoutingOutput:
+    """The fields every output of these models adds to transformers' own (``None`` for a dense model): per MoE block
+    the ``[batch, seq, num_experts]`` float32 ``router_logits`` of learned routers (``output_router_logits=True``);
+    in training or with ``output_router_stats=True`` the ``aux_loss`` (``router_aux_loss_coef`` × the mean balance
+    loss over blocks, included in a head's ``loss``), ``expert_load`` ``[num_moe_blocks, num_experts]`` (fraction of
+    real tokens routed to each expert) and ``dropped_token_fraction`` ``[num_moe_blocks]`` (over capacity)."""
 
-    Args:
-        last_hidden_state: ``[batch, seq, hidden]`` output of the last layer.
-        pooler_output: ``[batch, hidden]`` pooled first token, when the model has a pooler.
-        hidden_states: embeddings output plus every layer's output, with ``output_hidden_states=True``.
-        attentions: per layer ``[batch, heads, seq, seq]`` attention probabilities, with ``output_attentions=True``.
-        router_logits: per MoE block ``[batch, seq, num_experts]`` float32 router logits, with
-            ``output_router_logits=True`` (top-1 gating only).
-        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks. It and the two
-            statistics below are computed in training mode or with ``output_router_stats=True`` (``None`` otherwise,
-            and when dense): inference pays only for the routing itself.
-        expert_load: ``[num_moe_blocks, num_experts]`` fraction of real tokens routed to each expert.
-        dropped_token_fraction: ``[num_moe_blocks]`` fraction of real tokens dropped by the capacity limit.
-    """
-
-    last_hidden_state: torch.FloatTensor | None = None
-    pooler_output: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
     router_logits: tuple[torch.FloatTensor, ...] | None = None
     aux_loss: torch.FloatTensor | None = None
     expert_load: torch.FloatTensor | None = None
     dropped_token_fraction: torch.FloatTensor | None = None
+
+
+# transformers' outputs, the routing fields after theirs (dataclasses take the last base's fields first).
+@dataclass
+class SparseBertModelOutput(SparseBertRoutingOutput, BaseModelOutputWithPooling):
+    """Output of the base model: ``BaseModelOutputWithPooling`` and the routing fields."""
 
 
 @dataclass
-class SparseBertMaskedLMOutput(ModelOutput):
-    """Masked-LM output; ``loss`` (with labels) includes the backbone's ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+class SparseBertMaskedLMOutput(SparseBertRoutingOutput, MaskedLMOutput):
+    """Masked-LM output: ``MaskedLMOutput`` and the routing fields."""
 
 
 @dataclass
-class SparseBertClassifierOutput(ModelOutput):
-    """Sequence- or token-classification output; ``loss`` (with labels) includes ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+class SparseBertSequenceClassifierOutput(SparseBertRoutingOutput, SequenceClassifierOutput):
+    """Sequence-classification output: ``SequenceClassifierOutput`` and the routing fields."""
 
 
 @dataclass
-class SparseBertQuestionAnsweringOutput(ModelOutput):
-    """Extractive QA output; ``loss`` (with start/end positions) includes ``aux_loss``."""
+class SparseBertTokenClassifierOutput(SparseBertRoutingOutput, TokenClassifierOutput):
+    """Token-classification output: ``TokenClassifierOutput`` and the routing fields."""
 
-    loss: torch.FloatTensor | None = None
-    start_logits: torch.FloatTensor | None = None
-    end_logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+
+@dataclass
+class SparseBertQuestionAnsweringOutput(SparseBertRoutingOutput, QuestionAnsweringModelOutput):
+    """Extractive QA output: ``QuestionAnsweringModelOutput`` and the routing fields."""
 
 
 @dataclass
@@ -734,11 +710,13 @@ class SparseBertModel(SparseBertPreTrainedModel):
         )
 
 
-def with_balance_loss(loss: torch.Tensor | None, outputs: SparseBertModelOutput) -> torch.Tensor | None:
-    """A head's loss includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
-    if loss is None or outputs.aux_loss is None:
-        return loss
-    return loss + outputs.aux_loss.to(loss.dtype)
+def head_output(output_class: type, loss, outputs: SparseBertModelOutput, **head_fields):
+    """A head's ``output_class``: its own fields, the backbone's per-layer and routing fields, and a ``loss`` (with
+    labels) that includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
+    if loss is not None and outputs.aux_loss is not None:
+        loss = loss + outputs.aux_loss.to(loss.dtype)
+    names = ["hidden_states", "attentions", *(field.name for field in fields(SparseBertRoutingOutput))]
+    return output_class(loss=loss, **head_fields, **{name: getattr(outputs, name) for name in names})
 
 
 class SparseBertForMaskedLM(SparseBertPreTrainedModel):
@@ -777,19 +755,8 @@ class SparseBertForMaskedLM(SparseBertPreTrainedModel):
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.cls(outputs.last_hidden_state)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
-        return SparseBertMaskedLMOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return head_output(SparseBertMaskedLMOutput, loss, outputs, logits=logits)
 
 
 class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
@@ -814,22 +781,13 @@ class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
         **kwargs,
-    ) -> SparseBertClassifierOutput:
+    ) -> SparseBertSequenceClassifierOutput:
         outputs = self.sparse_bert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
-        return SparseBertClassifierOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        return head_output(SparseBertSequenceClassifierOutput, loss, outputs, logits=logits)
 
 
 class SparseBertForTokenClassification(SparseBertPreTrainedModel):
@@ -854,24 +812,13 @@ class SparseBertForTokenClassification(SparseBertPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         **kwargs,
-    ) -> SparseBertClassifierOutput:
+    ) -> SparseBertTokenClassifierOutput:
         outputs = self.sparse_bert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
-        return SparseBertClassifierOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return head_output(SparseBertTokenClassifierOutput, loss, outputs, logits=logits)
 
 
 class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
@@ -902,20 +849,11 @@ class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:
-            ignored = start_logits.shape[1]
-            start_loss = F.cross_entropy(
-                start_logits, start_positions.view(-1).clamp(0, ignored), ignore_index=ignored
-            )
-            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, ignored), ignore_index=ignored)
+            length = start_logits.shape[1]
+            start_loss = F.cross_entropy(start_logits, start_positions.view(-1).clamp(0, length), ignore_index=length)
+            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, length), ignore_index=length)
             loss = (start_loss + end_loss) / 2
-        return SparseBertQuestionAnsweringOutput(
-            loss=with_balance_loss(loss, outputs),
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
+        start_logits, end_logits = start_logits.contiguous(), end_logits.contiguous()
+        return head_output(
+            SparseBertQuestionAnsweringOutput, loss, outputs, start_logits=start_logits, end_logits=end_logits
         )

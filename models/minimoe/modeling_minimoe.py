@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import fields
 
 import torch
 from torch import nn
@@ -18,8 +19,12 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPooling
+from transformers.modeling_outputs import MaskedLMOutput
+from transformers.modeling_outputs import QuestionAnsweringModelOutput
+from transformers.modeling_outputs import SequenceClassifierOutput
+from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import ModelOutput
 from transformers.utils import can_return_tuple
 
 from .configuration_minimoe import MiniMoEConfig
@@ -147,74 +152,43 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, con
 
 
 @dataclass
-class MiniMoEModelOutput(ModelOutput):
-    """Output of the base model; heads return the same per-layer and routing fields next to their own.
+class MiniMoERoutingOutput:
+    """The fields every output of these models adds to transformers' own (``None`` for a dense model): per MoE block
+    the ``[batch, seq, num_experts]`` float32 ``router_logits`` of learned routers (``output_router_logits=True``);
+    in training or with ``output_router_stats=True`` the ``aux_loss`` (``router_aux_loss_coef`` × the mean balance
+    loss over blocks, included in a head's ``loss``), ``expert_load`` ``[num_moe_blocks, num_experts]`` (fraction of
+    real tokens routed to each expert) and ``dropped_token_fraction`` ``[num_moe_blocks]`` (over capacity)."""
 
-    Args:
-        last_hidden_state: ``[batch, seq, hidden]`` output of the last layer.
-        pooler_output: ``[batch, hidden]`` pooled first token, when the model has a pooler.
-        hidden_states: embeddings output plus every layer's output, with ``output_hidden_states=True``.
-        attentions: per layer ``[batch, heads, seq, seq]`` attention probabilities, with ``output_attentions=True``.
-        router_logits: per MoE block ``[batch, seq, num_experts]`` float32 router logits, with
-            ``output_router_logits=True`` (top-1 gating only).
-        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks. It and the two
-            statistics below are computed in training mode or with ``output_router_stats=True`` (``None`` otherwise,
-            and when dense): inference pays only for the routing itself.
-        expert_load: ``[num_moe_blocks, num_experts]`` fraction of real tokens routed to each expert.
-        dropped_token_fraction: ``[num_moe_blocks]`` fraction of real tokens dropped by the capacity limit.
-    """
-
-    last_hidden_state: torch.FloatTensor | None = None
-    pooler_output: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
     router_logits: tuple[torch.FloatTensor, ...] | None = None
     aux_loss: torch.FloatTensor | None = None
     expert_load: torch.FloatTensor | None = None
     dropped_token_fraction: torch.FloatTensor | None = None
+
+
+# transformers' outputs, the routing fields after theirs (dataclasses take the last base's fields first).
+@dataclass
+class MiniMoEModelOutput(MiniMoERoutingOutput, BaseModelOutputWithPooling):
+    """Output of the base model: ``BaseModelOutputWithPooling`` and the routing fields."""
 
 
 @dataclass
-class MiniMoEMaskedLMOutput(ModelOutput):
-    """Masked-LM output; ``loss`` (with labels) includes the backbone's ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+class MiniMoEMaskedLMOutput(MiniMoERoutingOutput, MaskedLMOutput):
+    """Masked-LM output: ``MaskedLMOutput`` and the routing fields."""
 
 
 @dataclass
-class MiniMoEClassifierOutput(ModelOutput):
-    """Sequence- or token-classification output; ``loss`` (with labels) includes ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+class MiniMoESequenceClassifierOutput(MiniMoERoutingOutput, SequenceClassifierOutput):
+    """Sequence-classification output: ``SequenceClassifierOutput`` and the routing fields."""
 
 
 @dataclass
-class MiniMoEQuestionAnsweringOutput(ModelOutput):
-    """Extractive QA output; ``loss`` (with start/end positions) includes ``aux_loss``."""
+class MiniMoETokenClassifierOutput(MiniMoERoutingOutput, TokenClassifierOutput):
+    """Token-classification output: ``TokenClassifierOutput`` and the routing fields."""
 
-    loss: torch.FloatTensor | None = None
-    start_logits: torch.FloatTensor | None = None
-    end_logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+
+@dataclass
+class MiniMoEQuestionAnsweringOutput(MiniMoERoutingOutput, QuestionAnsweringModelOutput):
+    """Extractive QA output: ``QuestionAnsweringModelOutput`` and the routing fields."""
 
 
 @dataclass
@@ -833,11 +807,13 @@ class MiniMoEModel(MiniMoEPreTrainedModel):
         )
 
 
-def with_balance_loss(loss: torch.Tensor | None, outputs: MiniMoEModelOutput) -> torch.Tensor | None:
-    """A head's loss includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
-    if loss is None or outputs.aux_loss is None:
-        return loss
-    return loss + outputs.aux_loss.to(loss.dtype)
+def head_output(output_class: type, loss, outputs: MiniMoEModelOutput, **head_fields):
+    """A head's ``output_class``: its own fields, the backbone's per-layer and routing fields, and a ``loss`` (with
+    labels) that includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
+    if loss is not None and outputs.aux_loss is not None:
+        loss = loss + outputs.aux_loss.to(loss.dtype)
+    names = ["hidden_states", "attentions", *(field.name for field in fields(MiniMoERoutingOutput))]
+    return output_class(loss=loss, **head_fields, **{name: getattr(outputs, name) for name in names})
 
 
 class MiniMoEForMaskedLM(MiniMoEPreTrainedModel):
@@ -876,19 +852,8 @@ class MiniMoEForMaskedLM(MiniMoEPreTrainedModel):
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.cls(outputs.last_hidden_state)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
-        return MiniMoEMaskedLMOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return head_output(MiniMoEMaskedLMOutput, loss, outputs, logits=logits)
 
 
 class MiniMoEForSequenceClassification(MiniMoEPreTrainedModel):
@@ -913,22 +878,13 @@ class MiniMoEForSequenceClassification(MiniMoEPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
         **kwargs,
-    ) -> MiniMoEClassifierOutput:
+    ) -> MiniMoESequenceClassifierOutput:
         outputs = self.minimoe(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
-        return MiniMoEClassifierOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        return head_output(MiniMoESequenceClassifierOutput, loss, outputs, logits=logits)
 
 
 class MiniMoEForTokenClassification(MiniMoEPreTrainedModel):
@@ -953,24 +909,13 @@ class MiniMoEForTokenClassification(MiniMoEPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         **kwargs,
-    ) -> MiniMoEClassifierOutput:
+    ) -> MiniMoETokenClassifierOutput:
         outputs = self.minimoe(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
-        return MiniMoEClassifierOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return head_output(MiniMoETokenClassifierOutput, loss, outputs, logits=logits)
 
 
 class MiniMoEForQuestionAnswering(MiniMoEPreTrainedModel):
@@ -1001,20 +946,11 @@ class MiniMoEForQuestionAnswering(MiniMoEPreTrainedModel):
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:
-            ignored = start_logits.shape[1]
-            start_loss = F.cross_entropy(
-                start_logits, start_positions.view(-1).clamp(0, ignored), ignore_index=ignored
-            )
-            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, ignored), ignore_index=ignored)
+            length = start_logits.shape[1]
+            start_loss = F.cross_entropy(start_logits, start_positions.view(-1).clamp(0, length), ignore_index=length)
+            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, length), ignore_index=length)
             loss = (start_loss + end_loss) / 2
-        return MiniMoEQuestionAnsweringOutput(
-            loss=with_balance_loss(loss, outputs),
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
+        start_logits, end_logits = start_logits.contiguous(), end_logits.contiguous()
+        return head_output(
+            MiniMoEQuestionAnsweringOutput, loss, outputs, start_logits=start_logits, end_logits=end_logits
         )

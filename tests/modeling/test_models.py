@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 
 import pytest
 import torch
 import transformers
-from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel, modeling_outputs
 
 from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
 from tests.conftest import VOCAB_SIZE, random_batch, tiny_configs
@@ -237,3 +238,28 @@ def test_router_logits_only_when_requested():
     logits = model(**random_batch(batch=2, seq=5), output_router_logits=True).router_logits
     # Two MoE blocks per layer (MHA and FFN), two layers.
     assert [tuple(block.shape) for block in logits] == [(2, 5, 2), (2, 5, 4)] * 2
+
+
+ROUTING_FIELDS = ["router_logits", "aux_loss", "expert_load", "dropped_token_fraction"]
+
+
+@pytest.mark.parametrize("config_id", ["minimoe", "moe_bert"])
+def test_moe_outputs_are_transformers_outputs_with_the_routing_fields_after_theirs(config_id):
+    """Each output class is transformers' own for its head (on both transformers lines), the four routing fields
+    appended, so that code reading transformers' outputs reads these, by name or by position."""
+    expected = {
+        "AutoModel": modeling_outputs.BaseModelOutputWithPooling,
+        "AutoModelForMaskedLM": modeling_outputs.MaskedLMOutput,
+        "AutoModelForSequenceClassification": modeling_outputs.SequenceClassifierOutput,
+        "AutoModelForTokenClassification": modeling_outputs.TokenClassifierOutput,
+        "AutoModelForQuestionAnswering": modeling_outputs.QuestionAnsweringModelOutput,
+    }
+    batch = random_batch()
+    for auto_name, transformers_output in expected.items():
+        model, config = _build(config_id, auto_name)
+        outputs = model.train()(**batch, **_labels(auto_name, batch, config))
+        assert isinstance(outputs, transformers_output)
+        names = [field.name for field in dataclasses.fields(outputs)]
+        assert names == [field.name for field in dataclasses.fields(transformers_output)] + ROUTING_FIELDS
+        if auto_name != "AutoModel":
+            assert outputs.loss is not None and outputs.aux_loss is not None and outputs.expert_load is not None
