@@ -588,7 +588,8 @@ class MoEBertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList([MoEBertLayer(config) for _ in range(config.num_hidden_layers)])
         if config.use_auxiliary_attention:
-            # Read only by self-attention relation distillation (paper 002 §3.2); its output is discarded.
+            # Trained and read only by self-attention relation distillation (paper 002 §3.2): no part of ``forward``,
+            # it runs on the last layer's output while a distillation hook records it.
             self.auxiliary_attention = MoEBertAttention(config)
         self.gradient_checkpointing = False
 
@@ -737,9 +738,8 @@ class MoEBertPreTrainedModel(PreTrainedModel):
 class MoEBertModel(MoEBertPreTrainedModel):
     """The base model: embeddings, encoder, optional pooler.
 
-    ``forward`` takes BERT's arguments plus ``output_router_logits``, ``output_router_stats`` (the balance loss and
-    the load statistics outside training, e.g. to log them in evaluation) and ``run_auxiliary_attention`` (run the
-    auxiliary MHA block so that distillation hooks can read its Q/K/V).
+    ``forward`` takes BERT's arguments plus ``output_router_logits`` and ``output_router_stats`` (the balance loss and
+    the load statistics outside training, e.g. to log them in evaluation).
     """
 
     def __init__(self, config, add_pooling_layer: bool = True):
@@ -767,14 +767,11 @@ class MoEBertModel(MoEBertPreTrainedModel):
         output_hidden_states: bool | None = None,
         output_router_logits: bool | None = None,
         output_router_stats: bool = False,
-        run_auxiliary_attention: bool = False,
     ) -> MoEBertModelOutput:
         validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
-        if run_auxiliary_attention and not hasattr(self.encoder, "auxiliary_attention"):
-            raise ValueError("`run_auxiliary_attention=True` needs a config with `use_auxiliary_attention=True`.")
         try:
             hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         except IndexError:  # ids outside a table, on the CPU (an accelerator asserts on the device)
@@ -796,8 +793,6 @@ class MoEBertModel(MoEBertPreTrainedModel):
             bool(output_hidden_states),
             output_router_stats,
         )
-        if run_auxiliary_attention:
-            self.encoder.auxiliary_attention(last_hidden_state, additive_mask, token_mask, input_ids)
         return MoEBertModelOutput(
             last_hidden_state=last_hidden_state,
             pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
