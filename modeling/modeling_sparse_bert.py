@@ -145,8 +145,10 @@ class SparseBertEmbeddings(nn.Module):
 
 
 class SparseBertExpertLinear(nn.Module):
-    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight, for MoE attention: each token goes
-    through its routed expert's map; a token of routing weight 0 (padding) gets zeros."""
+    """``num_experts`` affine maps stored as one ``[num_experts, out, in]`` weight: MoE attention's projections. Called as
+    the FFN experts are (``top_k_index`` and ``top_k_weights`` ``[T, 1]`` for the ``T`` tokens of ``hidden_states``,
+    whose leading shape it keeps, as ``nn.Linear`` does for hooks), but not through transformers' experts interface,
+    whose implementations compute a whole FFN from ``up_proj`` / ``down_proj``."""
 
     def __init__(self, num_experts: int, in_features: int, out_features: int):
         super().__init__()
@@ -155,26 +157,21 @@ class SparseBertExpertLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
 
-    def extra_repr(self) -> str:
-        # Shown in PEFT's "Target module ... is not supported" when this is named in `target_modules`.
-        return (
-            f"num_experts={self.num_experts}, out_features={self.out_features}; stacked [experts, out, in] weight: "
-            "adapt it with LoRA `target_parameters=['<name>.weight']`"
-        )
+    def extra_repr(self) -> str:  # shown in PEFT's "Target module ... is not supported"
+        return f"num_experts={self.num_experts}; a stacked weight: LoRA `target_parameters=['<name>.weight']`"
 
-    def forward(self, hidden_states: torch.Tensor, routing: SparseBertRouting) -> torch.Tensor:
+    def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
         flat = hidden_states.reshape(-1, hidden_states.shape[-1])
-        target = torch.where(routing.weight != 0, routing.expert_index, self.num_experts)
+        weight = top_k_weights.reshape(-1, 1).to(hidden_states.dtype)
+        target = torch.where(weight.view(-1) != 0, top_k_index.reshape(-1), self.num_experts)  # weight 0: no expert
         outputs = flat.new_zeros(flat.shape[0], self.out_features)
-        # One unbind per call, not ``weight[e]`` per expert: each indexing's backward writes a zero gradient the size
-        # of all experts; unbind's backward stacks once.
+        # One unbind, not ``weight[e]`` per expert, whose backward writes a zero gradient the size of all experts each.
         weights, biases = self.weight.unbind(0), self.bias.unbind(0)
         # A fixed loop over the experts, each selecting its rows with ``nonzero``: right for any routing, compiled too.
         for expert in range(self.num_experts):
             positions = (target == expert).nonzero().squeeze(-1)
-            outputs.index_add_(
-                0, positions, F.linear(flat.index_select(0, positions), weights[expert], biases[expert])
-            )
+            expert_outputs = F.linear(flat.index_select(0, positions), weights[expert], biases[expert])
+            outputs.index_add_(0, positions, expert_outputs * weight.index_select(0, positions))
         return outputs.view(*hidden_states.shape[:-1], self.out_features)
 
 
@@ -195,20 +192,14 @@ class SparseBertSelfAttention(nn.Module):
                 self, name, nn.Linear(width, width) if experts == 1 else SparseBertExpertLinear(experts, width, width)
             )
 
-    def forward(self, hidden_states, attention_mask, routing=None, output_attentions=False):
+    def forward(self, hidden_states, attention_mask, experts_arguments=(), output_attentions=False):
+        """``experts_arguments``: MoE attention's ``(top_k_index, top_k_weights)`` for the projections."""
+        projections = (layer(hidden_states, *experts_arguments) for layer in (self.query, self.key, self.value))
         shape = (*hidden_states.shape[:-1], -1, self.head_size)
-        if routing is None:
-            query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
-        else:
-            query, key, value = (layer(hidden_states, routing) for layer in (self.query, self.key, self.value))
+        query, key, value = (projection.view(shape).transpose(1, 2) for projection in projections)
+        dropout = self.dropout_prob if self.training else 0.0
         context, probs = attention_function(self.config, output_attentions)(
-            self,
-            query.view(shape).transpose(1, 2),
-            key.view(shape).transpose(1, 2),
-            value.view(shape).transpose(1, 2),
-            attention_mask,
-            dropout=self.dropout_prob if self.training else 0.0,
-            scaling=self.scaling,
+            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling
         )
         return context.reshape(*hidden_states.shape[:-1], -1), probs
 
@@ -223,10 +214,11 @@ class SparseBertSelfOutput(nn.Module):
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states, input_tensor, routing=None):
+    def forward(self, hidden_states, input_tensor, routing=None, experts_arguments=None):
         if routing is None:
             return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
-        output = self.dense(hidden_states, routing) * routing.weight.view(*hidden_states.shape[:-1], 1)
+        # The gate weight is applied in float32, as the router computes it.
+        output = self.dense(hidden_states, *experts_arguments) * routing.weight.view(*hidden_states.shape[:-1], 1)
         return self.LayerNorm(self.dropout(output.to(hidden_states.dtype)) + input_tensor)
 
 
@@ -338,21 +330,20 @@ class SparseBertAttention(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.num_experts = config.num_attention_experts
-        if self.num_experts > 1:
-            self.router = SparseBertRouter(config, self.num_experts, None, None)
+        if config.num_attention_experts > 1:
+            self.router = SparseBertRouter(config, config.num_attention_experts, None, None)
         self.self = SparseBertSelfAttention(config)
         self.output = SparseBertSelfOutput(config)
 
-    def forward(
-        self, hidden_states, attention_mask, token_mask, input_ids, output_attentions=False, output_router_stats=False
-    ):
-        if self.num_experts == 1:
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_router_stats):
+        if not hasattr(self, "router"):
             context, probs = self.self(hidden_states, attention_mask, output_attentions=output_attentions)
             return self.output(context, hidden_states), probs, None
         routing = self.router(hidden_states, token_mask, input_ids, output_router_stats)
-        context, probs = self.self(hidden_states, attention_mask, routing, output_attentions)
-        return self.output(context, hidden_states, routing), probs, routing
+        # Q, K and V are not gate-weighted: every routed token gets its expert's projections (weight 1).
+        experts_arguments = (routing.expert_index.unsqueeze(-1), (routing.weight != 0).unsqueeze(-1))
+        context, probs = self.self(hidden_states, attention_mask, experts_arguments, output_attentions)
+        return self.output(context, hidden_states, routing, experts_arguments), probs, routing
 
 
 class SparseBertIntermediate(nn.Module):
