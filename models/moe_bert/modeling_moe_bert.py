@@ -193,20 +193,9 @@ class MoEBertQuestionAnsweringOutput(MoEBertRoutingOutput, QuestionAnsweringMode
 
 @dataclass
 class MoEBertRouting:
-    """Where each of ``T`` flattened tokens of one MoE block goes, and the block's balance terms.
-
-    Attributes:
-        expert_index: ``[T]`` chosen expert (meaningless for padding tokens).
-        weight: ``[T]`` float32 weight of the expert output: the router probability of the chosen expert (eq. 3 of
-            paper 003), 1 for hash routing, 0 for padding and for tokens over their expert's capacity.
-        router_logits: ``[T, num_experts]`` float32, ``None`` for hash routing.
-        aux_loss: unweighted balance loss (0 for hash routing, which has nothing to learn).
-        expert_load: ``[num_experts]`` fraction of real tokens whose top-1 choice is each expert.
-        dropped_fraction: fraction of real tokens dropped by the capacity limit.
-
-    The last three are ``None`` unless the router runs in training mode or is asked for them: at inference a
-    forward needs only ``expert_index`` and ``weight``.
-    """
+    """One MoE block's routing of ``T`` tokens: ``expert_index`` ``[T]``, float32 ``weight`` ``[T]`` (the expert's router
+    probability, paper 003 eq. 3; 1 for hash routing; 0 for padding and over capacity), ``router_logits``, and in
+    training or when asked the unweighted ``aux_loss``, ``expert_load`` and ``dropped_fraction`` of the block."""
 
     expert_index: torch.Tensor
     weight: torch.Tensor
@@ -235,10 +224,8 @@ class MoEBertEmbeddings(nn.Module):
             position_ids = self.position_ids[:, : inputs_embeds.shape[1]]
         if token_type_ids is None:
             token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        embeddings = (
-            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
-        )
-        return self.dropout(self.LayerNorm(embeddings))
+        embeddings = inputs_embeds + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings + self.token_type_embeddings(token_type_ids)))
 
 
 class MoEBertExpertLinear(nn.Module):
@@ -368,15 +355,11 @@ def hash_routing_table(vocab_size: int, num_experts: int, hash_seed: int) -> tor
 class MoEBertRouter(nn.Module):
     """Top-1 routing of one MoE block, with the capacity limit and the balance terms.
 
-    ``router_type="top1"``: a learned gate ``p = softmax(W x + b)`` in float32 (``gate``, as Mixtral names its
-    router's), expert ``argmax p``, weight ``p_k``. ``router_type="hash"``: a fixed random hash of the token id
-    (Roller et al., 2021; paper 002 appendix B), weight 1; its table is saved with the weights and regenerated from
-    ``hash_seed`` for a checkpoint without it. Padding tokens are never routed: they take no capacity, do not count in
-    the balance loss and get weight 0.
-
-    At inference (eval mode, ``output_stats=False``) the router computes only the choice and its weight: the gate,
-    one softmax, one max and the padding mask (no capacity limit unless ``eval_capacity_factor`` sets one); the
-    balance loss and the load statistics are training signals and cost about as much again.
+    ``router_type="top1"``: a learned gate ``p = softmax(W x + b)`` in float32 (``gate``, as in Mixtral), expert
+    ``argmax p``, weight ``p_k``; ``"hash"``: a fixed random hash of the token id (Roller et al., 2021; paper 002
+    appendix B), weight 1, its table saved with the weights or regenerated from ``hash_seed``. Padding is never routed:
+    it takes no capacity, is not in the balance loss, gets weight 0. In eval mode without ``output_stats`` only the
+    choice and its weight are computed (the balance terms cost as much again).
     """
 
     def __init__(self, config, num_experts: int, capacity_factor: float | None, eval_capacity_factor: float | None):
@@ -391,10 +374,8 @@ class MoEBertRouter(nn.Module):
         else:
             self.gate = nn.Linear(config.hidden_size, num_experts)
 
-    def forward(
-        self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids, output_stats: bool = False
-    ) -> MoEBertRouting:
-        valid = token_mask.reshape(-1)
+    def forward(self, hidden_states, token_mask, input_ids, output_stats: bool = False) -> MoEBertRouting:
+        valid = token_mask.reshape(-1).bool()
         router_logits = router_probs = None
         if hasattr(self, "gate"):
             router_logits = self.gate(hidden_states.reshape(-1, hidden_states.shape[-1])).float()
@@ -405,10 +386,8 @@ class MoEBertRouter(nn.Module):
         else:
             expert_index = self.token_to_expert[input_ids.reshape(-1)]
             weight = valid.float()
-        capacity_factor = self.capacity_factor if self.training else self.eval_capacity_factor
-        keep = (
-            valid if capacity_factor is None else capacity_keep(expert_index, valid, self.num_experts, capacity_factor)
-        )
+        factor = self.capacity_factor if self.training else self.eval_capacity_factor
+        keep = valid if factor is None else capacity_keep(expert_index, valid, self.num_experts, factor)
         routing = MoEBertRouting(expert_index=expert_index, weight=weight * keep, router_logits=router_logits)
         if self.training or output_stats:
             routing.aux_loss = (
@@ -454,9 +433,8 @@ class MoEBertIntermediate(nn.Module):
 
 
 def use_experts_implementation(**options) -> Callable[[type], type]:
-    """transformers 5's experts interface (``integrations/moe.py``): the decorated ``forward`` runs the function
-    ``config._experts_implementation`` names in ``ALL_EXPERTS_FUNCTIONS`` (``grouped_mm``, ``batched_mm``, one a
-    user registers) or, for ``"eager"``, the class's own. transformers 4.57 has no such interface: the class's own."""
+    """transformers 5's experts interface: ``forward`` runs what ``config._experts_implementation`` names in
+    ``ALL_EXPERTS_FUNCTIONS`` (``grouped_mm``, ``batched_mm``, …), or the class's own; 4.57 has none: its own."""
     try:
         from transformers.integrations.moe import use_experts_implementation as experts_interface
     except ImportError:
@@ -466,13 +444,8 @@ def use_experts_implementation(**options) -> Callable[[type], type]:
 
 @use_experts_implementation(has_gate=False, has_bias=True)
 class MoEBertExperts(nn.Module):
-    """``num_experts`` standard FFNs (``hidden → moe_intermediate_size → hidden``) stored as stacked weights:
-    ``up_proj`` ``[E, intermediate, hidden]`` and ``down_proj`` ``[E, hidden, intermediate]`` with their biases
-    (PyTorch's ``[out, in]`` per expert; PEFT adapts them with ``target_parameters``).
-
-    ``forward(hidden_states [T, hidden], top_k_index [T, 1], top_k_weights [T, 1])`` is the experts interface's
-    signature; a token of weight 0 (padding, over capacity) contributes nothing under every implementation, and this
-    eager loop does not compute it at all."""
+    """``num_experts`` FFNs (``hidden → expert_intermediate_size → hidden``) as stacked ``[E, out, in]`` weights
+    ``up_proj`` and ``down_proj`` with biases, behind transformers' experts interface; weight-0 tokens get zeros."""
 
     def __init__(self, config):
         super().__init__()
@@ -484,12 +457,8 @@ class MoEBertExperts(nn.Module):
         self.down_proj_bias = nn.Parameter(torch.zeros(self.num_experts, config.hidden_size))
         self.act_fn = ACT2FN[config.hidden_act]
 
-    def extra_repr(self) -> str:
-        # Shown in PEFT's "Target module ... is not supported" when `experts` is named in `target_modules`.
-        return (
-            f"num_experts={self.num_experts}, up_proj={list(self.up_proj.shape)}; stacked [experts, out, in] weights: "
-            "adapt them with LoRA `target_parameters=['experts.up_proj', 'experts.down_proj']`"
-        )
+    def extra_repr(self) -> str:  # shown in PEFT's "Target module ... is not supported"
+        return f"num_experts={self.num_experts}; LoRA `target_parameters=['experts.up_proj', 'experts.down_proj']`"
 
     def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
         weight = top_k_weights.reshape(-1, 1).to(hidden_states.dtype)
@@ -514,9 +483,8 @@ class MoEBertSparseFeedForward(nn.Module):
         self.router = MoEBertRouter(config, config.num_experts, config.capacity_factor, config.eval_capacity_factor)
         self.experts = MoEBertExperts(config)
 
-    def forward(
-        self, hidden_states, token_mask, input_ids, output_router_stats: bool = False
-    ) -> tuple[torch.Tensor, MoEBertRouting]:
+    def forward(self, hidden_states, token_mask, input_ids, output_router_stats: bool = False):
+        """The block's output and its ``MoEBertRouting``."""
         routing = self.router(hidden_states, token_mask, input_ids, output_router_stats)
         flat = hidden_states.reshape(-1, hidden_states.shape[-1])
         weights = routing.weight.unsqueeze(-1).to(flat.dtype)
@@ -541,8 +509,7 @@ class MoEBertOutput(nn.Module):
 
 
 class MoEBertLayer(GradientCheckpointingLayer):
-    """Post-LN layer: MHA (dense or MoE) then FFN (dense or MoE), each with residual + LayerNorm. Returns the hidden
-    states, the attention probabilities (or ``None``) and the routing of its MoE blocks."""
+    """Post-LN MHA then FFN, each dense or MoE; returns the hidden states, attention probabilities and routings."""
 
     def __init__(self, config):
         super().__init__()
@@ -553,15 +520,7 @@ class MoEBertLayer(GradientCheckpointingLayer):
             self.intermediate = MoEBertIntermediate(config)
         self.output = MoEBertOutput(config)
 
-    def forward(
-        self,
-        hidden_states,
-        attention_mask,
-        token_mask,
-        input_ids=None,
-        output_attentions=False,
-        output_router_stats=False,
-    ):
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_router_stats):
         attention_output, probs, attention_routing = self.attention(
             hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_router_stats
         )
@@ -592,10 +551,11 @@ class MoEBertEncoder(nn.Module):
         input_ids,
         output_attentions,
         output_hidden_states,
-        output_router_stats=False,
+        output_router_stats,
     ):
         """The last hidden states, every layer's hidden states and attentions (when asked) and every MoE block's
-        routing, in order."""
+        routing, in order. ``attention_mask`` is the additive ``[batch, 1, 1, seq]`` mask, ``token_mask`` the
+        ``[batch, seq]`` 1 / 0 one (padding is never routed)."""
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         routings = []
@@ -658,20 +618,17 @@ class MoEBertOnlyMLMHead(nn.Module):
         return self.predictions(sequence_output)
 
 
-def routing_outputs(routings: list[MoEBertRouting], config, shape, output_router_logits: bool) -> dict:
-    """The routing fields of a model output from every MoE block's routing (none for a dense model; no balance
-    terms when the routers computed none). MHA and FFN blocks may have different expert counts: loads are padded
-    to the widest, for one tensor."""
-    if not routings:
-        return {}
+def routing_outputs(routings: list[MoEBertRouting], config, shape, output_router_logits: bool | None) -> dict:
+    """A model output's routing fields from every MoE block's routing; loads are padded to the widest block's experts
+    (MHA and FFN blocks may differ), for one tensor."""
     router_logits = tuple(r.router_logits.view(*shape, -1) for r in routings if r.router_logits is not None)
-    fields = {"router_logits": router_logits if output_router_logits and router_logits else None}
+    outputs = {"router_logits": router_logits if output_router_logits and router_logits else None}
     if routings[0].aux_loss is None:
-        return fields
+        return outputs
     width = max(config.num_experts, config.num_attention_experts)
     loads = [F.pad(routing.expert_load, (0, width - routing.expert_load.shape[0])) for routing in routings]
     return {
-        **fields,
+        **outputs,
         "aux_loss": config.router_aux_loss_coef * torch.stack([routing.aux_loss for routing in routings]).mean(),
         "expert_load": torch.stack(loads),
         "dropped_token_fraction": torch.stack([routing.dropped_fraction for routing in routings]),
@@ -727,11 +684,8 @@ class MoEBertPreTrainedModel(PreTrainedModel):
 
 
 class MoEBertModel(MoEBertPreTrainedModel):
-    """The base model: embeddings, encoder, optional pooler.
-
-    ``forward`` takes BERT's arguments plus ``output_router_logits`` and ``output_router_stats`` (the balance loss and
-    the load statistics outside training, e.g. to log them in evaluation).
-    """
+    """The base model: embeddings, encoder, optional pooler. ``forward`` takes BERT's arguments, ``output_router_logits``
+    and ``output_router_stats`` (the balance terms outside training, e.g. to log them in evaluation)."""
 
     def __init__(self, config, add_pooling_layer: bool = True):
         super().__init__(config)
@@ -759,37 +713,37 @@ class MoEBertModel(MoEBertPreTrainedModel):
         output_router_logits: bool | None = None,
         output_router_stats: bool = False,
     ) -> MoEBertModelOutput:
-        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        if output_hidden_states is None:
-            output_hidden_states = self.config.output_hidden_states
+        config = self.config
+        validate_model_inputs(config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
+        output_attentions = config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = config.output_hidden_states if output_hidden_states is None else output_hidden_states
         try:
             hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         except IndexError:  # ids outside a table, on the CPU (an accelerator asserts on the device)
-            check_id_ranges(self.config, input_ids, token_type_ids, position_ids)
+            check_id_ranges(config, input_ids, token_type_ids, position_ids)
             raise
         if attention_mask is None:
             attention_mask = torch.ones(hidden_states.shape[:2], dtype=torch.long, device=hidden_states.device)
-        token_mask = attention_mask.bool()
         # [batch, seq] 1/0 → [batch, 1, 1, seq] additive: 0 keeps a key, the dtype's minimum masks it.
-        additive_mask = (1.0 - attention_mask[:, None, None, :].to(hidden_states.dtype)) * torch.finfo(
-            hidden_states.dtype
-        ).min
+        dtype = hidden_states.dtype
+        additive_mask = (1.0 - attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
         last_hidden_state, all_hidden_states, all_attentions, routings = self.encoder(
             hidden_states,
             additive_mask,
-            token_mask,
+            attention_mask,
             input_ids,
-            bool(output_attentions),
-            bool(output_hidden_states),
+            output_attentions,
+            output_hidden_states,
             output_router_stats,
         )
+        routing = routing_outputs(routings, config, attention_mask.shape, output_router_logits) if routings else {}
+        pooler_output = self.pooler(last_hidden_state) if self.pooler is not None else None
         return MoEBertModelOutput(
             last_hidden_state=last_hidden_state,
-            pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+            pooler_output=pooler_output,
             hidden_states=all_hidden_states,
             attentions=all_attentions,
-            **routing_outputs(routings, self.config, hidden_states.shape[:2], bool(output_router_logits)),
+            **routing,
         )
 
 

@@ -263,3 +263,24 @@ def test_moe_outputs_are_transformers_outputs_with_the_routing_fields_after_thei
         assert names == [field.name for field in dataclasses.fields(transformers_output)] + ROUTING_FIELDS
         if auto_name != "AutoModel":
             assert outputs.loss is not None and outputs.aux_loss is not None and outputs.expert_load is not None
+
+
+@pytest.mark.parametrize("auto_name", ["AutoModelForMaskedLM", "AutoModelForSequenceClassification"])
+def test_a_dense_forward_runs_no_routing_code(auto_name, monkeypatch):
+    """``num_experts == num_attention_experts == 1``: the model has no router, and its forward and loss call none
+    of the routing helpers, even when routing outputs are asked for."""
+    model, config = _build("vanilla_bert", auto_name)
+    module = sys.modules[type(model).__module__]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("routing code ran in a dense forward")
+
+    for name in ("routing_outputs", "load_balancing_loss", "expert_fractions", "capacity_keep"):
+        monkeypatch.setattr(module, name, refuse)
+    for routing_class in ("MoEBertRouter", "MoEBertSparseFeedForward", "MoEBertExperts", "MoEBertExpertLinear"):
+        monkeypatch.setattr(getattr(module, routing_class), "forward", refuse)
+    assert not any(name.endswith(("router", "moe")) for name, _ in model.named_modules())
+    batch = random_batch()
+    outputs = model.train()(**batch, **_labels(auto_name, batch, config), output_router_stats=True)
+    outputs.loss.backward()
+    assert not set(ROUTING_FIELDS) & set(outputs.keys())  # ModelOutput keys: the fields that are not None
