@@ -45,8 +45,8 @@ class MiniMoEDistillationTrainer(DistillationTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         model_inputs = {key: inputs[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in inputs}
         student_model = self.accelerator.unwrap_model(model)
-        extra = {"run_auxiliary_attention": True} if self.student_layer == "auxiliary" else {}
-        extra = with_evaluation_router_stats(student_model, extra)
+        # Recording the auxiliary block's Q/K/V (``relation_module_names("auxiliary")``) runs it: signals.py.
+        extra = with_evaluation_router_stats(student_model, {})
         with SubmoduleRecorder(student_model, relation_module_names(self.student_layer)) as student:
             outputs = model(**model_inputs, **extra)
         with torch.no_grad(), SubmoduleRecorder(self.teacher, relation_module_names(self.teacher_layer)) as teacher:

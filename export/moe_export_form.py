@@ -85,17 +85,18 @@ class StaticExperts(nn.Module):
 
 
 class StaticExpertLinear(nn.Module):
-    """An MoE-attention projection (stacked ``[E, out, in]`` weight, same parameters) in the static form."""
+    """An MoE-attention projection (stacked ``[E, out, in]`` weight, same parameters) in the static form; called as the
+    model's ``…ExpertLinear`` (each token scaled by its ``top_k_weights``, the leading shape kept)."""
 
     def __init__(self, layer: nn.Module):
         super().__init__()
         self.num_experts = layer.num_experts
         self.weight, self.bias = layer.weight, layer.bias
 
-    def forward(self, hidden_states: torch.Tensor, routing) -> torch.Tensor:
+    def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
         rows = hidden_states.reshape(-1, hidden_states.shape[-1])
-        outputs = _static_linear(rows, self.weight, self.bias, routing.expert_index.reshape(-1))
-        outputs = outputs * (routing.weight.reshape(-1, 1) != 0).to(outputs.dtype)
+        outputs = _static_linear(rows, self.weight, self.bias, top_k_index.reshape(-1))
+        outputs = outputs * top_k_weights.reshape(-1, 1).to(outputs.dtype)
         return outputs.view(*hidden_states.shape[:-1], -1)
 
 
@@ -172,7 +173,8 @@ class CapacityExperts(nn.Module):
 
 
 class RoutedExpertLinear(nn.Module):
-    """An MoE-attention projection in the routed form (a token of routing weight 0 gets zeros, as in eager mode)."""
+    """An MoE-attention projection in the routed form (each token scaled by its weight: 0 gives zeros, as in eager
+    mode)."""
 
     def __init__(self, layer: nn.Module):
         super().__init__()
@@ -182,13 +184,13 @@ class RoutedExpertLinear(nn.Module):
             self.register_buffer(f"weight_{expert}", matrix, persistent=False)
         self.register_buffer("bias", layer.bias.detach(), persistent=False)
 
-    def forward(self, hidden_states: torch.Tensor, routing) -> torch.Tensor:
+    def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
         rows_in = hidden_states.reshape(-1, hidden_states.shape[-1])
         outputs = rows_in.new_zeros(rows_in.shape[0], self.out_features)
-        weight = routing.weight.reshape(-1)
-        for expert, rows in enumerate(_routed_rows(routing.expert_index.reshape(-1), weight, self.num_experts)):
+        weight = top_k_weights.reshape(-1).to(rows_in.dtype)
+        for expert, rows in enumerate(_routed_rows(top_k_index.reshape(-1), weight, self.num_experts)):
             result = rows_in.index_select(0, rows) @ getattr(self, f"weight_{expert}") + self.bias[expert]
-            outputs = outputs.index_add(0, rows, result)
+            outputs = outputs.index_add(0, rows, result * weight.index_select(0, rows).unsqueeze(-1))
         return outputs.view(*hidden_states.shape[:-1], self.out_features)
 
 

@@ -35,6 +35,7 @@ from transformers.utils import ModelOutput, can_return_tuple
 from ..configuration.modular_bottleneck_bert import BottleneckBertConfig
 from .shared_blocks import (
     attention_function,
+    check_id_ranges,
     init_unless_loaded,
     sequence_classification_loss,
     validate_model_inputs,
@@ -429,12 +430,6 @@ class BottleneckBertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, BottleneckBertEmbeddings):
             init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
-    def check_inputs(
-        self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None, attention_mask=None
-    ) -> None:
-        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``."""
-        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
-
 
 class BottleneckBertModel(BottleneckBertPreTrainedModel):
     """The base model: factorized embeddings, bottleneck encoder, pooler."""
@@ -463,11 +458,15 @@ class BottleneckBertModel(BottleneckBertPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPooling:
-        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
+        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
-        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        try:
+            hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        except IndexError:  # ids outside a table, on the CPU (an accelerator asserts on the device)
+            check_id_ranges(self.config, input_ids, token_type_ids, position_ids)
+            raise
         additive_mask = None
         if attention_mask is not None:
             # [batch, seq] 1/0 → [batch, 1, 1, seq] additive: 0 keeps a key, the dtype's minimum masks it.

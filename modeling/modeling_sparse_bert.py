@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -26,11 +26,19 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.utils import ModelOutput, can_return_tuple
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.utils import can_return_tuple
 
 from ..configuration.sparse_bert_base import SparseBertConfigBase
 from .shared_blocks import (
     attention_function,
+    check_id_ranges,
     init_unless_loaded,
     sequence_classification_loss,
     validate_model_inputs,
@@ -47,92 +55,50 @@ __all__ = [
 
 
 @dataclass
-class SparseBertModelOutput(ModelOutput):
-    """Output of the base model; heads return the same per-layer and routing fields next to their own.
+class SparseBertRoutingOutput:
+    """The fields every output of these models adds to transformers' own (``None`` for a dense model): per MoE block
+    the ``[batch, seq, num_experts]`` float32 ``router_logits`` of learned routers (``output_router_logits=True``);
+    in training or with ``output_router_stats=True`` the ``aux_loss`` (``router_aux_loss_coef`` × the mean balance
+    loss over blocks, included in a head's ``loss``), ``expert_load`` ``[num_moe_blocks, num_experts]`` (fraction of
+    real tokens routed to each expert) and ``dropped_token_fraction`` ``[num_moe_blocks]`` (over capacity)."""
 
-    Args:
-        last_hidden_state: ``[batch, seq, hidden]`` output of the last layer.
-        pooler_output: ``[batch, hidden]`` pooled first token, when the model has a pooler.
-        hidden_states: embeddings output plus every layer's output, with ``output_hidden_states=True``.
-        attentions: per layer ``[batch, heads, seq, seq]`` attention probabilities, with ``output_attentions=True``.
-        router_logits: per MoE block ``[batch, seq, num_experts]`` float32 router logits, with
-            ``output_router_logits=True`` (top-1 gating only).
-        aux_loss: ``router_aux_loss_coef`` × the mean load-balancing loss over MoE blocks. It and the two
-            statistics below are computed in training mode or with ``output_router_stats=True`` (``None`` otherwise,
-            and when dense): inference pays only for the routing itself.
-        expert_load: ``[num_moe_blocks, num_experts]`` fraction of real tokens routed to each expert.
-        dropped_token_fraction: ``[num_moe_blocks]`` fraction of real tokens dropped by the capacity limit.
-    """
-
-    last_hidden_state: torch.FloatTensor | None = None
-    pooler_output: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
     router_logits: tuple[torch.FloatTensor, ...] | None = None
     aux_loss: torch.FloatTensor | None = None
     expert_load: torch.FloatTensor | None = None
     dropped_token_fraction: torch.FloatTensor | None = None
+
+
+# transformers' outputs, the routing fields after theirs (dataclasses take the last base's fields first).
+@dataclass
+class SparseBertModelOutput(SparseBertRoutingOutput, BaseModelOutputWithPooling):
+    """Output of the base model: ``BaseModelOutputWithPooling`` and the routing fields."""
 
 
 @dataclass
-class SparseBertMaskedLMOutput(ModelOutput):
-    """Masked-LM output; ``loss`` (with labels) includes the backbone's ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+class SparseBertMaskedLMOutput(SparseBertRoutingOutput, MaskedLMOutput):
+    """Masked-LM output: ``MaskedLMOutput`` and the routing fields."""
 
 
 @dataclass
-class SparseBertClassifierOutput(ModelOutput):
-    """Sequence- or token-classification output; ``loss`` (with labels) includes ``aux_loss``."""
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+class SparseBertSequenceClassifierOutput(SparseBertRoutingOutput, SequenceClassifierOutput):
+    """Sequence-classification output: ``SequenceClassifierOutput`` and the routing fields."""
 
 
 @dataclass
-class SparseBertQuestionAnsweringOutput(ModelOutput):
-    """Extractive QA output; ``loss`` (with start/end positions) includes ``aux_loss``."""
+class SparseBertTokenClassifierOutput(SparseBertRoutingOutput, TokenClassifierOutput):
+    """Token-classification output: ``TokenClassifierOutput`` and the routing fields."""
 
-    loss: torch.FloatTensor | None = None
-    start_logits: torch.FloatTensor | None = None
-    end_logits: torch.FloatTensor | None = None
-    hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    attentions: tuple[torch.FloatTensor, ...] | None = None
-    router_logits: tuple[torch.FloatTensor, ...] | None = None
-    aux_loss: torch.FloatTensor | None = None
-    expert_load: torch.FloatTensor | None = None
-    dropped_token_fraction: torch.FloatTensor | None = None
+
+@dataclass
+class SparseBertQuestionAnsweringOutput(SparseBertRoutingOutput, QuestionAnsweringModelOutput):
+    """Extractive QA output: ``QuestionAnsweringModelOutput`` and the routing fields."""
 
 
 @dataclass
 class SparseBertRouting:
-    """Where each of ``T`` flattened tokens of one MoE block goes, and the block's balance terms.
-
-    Attributes:
-        expert_index: ``[T]`` chosen expert (meaningless for padding tokens).
-        weight: ``[T]`` float32 weight of the expert output: the router probability of the chosen expert (eq. 3 of
-            paper 003), 1 for hash routing, 0 for padding and for tokens over their expert's capacity.
-        router_logits: ``[T, num_experts]`` float32, ``None`` for hash routing.
-        aux_loss: unweighted balance loss (0 for hash routing, which has nothing to learn).
-        expert_load: ``[num_experts]`` fraction of real tokens whose top-1 choice is each expert.
-        dropped_fraction: fraction of real tokens dropped by the capacity limit.
-
-    The last three are ``None`` unless the router runs in training mode or is asked for them: at inference a
-    forward needs only ``expert_index`` and ``weight``.
-    """
+    """One MoE block's routing of ``T`` tokens: ``expert_index`` ``[T]``, float32 ``weight`` ``[T]`` (the expert's router
+    probability, paper 003 eq. 3; 1 for hash routing; 0 for padding and over capacity), ``router_logits``, and in
+    training or when asked the unweighted ``aux_loss``, ``expert_load`` and ``dropped_fraction`` of the block."""
 
     expert_index: torch.Tensor
     weight: torch.Tensor
@@ -161,15 +127,15 @@ class SparseBertEmbeddings(nn.Module):
             position_ids = self.position_ids[:, : inputs_embeds.shape[1]]
         if token_type_ids is None:
             token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        embeddings = (
-            inputs_embeds + self.position_embeddings(position_ids) + self.token_type_embeddings(token_type_ids)
-        )
-        return self.dropout(self.LayerNorm(embeddings))
+        embeddings = inputs_embeds + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings + self.token_type_embeddings(token_type_ids)))
 
 
 class SparseBertExpertLinear(nn.Module):
-    """``num_experts`` linear maps stored as one ``[num_experts, out, in]`` weight, for MoE attention: each token goes
-    through its routed expert's map; a token of routing weight 0 (padding) gets zeros."""
+    """``num_experts`` affine maps stored as one ``[num_experts, out, in]`` weight: MoE attention's projections. Called as
+    the FFN experts are (``top_k_index`` and ``top_k_weights`` ``[T, 1]`` for the ``T`` tokens of ``hidden_states``,
+    whose leading shape it keeps, as ``nn.Linear`` does for hooks), but not through transformers' experts interface,
+    whose implementations compute a whole FFN from ``up_proj`` / ``down_proj``."""
 
     def __init__(self, num_experts: int, in_features: int, out_features: int):
         super().__init__()
@@ -178,26 +144,21 @@ class SparseBertExpertLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
 
-    def extra_repr(self) -> str:
-        # Shown in PEFT's "Target module ... is not supported" when this is named in `target_modules`.
-        return (
-            f"num_experts={self.num_experts}, out_features={self.out_features}; stacked [experts, out, in] weight: "
-            "adapt it with LoRA `target_parameters=['<name>.weight']`"
-        )
+    def extra_repr(self) -> str:  # shown in PEFT's "Target module ... is not supported"
+        return f"num_experts={self.num_experts}; a stacked weight: LoRA `target_parameters=['<name>.weight']`"
 
-    def forward(self, hidden_states: torch.Tensor, routing: SparseBertRouting) -> torch.Tensor:
+    def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
         flat = hidden_states.reshape(-1, hidden_states.shape[-1])
-        target = torch.where(routing.weight != 0, routing.expert_index, self.num_experts)
+        weight = top_k_weights.reshape(-1, 1).to(hidden_states.dtype)
+        target = torch.where(weight.view(-1) != 0, top_k_index.reshape(-1), self.num_experts)  # weight 0: no expert
         outputs = flat.new_zeros(flat.shape[0], self.out_features)
-        # One unbind per call, not ``weight[e]`` per expert: each indexing's backward writes a zero gradient the size
-        # of all experts; unbind's backward stacks once.
+        # One unbind, not ``weight[e]`` per expert, whose backward writes a zero gradient the size of all experts each.
         weights, biases = self.weight.unbind(0), self.bias.unbind(0)
         # A fixed loop over the experts, each selecting its rows with ``nonzero``: right for any routing, compiled too.
         for expert in range(self.num_experts):
             positions = (target == expert).nonzero().squeeze(-1)
-            outputs.index_add_(
-                0, positions, F.linear(flat.index_select(0, positions), weights[expert], biases[expert])
-            )
+            expert_outputs = F.linear(flat.index_select(0, positions), weights[expert], biases[expert])
+            outputs.index_add_(0, positions, expert_outputs * weight.index_select(0, positions))
         return outputs.view(*hidden_states.shape[:-1], self.out_features)
 
 
@@ -218,20 +179,14 @@ class SparseBertSelfAttention(nn.Module):
                 self, name, nn.Linear(width, width) if experts == 1 else SparseBertExpertLinear(experts, width, width)
             )
 
-    def forward(self, hidden_states, attention_mask, routing=None, output_attentions=False):
+    def forward(self, hidden_states, attention_mask, experts_arguments=(), output_attentions=False):
+        """``experts_arguments``: MoE attention's ``(top_k_index, top_k_weights)`` for the projections."""
+        projections = (layer(hidden_states, *experts_arguments) for layer in (self.query, self.key, self.value))
         shape = (*hidden_states.shape[:-1], -1, self.head_size)
-        if routing is None:
-            query, key, value = self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)
-        else:
-            query, key, value = (layer(hidden_states, routing) for layer in (self.query, self.key, self.value))
+        query, key, value = (projection.view(shape).transpose(1, 2) for projection in projections)
+        dropout = self.dropout_prob if self.training else 0.0
         context, probs = attention_function(self.config, output_attentions)(
-            self,
-            query.view(shape).transpose(1, 2),
-            key.view(shape).transpose(1, 2),
-            value.view(shape).transpose(1, 2),
-            attention_mask,
-            dropout=self.dropout_prob if self.training else 0.0,
-            scaling=self.scaling,
+            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling
         )
         return context.reshape(*hidden_states.shape[:-1], -1), probs
 
@@ -246,10 +201,11 @@ class SparseBertSelfOutput(nn.Module):
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, hidden_states, input_tensor, routing=None):
+    def forward(self, hidden_states, input_tensor, routing=None, experts_arguments=None):
         if routing is None:
             return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
-        output = self.dense(hidden_states, routing) * routing.weight.view(*hidden_states.shape[:-1], 1)
+        # The gate weight is applied in float32, as the router computes it.
+        output = self.dense(hidden_states, *experts_arguments) * routing.weight.view(*hidden_states.shape[:-1], 1)
         return self.LayerNorm(self.dropout(output.to(hidden_states.dtype)) + input_tensor)
 
 
@@ -302,15 +258,11 @@ def hash_routing_table(vocab_size: int, num_experts: int, hash_seed: int) -> tor
 class SparseBertRouter(nn.Module):
     """Top-1 routing of one MoE block, with the capacity limit and the balance terms.
 
-    ``router_type="top1"``: a learned gate ``p = softmax(W x + b)`` in float32 (``gate``, as Mixtral names its
-    router's), expert ``argmax p``, weight ``p_k``. ``router_type="hash"``: a fixed random hash of the token id
-    (Roller et al., 2021; paper 002 appendix B), weight 1; its table is saved with the weights and regenerated from
-    ``hash_seed`` for a checkpoint without it. Padding tokens are never routed: they take no capacity, do not count in
-    the balance loss and get weight 0.
-
-    At inference (eval mode, ``output_stats=False``) the router computes only the choice and its weight: the gate,
-    one softmax, one max and the padding mask (no capacity limit unless ``eval_capacity_factor`` sets one); the
-    balance loss and the load statistics are training signals and cost about as much again.
+    ``router_type="top1"``: a learned gate ``p = softmax(W x + b)`` in float32 (``gate``, as in Mixtral), expert
+    ``argmax p``, weight ``p_k``; ``"hash"``: a fixed random hash of the token id (Roller et al., 2021; paper 002
+    appendix B), weight 1, its table saved with the weights or regenerated from ``hash_seed``. Padding is never routed:
+    it takes no capacity, is not in the balance loss, gets weight 0. In eval mode without ``output_stats`` only the
+    choice and its weight are computed (the balance terms cost as much again).
     """
 
     def __init__(self, config, num_experts: int, capacity_factor: float | None, eval_capacity_factor: float | None):
@@ -325,10 +277,8 @@ class SparseBertRouter(nn.Module):
         else:
             self.gate = nn.Linear(config.hidden_size, num_experts)
 
-    def forward(
-        self, hidden_states: torch.Tensor, token_mask: torch.Tensor, input_ids, output_stats: bool = False
-    ) -> SparseBertRouting:
-        valid = token_mask.reshape(-1)
+    def forward(self, hidden_states, token_mask, input_ids, output_stats: bool = False) -> SparseBertRouting:
+        valid = token_mask.reshape(-1).bool()
         router_logits = router_probs = None
         if hasattr(self, "gate"):
             router_logits = self.gate(hidden_states.reshape(-1, hidden_states.shape[-1])).float()
@@ -339,10 +289,8 @@ class SparseBertRouter(nn.Module):
         else:
             expert_index = self.token_to_expert[input_ids.reshape(-1)]
             weight = valid.float()
-        capacity_factor = self.capacity_factor if self.training else self.eval_capacity_factor
-        keep = (
-            valid if capacity_factor is None else capacity_keep(expert_index, valid, self.num_experts, capacity_factor)
-        )
+        factor = self.capacity_factor if self.training else self.eval_capacity_factor
+        keep = valid if factor is None else capacity_keep(expert_index, valid, self.num_experts, factor)
         routing = SparseBertRouting(expert_index=expert_index, weight=weight * keep, router_logits=router_logits)
         if self.training or output_stats:
             routing.aux_loss = (
@@ -361,21 +309,20 @@ class SparseBertAttention(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.num_experts = config.num_attention_experts
-        if self.num_experts > 1:
-            self.router = SparseBertRouter(config, self.num_experts, None, None)
+        if config.num_attention_experts > 1:
+            self.router = SparseBertRouter(config, config.num_attention_experts, None, None)
         self.self = SparseBertSelfAttention(config)
         self.output = SparseBertSelfOutput(config)
 
-    def forward(
-        self, hidden_states, attention_mask, token_mask, input_ids, output_attentions=False, output_router_stats=False
-    ):
-        if self.num_experts == 1:
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_router_stats):
+        if not hasattr(self, "router"):
             context, probs = self.self(hidden_states, attention_mask, output_attentions=output_attentions)
             return self.output(context, hidden_states), probs, None
         routing = self.router(hidden_states, token_mask, input_ids, output_router_stats)
-        context, probs = self.self(hidden_states, attention_mask, routing, output_attentions)
-        return self.output(context, hidden_states, routing), probs, routing
+        # Q, K and V are not gate-weighted: every routed token gets its expert's projections (weight 1).
+        experts_arguments = (routing.expert_index.unsqueeze(-1), (routing.weight != 0).unsqueeze(-1))
+        context, probs = self.self(hidden_states, attention_mask, experts_arguments, output_attentions)
+        return self.output(context, hidden_states, routing, experts_arguments), probs, routing
 
 
 class SparseBertIntermediate(nn.Module):
@@ -389,9 +336,8 @@ class SparseBertIntermediate(nn.Module):
 
 
 def use_experts_implementation(**options) -> Callable[[type], type]:
-    """transformers 5's experts interface (``integrations/moe.py``): the decorated ``forward`` runs the function
-    ``config._experts_implementation`` names in ``ALL_EXPERTS_FUNCTIONS`` (``grouped_mm``, ``batched_mm``, one a
-    user registers) or, for ``"eager"``, the class's own. transformers 4.57 has no such interface: the class's own."""
+    """transformers 5's experts interface: ``forward`` runs what ``config._experts_implementation`` names in
+    ``ALL_EXPERTS_FUNCTIONS`` (``grouped_mm``, ``batched_mm``, …), or the class's own; 4.57 has none: its own."""
     try:
         from transformers.integrations.moe import use_experts_implementation as experts_interface
     except ImportError:
@@ -401,13 +347,8 @@ def use_experts_implementation(**options) -> Callable[[type], type]:
 
 @use_experts_implementation(has_gate=False, has_bias=True)
 class SparseBertExperts(nn.Module):
-    """``num_experts`` standard FFNs (``hidden → moe_intermediate_size → hidden``) stored as stacked weights:
-    ``up_proj`` ``[E, intermediate, hidden]`` and ``down_proj`` ``[E, hidden, intermediate]`` with their biases
-    (PyTorch's ``[out, in]`` per expert; PEFT adapts them with ``target_parameters``).
-
-    ``forward(hidden_states [T, hidden], top_k_index [T, 1], top_k_weights [T, 1])`` is the experts interface's
-    signature; a token of weight 0 (padding, over capacity) contributes nothing under every implementation, and this
-    eager loop does not compute it at all."""
+    """``num_experts`` FFNs (``hidden → expert_intermediate_size → hidden``) as stacked ``[E, out, in]`` weights
+    ``up_proj`` and ``down_proj`` with biases, behind transformers' experts interface; weight-0 tokens get zeros."""
 
     def __init__(self, config):
         super().__init__()
@@ -419,12 +360,8 @@ class SparseBertExperts(nn.Module):
         self.down_proj_bias = nn.Parameter(torch.zeros(self.num_experts, config.hidden_size))
         self.act_fn = ACT2FN[config.hidden_act]
 
-    def extra_repr(self) -> str:
-        # Shown in PEFT's "Target module ... is not supported" when `experts` is named in `target_modules`.
-        return (
-            f"num_experts={self.num_experts}, up_proj={list(self.up_proj.shape)}; stacked [experts, out, in] weights: "
-            "adapt them with LoRA `target_parameters=['experts.up_proj', 'experts.down_proj']`"
-        )
+    def extra_repr(self) -> str:  # shown in PEFT's "Target module ... is not supported"
+        return f"num_experts={self.num_experts}; LoRA `target_parameters=['experts.up_proj', 'experts.down_proj']`"
 
     def forward(self, hidden_states, top_k_index, top_k_weights) -> torch.Tensor:
         weight = top_k_weights.reshape(-1, 1).to(hidden_states.dtype)
@@ -449,9 +386,8 @@ class SparseBertSparseFeedForward(nn.Module):
         self.router = SparseBertRouter(config, config.num_experts, config.capacity_factor, config.eval_capacity_factor)
         self.experts = SparseBertExperts(config)
 
-    def forward(
-        self, hidden_states, token_mask, input_ids, output_router_stats: bool = False
-    ) -> tuple[torch.Tensor, SparseBertRouting]:
+    def forward(self, hidden_states, token_mask, input_ids, output_router_stats: bool = False):
+        """The block's output and its ``SparseBertRouting``."""
         routing = self.router(hidden_states, token_mask, input_ids, output_router_stats)
         flat = hidden_states.reshape(-1, hidden_states.shape[-1])
         weights = routing.weight.unsqueeze(-1).to(flat.dtype)
@@ -476,8 +412,7 @@ class SparseBertOutput(nn.Module):
 
 
 class SparseBertLayer(GradientCheckpointingLayer):
-    """Post-LN layer: MHA (dense or MoE) then FFN (dense or MoE), each with residual + LayerNorm. Returns the hidden
-    states, the attention probabilities (or ``None``) and the routing of its MoE blocks."""
+    """Post-LN MHA then FFN, each dense or MoE; returns the hidden states, attention probabilities and routings."""
 
     def __init__(self, config):
         super().__init__()
@@ -488,15 +423,7 @@ class SparseBertLayer(GradientCheckpointingLayer):
             self.intermediate = SparseBertIntermediate(config)
         self.output = SparseBertOutput(config)
 
-    def forward(
-        self,
-        hidden_states,
-        attention_mask,
-        token_mask,
-        input_ids=None,
-        output_attentions=False,
-        output_router_stats=False,
-    ):
+    def forward(self, hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_router_stats):
         attention_output, probs, attention_routing = self.attention(
             hidden_states, attention_mask, token_mask, input_ids, output_attentions, output_router_stats
         )
@@ -514,7 +441,8 @@ class SparseBertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList([SparseBertLayer(config) for _ in range(config.num_hidden_layers)])
         if config.use_auxiliary_attention:
-            # Read only by self-attention relation distillation (paper 002 §3.2); its output is discarded.
+            # Trained and read only by self-attention relation distillation (paper 002 §3.2): no part of ``forward``,
+            # it runs on the last layer's output while a distillation hook records it.
             self.auxiliary_attention = SparseBertAttention(config)
         self.gradient_checkpointing = False
 
@@ -526,10 +454,11 @@ class SparseBertEncoder(nn.Module):
         input_ids,
         output_attentions,
         output_hidden_states,
-        output_router_stats=False,
+        output_router_stats,
     ):
         """The last hidden states, every layer's hidden states and attentions (when asked) and every MoE block's
-        routing, in order."""
+        routing, in order. ``attention_mask`` is the additive ``[batch, 1, 1, seq]`` mask, ``token_mask`` the
+        ``[batch, seq]`` 1 / 0 one (padding is never routed)."""
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         routings = []
@@ -592,20 +521,17 @@ class SparseBertOnlyMLMHead(nn.Module):
         return self.predictions(sequence_output)
 
 
-def routing_outputs(routings: list[SparseBertRouting], config, shape, output_router_logits: bool) -> dict:
-    """The routing fields of a model output from every MoE block's routing (none for a dense model; no balance
-    terms when the routers computed none). MHA and FFN blocks may have different expert counts: loads are padded
-    to the widest, for one tensor."""
-    if not routings:
-        return {}
+def routing_outputs(routings: list[SparseBertRouting], config, shape, output_router_logits: bool | None) -> dict:
+    """A model output's routing fields from every MoE block's routing; loads are padded to the widest block's experts
+    (MHA and FFN blocks may differ), for one tensor."""
     router_logits = tuple(r.router_logits.view(*shape, -1) for r in routings if r.router_logits is not None)
-    fields = {"router_logits": router_logits if output_router_logits and router_logits else None}
+    outputs = {"router_logits": router_logits if output_router_logits and router_logits else None}
     if routings[0].aux_loss is None:
-        return fields
+        return outputs
     width = max(config.num_experts, config.num_attention_experts)
     loads = [F.pad(routing.expert_load, (0, width - routing.expert_load.shape[0])) for routing in routings]
     return {
-        **fields,
+        **outputs,
         "aux_loss": config.router_aux_loss_coef * torch.stack([routing.aux_loss for routing in routings]).mean(),
         "expert_load": torch.stack(loads),
         "dropped_token_fraction": torch.stack([routing.dropped_fraction for routing in routings]),
@@ -659,20 +585,10 @@ class SparseBertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, SparseBertEmbeddings):
             init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
-    def check_inputs(
-        self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None, attention_mask=None
-    ) -> None:
-        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``."""
-        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
-
 
 class SparseBertModel(SparseBertPreTrainedModel):
-    """The base model: embeddings, encoder, optional pooler.
-
-    ``forward`` takes BERT's arguments plus ``output_router_logits``, ``output_router_stats`` (the balance loss and
-    the load statistics outside training, e.g. to log them in evaluation) and ``run_auxiliary_attention`` (run the
-    auxiliary MHA block so that distillation hooks can read its Q/K/V).
-    """
+    """The base model: embeddings, encoder, optional pooler. ``forward`` takes BERT's arguments, ``output_router_logits``
+    and ``output_router_stats`` (the balance terms outside training, e.g. to log them in evaluation)."""
 
     def __init__(self, config, add_pooling_layer: bool = True):
         super().__init__(config)
@@ -699,47 +615,48 @@ class SparseBertModel(SparseBertPreTrainedModel):
         output_hidden_states: bool | None = None,
         output_router_logits: bool | None = None,
         output_router_stats: bool = False,
-        run_auxiliary_attention: bool = False,
     ) -> SparseBertModelOutput:
-        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        if output_hidden_states is None:
-            output_hidden_states = self.config.output_hidden_states
-        if run_auxiliary_attention and not hasattr(self.encoder, "auxiliary_attention"):
-            raise ValueError("`run_auxiliary_attention=True` needs a config with `use_auxiliary_attention=True`.")
-        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        config = self.config
+        validate_model_inputs(config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
+        output_attentions = config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        try:
+            hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        except IndexError:  # ids outside a table, on the CPU (an accelerator asserts on the device)
+            check_id_ranges(config, input_ids, token_type_ids, position_ids)
+            raise
         if attention_mask is None:
             attention_mask = torch.ones(hidden_states.shape[:2], dtype=torch.long, device=hidden_states.device)
-        token_mask = attention_mask.bool()
         # [batch, seq] 1/0 → [batch, 1, 1, seq] additive: 0 keeps a key, the dtype's minimum masks it.
-        additive_mask = (1.0 - attention_mask[:, None, None, :].to(hidden_states.dtype)) * torch.finfo(
-            hidden_states.dtype
-        ).min
+        dtype = hidden_states.dtype
+        additive_mask = (1.0 - attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
         last_hidden_state, all_hidden_states, all_attentions, routings = self.encoder(
             hidden_states,
             additive_mask,
-            token_mask,
+            attention_mask,
             input_ids,
-            bool(output_attentions),
-            bool(output_hidden_states),
+            output_attentions,
+            output_hidden_states,
             output_router_stats,
         )
-        if run_auxiliary_attention:
-            self.encoder.auxiliary_attention(last_hidden_state, additive_mask, token_mask, input_ids)
+        routing = routing_outputs(routings, config, attention_mask.shape, output_router_logits) if routings else {}
+        pooler_output = self.pooler(last_hidden_state) if self.pooler is not None else None
         return SparseBertModelOutput(
             last_hidden_state=last_hidden_state,
-            pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+            pooler_output=pooler_output,
             hidden_states=all_hidden_states,
             attentions=all_attentions,
-            **routing_outputs(routings, self.config, hidden_states.shape[:2], bool(output_router_logits)),
+            **routing,
         )
 
 
-def with_balance_loss(loss: torch.Tensor | None, outputs: SparseBertModelOutput) -> torch.Tensor | None:
-    """A head's loss includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
-    if loss is None or outputs.aux_loss is None:
-        return loss
-    return loss + outputs.aux_loss.to(loss.dtype)
+def head_output(output_class: type, loss, outputs: SparseBertModelOutput, **head_fields):
+    """A head's ``output_class``: its own fields, the backbone's per-layer and routing fields, and a ``loss`` (with
+    labels) that includes the backbone's weighted MoE balance loss (paper 002 uses it in fine-tuning)."""
+    if loss is not None and outputs.aux_loss is not None:
+        loss = loss + outputs.aux_loss.to(loss.dtype)
+    names = ["hidden_states", "attentions", *(field.name for field in fields(SparseBertRoutingOutput))]
+    return output_class(loss=loss, **head_fields, **{name: getattr(outputs, name) for name in names})
 
 
 class SparseBertForMaskedLM(SparseBertPreTrainedModel):
@@ -778,19 +695,8 @@ class SparseBertForMaskedLM(SparseBertPreTrainedModel):
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.cls(outputs.last_hidden_state)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
-        return SparseBertMaskedLMOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return head_output(SparseBertMaskedLMOutput, loss, outputs, logits=logits)
 
 
 class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
@@ -815,22 +721,13 @@ class SparseBertForSequenceClassification(SparseBertPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
         **kwargs,
-    ) -> SparseBertClassifierOutput:
+    ) -> SparseBertSequenceClassifierOutput:
         outputs = self.sparse_bert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
-        return SparseBertClassifierOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        return head_output(SparseBertSequenceClassifierOutput, loss, outputs, logits=logits)
 
 
 class SparseBertForTokenClassification(SparseBertPreTrainedModel):
@@ -855,24 +752,13 @@ class SparseBertForTokenClassification(SparseBertPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         **kwargs,
-    ) -> SparseBertClassifierOutput:
+    ) -> SparseBertTokenClassifierOutput:
         outputs = self.sparse_bert(
             input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, return_dict=True, **kwargs
         )
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
-        return SparseBertClassifierOutput(
-            loss=with_balance_loss(loss, outputs),
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
-        )
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
+        return head_output(SparseBertTokenClassifierOutput, loss, outputs, logits=logits)
 
 
 class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
@@ -903,20 +789,11 @@ class SparseBertForQuestionAnswering(SparseBertPreTrainedModel):
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).unbind(dim=-1)
         loss = None
         if start_positions is not None and end_positions is not None:
-            ignored = start_logits.shape[1]
-            start_loss = F.cross_entropy(
-                start_logits, start_positions.view(-1).clamp(0, ignored), ignore_index=ignored
-            )
-            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, ignored), ignore_index=ignored)
+            length = start_logits.shape[1]
+            start_loss = F.cross_entropy(start_logits, start_positions.view(-1).clamp(0, length), ignore_index=length)
+            end_loss = F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, length), ignore_index=length)
             loss = (start_loss + end_loss) / 2
-        return SparseBertQuestionAnsweringOutput(
-            loss=with_balance_loss(loss, outputs),
-            start_logits=start_logits.contiguous(),
-            end_logits=end_logits.contiguous(),
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            router_logits=outputs.router_logits,
-            aux_loss=outputs.aux_loss,
-            expert_load=outputs.expert_load,
-            dropped_token_fraction=outputs.dropped_token_fraction,
+        start_logits, end_logits = start_logits.contiguous(), end_logits.contiguous()
+        return head_output(
+            SparseBertQuestionAnsweringOutput, loss, outputs, start_logits=start_logits, end_logits=end_logits
         )

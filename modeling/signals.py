@@ -12,10 +12,15 @@ and without changing the model's code.
   the normalized trunk states, and ``input - residual`` is the sublayer output before the residual add
   (paper 003 §2.3: trunk and residual-inner locations); the residual of ``attention_norm`` is the layer's
   input, that of ``ffn_norm`` the output of ``attention_norm``.
+
+MiniMoE's auxiliary MHA block (``use_auxiliary_attention``, layer ``"auxiliary"``: paper 002 §3.2) exists only to
+be distilled, so it is no part of the model's forward: while a recorder reads one of its submodules, a hook on the
+encoder runs it on the encoder's output (its Q/K/V take gradients; its output is discarded).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 
 import torch
@@ -30,6 +35,7 @@ SIGNAL_TEMPLATES = {
     "attention_norm": "encoder.layer.{layer}.attention.output.LayerNorm",
     "ffn_norm": "encoder.layer.{layer}.output.LayerNorm",
 }
+_AUXILIARY_BLOCK = "encoder.auxiliary_attention"
 _AUXILIARY_TEMPLATES = {
     "query": "encoder.auxiliary_attention.self.query",
     "key": "encoder.auxiliary_attention.self.key",
@@ -65,6 +71,8 @@ class SubmoduleRecorder:
             )
         self._model = model
         self._modules = {key: available[name] for key, name in names.items()}
+        reads_auxiliary = any(name.startswith(f"{_AUXILIARY_BLOCK}.") for name in names.values())
+        self._auxiliary_encoder = base.encoder if reads_auxiliary else None
         self._record_inputs = record_inputs
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self.outputs: dict[str, torch.Tensor] = {}
@@ -73,6 +81,9 @@ class SubmoduleRecorder:
     def __enter__(self) -> SubmoduleRecorder:
         for key, module in self._modules.items():
             self._handles.append(module.register_forward_hook(self._hook(key)))
+        if self._auxiliary_encoder is not None:
+            hook = self._auxiliary_encoder.register_forward_hook(_run_auxiliary_attention, with_kwargs=True)
+            self._handles.append(hook)
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -87,3 +98,12 @@ class SubmoduleRecorder:
                 self.inputs[key] = args[0]
 
         return record
+
+
+def _run_auxiliary_attention(encoder: nn.Module, args: tuple, kwargs: dict, output) -> None:
+    """Run the auxiliary MHA block as the encoder's next layer: on its last hidden states, with its masks and ids."""
+    inputs = inspect.signature(encoder.forward).bind(*args, **kwargs).arguments
+    masks = inputs["attention_mask"], inputs["token_mask"]
+    encoder.auxiliary_attention(
+        output[0], *masks, inputs["input_ids"], output_attentions=False, output_router_stats=False
+    )

@@ -37,14 +37,7 @@ __all__ = [
 
 
 def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    **kwargs,
+    module: nn.Module, query, key, value, attention_mask, scaling: float, dropout=0.0, **kwargs
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax attention written out, over ``[batch, heads, seq, head_size]`` tensors and an additive mask: the
     only path with probabilities (attention transfer, paper 001 eq. 3). Returns ``[batch, seq, heads, head_size]``."""
@@ -57,10 +50,9 @@ def eager_attention_forward(
 
 
 def attention_function(config, output_attentions: bool) -> Callable:
-    """The attention implementation ``config._attn_implementation`` names in transformers' registry
-    (``ALL_ATTENTION_FUNCTIONS``: ``sdpa``, and what the installed transformers or the user registers), or
-    ``eager_attention_forward``; always the latter when probabilities are asked for, which fused kernels never
-    compute. Registered functions receive the ``[batch, 1, 1, seq]`` additive padding mask."""
+    """The attention function ``config._attn_implementation`` names in ``ALL_ATTENTION_FUNCTIONS`` (``sdpa``, what
+    transformers or the user registers; they receive the ``[batch, 1, 1, seq]`` additive mask), or the eager one, also
+    whenever probabilities are asked for, which fused kernels never compute."""
     if output_attentions or config._attn_implementation == "eager":
         return eager_attention_forward
     if not hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface"):  # transformers 4.57: a plain mapping
@@ -68,94 +60,62 @@ def attention_function(config, output_attentions: bool) -> Callable:
     return ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)
 
 
-def _is_integer_dtype(dtype: torch.dtype) -> bool:
-    return not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool
-
-
 def _describe(tensor: torch.Tensor) -> str:
     return f"shape {tuple(tensor.shape)} and dtype {tensor.dtype}"
 
 
-def _check_companion(name: str, tensor, shape, integer_ids: bool, broadcast_batch: bool = False) -> None:
-    """``tensor`` (an input beside the ids) must have the ids' ``[batch, sequence]`` shape (``[1, sequence]`` too
-    where ``broadcast_batch``) and, for ids, an integer dtype; read from metadata only, no device sync."""
-    if not isinstance(tensor, torch.Tensor):
-        raise ValueError(f"`{name}` must be a tensor, got {type(tensor).__name__}.")
-    shapes = [tuple(shape)] + ([(1, shape[1])] if broadcast_batch else [])
-    dtype = tensor.dtype
-    if tuple(tensor.shape) not in shapes or (
-        integer_ids and (dtype.is_floating_point or dtype.is_complex or dtype is torch.bool)
-    ):
-        wanted = " or ".join(str(list(item)) for item in shapes)
-        allowed = "an integer dtype" if integer_ids else "a bool, integer or floating dtype of 1 / 0"
-        raise ValueError(
-            f"`{name}` must have shape {wanted} ([batch, sequence], as the inputs) and {allowed}; "
-            f"got {_describe(tensor)}."
-        )
+def _not_integer(tensor: torch.Tensor) -> bool:
+    return tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype is torch.bool
 
 
 def validate_model_inputs(
     config, input_ids, inputs_embeds, token_type_ids=None, position_ids=None, attention_mask=None
 ) -> None:
-    """Fail naming the argument, its shape and dtype and what was expected, instead of a shape error or an
-    ``IndexError`` deep inside ``forward``. Shapes and dtypes are checked from metadata; the ids' range is read on
-    the host on CPU only, and not while tracing; on an accelerator that check is queued on the device
-    (``torch._assert_async``) instead of making every call wait for it."""
+    """Fail naming the argument, its shape and dtype and what was expected, instead of an error deep inside
+    ``forward``. Reads metadata only, so nothing waits on an accelerator (the ids' values: ``check_id_ranges``)."""
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
-    if input_ids is not None and not _is_integer_dtype(input_ids.dtype):
+    name, inputs = ("input_ids", input_ids) if input_ids is not None else ("inputs_embeds", inputs_embeds)
+    if input_ids is not None and (inputs.dim() != 2 or _not_integer(inputs)):
+        raise ValueError(f"`input_ids` must be integer token ids [batch, sequence], got {_describe(inputs)}.")
+    if input_ids is None and (inputs.dim() != 3 or not inputs.dtype.is_floating_point):
+        raise ValueError(f"`inputs_embeds` must be floating point [batch, sequence, width], got {_describe(inputs)}.")
+    shape = tuple(inputs.shape[:2])
+    if 0 in shape:
+        raise ValueError(f"Inputs of shape {shape} hold no token: a tokenizer adds [CLS] and [SEP] even to no text.")
+    if shape[1] > config.max_position_embeddings:
         raise ValueError(
-            f"`input_ids` must be integer token ids (torch.long), got {_describe(input_ids)}: floats would be "
-            "truncated to ids; pass the tokenizer's output, or embeddings as `inputs_embeds`."
+            f"`{name}` has {shape[1]} positions but `max_position_embeddings` is {config.max_position_embeddings}."
         )
-    if inputs_embeds is not None and not inputs_embeds.dtype.is_floating_point:
-        raise ValueError(
-            f"`inputs_embeds` must be floating point [batch, sequence, width], got {_describe(inputs_embeds)}."
-        )
-    shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:-1]
-    if len(shape) != 2:
-        raise ValueError(f"Inputs must be [batch, sequence], got shape {tuple(shape)}.")
-    for name, tensor, integer_ids in (
+    for companion, tensor, integer_ids in (
         ("token_type_ids", token_type_ids, True),
         ("position_ids", position_ids, True),
         ("attention_mask", attention_mask, False),
     ):
-        if tensor is not None:  # one call per given input: this runs on every forward
-            _check_companion(name, tensor, shape, integer_ids, broadcast_batch=name == "position_ids")
-    if 0 in shape:
-        raise ValueError(
-            f"Inputs of shape {tuple(shape)} hold no token: every sequence needs at least one token (a tokenizer "
-            "adds [CLS] and [SEP] even to an empty text)."
-        )
-    limit = config.max_position_embeddings
-    if shape[1] > limit:
-        raise ValueError(
-            f"Sequence length {shape[1]} exceeds `max_position_embeddings` ({limit}) of this model; "
-            f"truncate inputs to at most {limit} tokens."
-        )
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():
-        return
+        shapes = [shape, (1, shape[1])] if companion == "position_ids" else [shape]
+        if tensor is not None and (tuple(tensor.shape) not in shapes or (integer_ids and _not_integer(tensor))):
+            wanted = " or ".join(str(list(item)) for item in shapes)
+            values = "an integer dtype" if integer_ids else "1 / 0 values"
+            raise ValueError(
+                f"`{companion}` must have shape {wanted} (the inputs' [batch, sequence]) and {values}; "
+                f"got {_describe(tensor)}."
+            )
+
+
+def check_id_ranges(config, input_ids, token_type_ids, position_ids) -> None:
+    """Raise naming the ids outside their embedding table. It reads them on the host, so models call it only after
+    torch's anonymous ``IndexError`` (on the CPU; an accelerator asserts on the device, as with transformers' BERT)."""
     for name, ids, size_field in (
         ("input_ids", input_ids, "vocab_size"),
         ("token_type_ids", token_type_ids, "type_vocab_size"),
         ("position_ids", position_ids, "max_position_embeddings"),
     ):
-        if ids is None or ids.numel() == 0:
-            continue
         size = getattr(config, size_field)
-        if ids.device.type != "cpu":
-            torch._assert_async(
-                ((ids >= 0) & (ids < size)).all(),
-                f"`{name}` must lie in [0, {size}) (the model's `{size_field}`): is the tokenizer the one this "
-                "model was trained with?",
+        if ids is not None and bool(((ids < 0) | (ids >= size)).any()):
+            raise ValueError(
+                f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {int(ids.min())} to "
+                f"{int(ids.max())}: is the tokenizer the one this model was trained with?"
             )
-        else:
-            low, high = int(ids.min()), int(ids.max())
-            if low < 0 or high >= size:
-                raise ValueError(
-                    f"`{name}` must lie in [0, {size}) (the model's `{size_field}`), got values from {low} to "
-                    f"{high}: is the tokenizer the one this model was trained with?"
-                )
 
 
 def init_unless_loaded(tensor: torch.Tensor, std=None, value=None, table=None) -> None:
@@ -566,12 +526,6 @@ class CompactMobileBertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, CompactMobileBertEmbeddings):
             init_unless_loaded(module.position_ids, table=torch.arange(module.position_ids.shape[-1])[None])
 
-    def check_inputs(
-        self, input_ids, inputs_embeds, token_type_ids=None, position_ids=None, attention_mask=None
-    ) -> None:
-        """Fail naming the argument instead of a shape error or an ``IndexError`` deep inside ``forward``."""
-        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
-
 
 class CompactMobileBertModel(CompactMobileBertPreTrainedModel):
     """The base model: factorized embeddings, bottleneck encoder, pooler."""
@@ -600,11 +554,15 @@ class CompactMobileBertModel(CompactMobileBertPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> BaseModelOutputWithPooling:
-        self.check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
+        validate_model_inputs(self.config, input_ids, inputs_embeds, token_type_ids, position_ids, attention_mask)
         output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
-        hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        try:
+            hidden_states = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        except IndexError:  # ids outside a table, on the CPU (an accelerator asserts on the device)
+            check_id_ranges(self.config, input_ids, token_type_ids, position_ids)
+            raise
         additive_mask = None
         if attention_mask is not None:
             # [batch, seq] 1/0 → [batch, 1, 1, seq] additive: 0 keeps a key, the dtype's minimum masks it.

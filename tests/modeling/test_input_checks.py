@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from transformers import AutoModel, AutoModelForMaskedLM
@@ -52,20 +54,36 @@ def test_inputs_without_tokens_are_refused_by_name(config_id, shape):
         model(input_ids=torch.zeros(shape, dtype=torch.long))
 
 
+@pytest.mark.parametrize("config_id", ["mobilebert", "ib_bert", "vanilla_bert"])
+def test_a_forward_reads_no_input_values(config_id, monkeypatch):
+    """Nothing a forward checks waits on an accelerator: a whole dense forward runs on meta tensors, which stand in
+    for an accelerator's (reading one on the host raises), out-of-range ids included; nothing is queued on the
+    device either. Ids are read only once torch's own lookup has failed (on the CPU), to name the argument."""
+    monkeypatch.setattr(torch, "_assert_async", None)
+    model = AutoModel.from_config(CONFIGS[config_id]).eval().to("meta")
+    input_ids = torch.full((2, 8), VOCAB_SIZE + 5, dtype=torch.long, device="meta")
+    outputs = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), token_type_ids=input_ids)
+    assert outputs.last_hidden_state.device.type == "meta"
+
+
+def test_moe_forward_checks_read_metadata_only():
+    model = AutoModel.from_config(CONFIGS["moe_bert"])
+    input_ids = torch.full((2, 8), VOCAB_SIZE + 5, dtype=torch.long, device="meta")
+    validate = sys.modules[type(model).__module__].validate_model_inputs
+    validate(model.config, input_ids, None, torch.empty_like(input_ids), input_ids[:1], torch.ones_like(input_ids))
+
+
 @pytest.mark.parametrize("config_id", ["mobilebert", "minimoe"])
-def test_ids_on_an_accelerator_are_checked_on_the_device_without_a_host_read(config_id, monkeypatch):
-    """Off the CPU the range check is queued on the device (``torch._assert_async``), with the message that names
-    the argument and its range, and the ids are never read on the host (which would synchronise at every call).
-    Meta tensors stand in for an accelerator's: reading one on the host raises."""
+@pytest.mark.parametrize("argument", ["input_ids", "inputs_embeds"])
+def test_inputs_longer_than_the_position_table_are_refused_by_name(config_id, argument):
     model = AutoModel.from_config(CONFIGS[config_id]).eval()
-    queued = []
-    monkeypatch.setattr(torch, "_assert_async", lambda condition, message: queued.append((condition, message)))
-    input_ids = torch.empty(2, 8, dtype=torch.long, device="meta")
-    model.check_inputs(input_ids, None, token_type_ids=torch.empty_like(input_ids))
-    messages = [message for _, message in queued]
-    assert [message.split("`")[1] for message in messages] == ["input_ids", "token_type_ids"]
-    assert messages[0].startswith(f"`input_ids` must lie in [0, {VOCAB_SIZE}) (the model's `vocab_size`)")
-    assert all(condition.device.type == "meta" and condition.dtype == torch.bool for condition, _ in queued)
+    limit = model.config.max_position_embeddings
+    inputs = torch.ones(2, limit + 3, dtype=torch.long)
+    if argument == "inputs_embeds":
+        inputs = model.get_input_embeddings()(inputs)
+    message = rf"`{argument}` has {limit + 3} positions but `max_position_embeddings` is {limit}"
+    with pytest.raises(ValueError, match=message):
+        model(**{argument: inputs})
 
 
 @pytest.mark.parametrize("config_id", ["mobilebert", "minimoe", "moe_bert", "ib_bert"])

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 
 import pytest
 import torch
 import transformers
-from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel, modeling_outputs
 
 from compact_bert.modeling import AUTO_CLASSES_BY_CONFIG
 from tests.conftest import VOCAB_SIZE, random_batch, tiny_configs
@@ -237,3 +238,49 @@ def test_router_logits_only_when_requested():
     logits = model(**random_batch(batch=2, seq=5), output_router_logits=True).router_logits
     # Two MoE blocks per layer (MHA and FFN), two layers.
     assert [tuple(block.shape) for block in logits] == [(2, 5, 2), (2, 5, 4)] * 2
+
+
+ROUTING_FIELDS = ["router_logits", "aux_loss", "expert_load", "dropped_token_fraction"]
+
+
+@pytest.mark.parametrize("config_id", ["minimoe", "moe_bert"])
+def test_moe_outputs_are_transformers_outputs_with_the_routing_fields_after_theirs(config_id):
+    """Each output class is transformers' own for its head (on both transformers lines), the four routing fields
+    appended, so that code reading transformers' outputs reads these, by name or by position."""
+    expected = {
+        "AutoModel": modeling_outputs.BaseModelOutputWithPooling,
+        "AutoModelForMaskedLM": modeling_outputs.MaskedLMOutput,
+        "AutoModelForSequenceClassification": modeling_outputs.SequenceClassifierOutput,
+        "AutoModelForTokenClassification": modeling_outputs.TokenClassifierOutput,
+        "AutoModelForQuestionAnswering": modeling_outputs.QuestionAnsweringModelOutput,
+    }
+    batch = random_batch()
+    for auto_name, transformers_output in expected.items():
+        model, config = _build(config_id, auto_name)
+        outputs = model.train()(**batch, **_labels(auto_name, batch, config))
+        assert isinstance(outputs, transformers_output)
+        names = [field.name for field in dataclasses.fields(outputs)]
+        assert names == [field.name for field in dataclasses.fields(transformers_output)] + ROUTING_FIELDS
+        if auto_name != "AutoModel":
+            assert outputs.loss is not None and outputs.aux_loss is not None and outputs.expert_load is not None
+
+
+@pytest.mark.parametrize("auto_name", ["AutoModelForMaskedLM", "AutoModelForSequenceClassification"])
+def test_a_dense_forward_runs_no_routing_code(auto_name, monkeypatch):
+    """``num_experts == num_attention_experts == 1``: the model has no router, and its forward and loss call none
+    of the routing helpers, even when routing outputs are asked for."""
+    model, config = _build("vanilla_bert", auto_name)
+    module = sys.modules[type(model).__module__]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("routing code ran in a dense forward")
+
+    for name in ("routing_outputs", "load_balancing_loss", "expert_fractions", "capacity_keep"):
+        monkeypatch.setattr(module, name, refuse)
+    for routing_class in ("MoEBertRouter", "MoEBertSparseFeedForward", "MoEBertExperts", "MoEBertExpertLinear"):
+        monkeypatch.setattr(getattr(module, routing_class), "forward", refuse)
+    assert not any(name.endswith(("router", "moe")) for name, _ in model.named_modules())
+    batch = random_batch()
+    outputs = model.train()(**batch, **_labels(auto_name, batch, config), output_router_stats=True)
+    outputs.loss.backward()
+    assert not set(ROUTING_FIELDS) & set(outputs.keys())  # ModelOutput keys: the fields that are not None

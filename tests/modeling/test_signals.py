@@ -91,15 +91,31 @@ def test_missing_submodule_is_a_clear_error():
         signal_module_name("gate", 0)
 
 
-def test_auxiliary_attention_block_is_recorded_only_when_run():
+def test_the_auxiliary_attention_block_runs_only_while_a_recorder_reads_it():
+    """MiniMoE's auxiliary MHA block is no part of the model's forward: a recorder reading its Q/K/V runs it on the
+    encoder's output with the model's masks (gradients flow), and the model's outputs are those of a plain call."""
     config = type(tiny_configs()["minimoe"]).from_dict(
         {**tiny_configs()["minimoe"].to_dict(), "use_auxiliary_attention": True}
     )
     model = AutoModel.from_config(config).eval()
-    with SubmoduleRecorder(model, {"q": signal_module_name("query", "auxiliary")}) as recorder:
-        model(**random_batch())
-        assert "q" not in recorder.outputs
-        model(**random_batch(), run_auxiliary_attention=True)
-    assert recorder.outputs["q"].shape == (3, 12, 32)
-    with pytest.raises(ValueError, match="use_auxiliary_attention"):
-        AutoModel.from_config(tiny_configs()["minimoe"])(**random_batch(), run_auxiliary_attention=True)
+    auxiliary = model.encoder.auxiliary_attention
+    calls = []
+    auxiliary.register_forward_hook(lambda module, args, output: calls.append(args))
+    batch = random_batch()
+    plain = model(**batch).last_hidden_state
+    assert calls == []
+    names = {signal: signal_module_name(signal, "auxiliary") for signal in ("query", "key", "value")}
+    with SubmoduleRecorder(model, names) as recorder:
+        recorded = model(**batch).last_hidden_state
+    torch.testing.assert_close(recorded, plain, rtol=0, atol=0)
+    assert len(calls) == 1 and calls[0][0] is recorded
+    assert torch.equal(calls[0][2].bool(), batch["attention_mask"].bool()) and calls[0][3] is batch["input_ids"]
+    projection = auxiliary.self.query
+    torch.testing.assert_close(recorder.outputs["query"], F.linear(recorded, projection.weight, projection.bias))
+    assert {key: value.shape for key, value in recorder.outputs.items()} == {key: (3, 12, 32) for key in names}
+    recorder.outputs["value"].sum().backward()
+    assert auxiliary.self.value.weight.grad is not None
+    model(**batch)
+    assert len(calls) == 1  # the hook left with the recorder
+    with pytest.raises(ValueError, match="no submodule"):
+        SubmoduleRecorder(AutoModel.from_config(tiny_configs()["minimoe"]), names)
