@@ -82,7 +82,14 @@ def validate_model_inputs(
         raise ValueError(f"`inputs_embeds` must be floating point [batch, sequence, width], got {_describe(inputs)}.")
     shape = tuple(inputs.shape[:2])
     if 0 in shape:
-        raise ValueError(f"Inputs of shape {shape} hold no token: a tokenizer adds [CLS] and [SEP] even to no text.")
+        raise ValueError(
+            f"`{name}` of shape {shape} holds no token: a tokenizer adds [CLS] and [SEP] even to no text."
+        )
+    width = getattr(config, "embedding_size", config.hidden_size)
+    if input_ids is None and inputs.shape[2] != width:
+        raise ValueError(
+            f"`inputs_embeds` must be {width} wide (the model's word embeddings), got {_describe(inputs)}."
+        )
     if shape[1] > config.max_position_embeddings:
         raise ValueError(
             f"`{name}` has {shape[1]} positions but `max_position_embeddings` is {config.max_position_embeddings}."

@@ -50,7 +50,7 @@ def test_a_fully_padded_moe_batch_adds_no_balance_loss():
 @pytest.mark.parametrize("shape", [(2, 0), (0, 4)])
 def test_inputs_without_tokens_are_refused_by_name(config_id, shape):
     model = AutoModel.from_config(tiny_configs()[config_id]).eval()
-    with pytest.raises(ValueError, match=rf"Inputs of shape \({shape[0]}, {shape[1]}\) hold no token"):
+    with pytest.raises(ValueError, match=rf"`input_ids` of shape \({shape[0]}, {shape[1]}\) holds no token"):
         model(input_ids=torch.zeros(shape, dtype=torch.long))
 
 

@@ -218,3 +218,72 @@ def test_a_load_keyword_is_validated_as_the_constructor_and_config_json_validate
     assert accepted in (set(), set(outcomes)), f"seed {seed}: {config_class.__name__}.{field}={value!r}: {outcomes}"
     for way, message in outcomes.items():
         assert message is None or f"`{field}`" in message or field in message, (seed, way, message)
+
+
+# Model calls: the arguments of a compact-bert model's forward, of every kind a caller gets wrong (a float tensor of
+# ids, a 3-d batch, no token, more positions than the model has, ids past the vocabulary, a mask of another shape).
+def _call_arguments(generator: random.Random, vocab_size: int, positions: int, width: int) -> dict:
+    import torch
+
+    batch, length = generator.choice([1, 2]), generator.choice([1, 5, positions, positions + 3, 0])
+    ids = torch.randint(0, vocab_size, (batch, length))
+    arguments = {}
+    kind = generator.choice(["ids", "float ids", "3-d ids", "ids past the vocabulary", "negative ids", "embeds"])
+    if kind == "ids":
+        arguments["input_ids"] = ids
+    elif kind == "float ids":
+        arguments["input_ids"] = ids.float()
+    elif kind == "3-d ids":
+        arguments["input_ids"] = ids.unsqueeze(0)
+    elif kind == "ids past the vocabulary":
+        arguments["input_ids"] = ids + vocab_size
+    elif kind == "negative ids":
+        arguments["input_ids"] = ids - vocab_size
+    else:
+        arguments["inputs_embeds"] = torch.randn(batch, length, generator.choice([width, width + 1]))
+    if generator.random() < 0.5:
+        mask_length = generator.choice([length, length + 1])
+        arguments["attention_mask"] = torch.ones(batch, mask_length, dtype=generator.choice([torch.long, torch.float]))
+    if generator.random() < 0.3:
+        arguments["token_type_ids"] = torch.full((batch, length), generator.choice([0, 1, 2, 5, -1]))
+    if generator.random() < 0.2:
+        arguments["position_ids"] = torch.arange(length).unsqueeze(0) + generator.choice([0, positions])
+    return arguments
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    """A tiny model of each compact-bert family (MoE FFN and attention experts included)."""
+    from compact_bert.configuration import MiniMoEConfig, MoEBertConfig
+    from compact_bert.modeling import CompactMobileBertModel, IBBertModel, MiniMoEModel, MoEBertModel
+    from tests.distillation.helpers import tiny_ib_bert_config, tiny_mobilebert_config
+
+    sparse = {"vocab_size": 50, "max_position_embeddings": 16, "num_hidden_layers": 2, "hidden_size": 32}
+    sparse.update(num_attention_heads=2, intermediate_size=64)
+    return [
+        MiniMoEModel(MiniMoEConfig(**sparse, num_experts=2, num_attention_experts=2)).eval(),
+        MoEBertModel(MoEBertConfig(**sparse, num_experts=4)).eval(),
+        IBBertModel(tiny_ib_bert_config()).eval(),
+        CompactMobileBertModel(tiny_mobilebert_config()).eval(),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_a_model_call_works_or_names_the_argument_at_fault(tiny_models, seed):
+    import torch
+
+    generator = random.Random(seed)
+    model = generator.choice(tiny_models)
+    config = model.config
+    width = getattr(config, "embedding_size", config.hidden_size)  # a bottleneck model embeds narrower
+    arguments = _call_arguments(generator, config.vocab_size, config.max_position_embeddings, width)
+    try:
+        with torch.no_grad():
+            model(**arguments)
+    except (ValueError, TypeError) as error:
+        named = [name for name in arguments if f"`{name}`" in str(error) or name in str(error)]
+        shapes = {name: (tuple(value.shape), str(value.dtype)) for name, value in arguments.items()}
+        assert named, f"seed {seed}: {type(model).__name__}{shapes}: the message names no argument: {error}"
+    except Exception as error:  # the point of the test: a shape error deep in forward reaches no caller
+        shapes = {name: (tuple(value.shape), str(value.dtype)) for name, value in arguments.items()}
+        pytest.fail(f"seed {seed}: {type(model).__name__}{shapes}: {type(error).__name__}: {error}")
