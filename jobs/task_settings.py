@@ -71,8 +71,9 @@ class TaskTrainingSettings:
     overwrite_output_dir: bool = field(
         default=False,
         metadata={
-            "help": "Write over output folders that already hold a model or a run (e.g. an earlier run of this "
-            "command into the same --output_dir); without it such a run is refused before anything trains."
+            "help": "Write into output folders that already hold a model or a run (e.g. an earlier run of this "
+            "command into the same --output_dir) or that are, or lie inside, an input (the teacher, the data); "
+            "without it such a run is refused before anything trains."
         },
     )
 
