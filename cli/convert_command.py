@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..jobs.run_report import invoked_command_line, write_summary_and_card
 from ..modeling.conversion import convert_checkpoint
+from ..training.output_folders import OutputOverwriteError, check_output_folder
 
 __all__ = ["add_parser", "run"]
 
@@ -22,7 +23,11 @@ def add_parser(subparsers) -> None:
         "largest output difference between source and converted model on a probe input.",
     )
     parser.add_argument("source", type=Path, help="Folder with config.json and weights.")
-    parser.add_argument("target", type=Path, help="Output folder (created).")
+    parser.add_argument(
+        "target",
+        type=Path,
+        help="Output folder (created): not the source, not inside it, and not a folder that already holds a model.",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -37,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(
             f"convert: target {args.target} is a file; give a folder path (created if it does not exist)."
         )
+    try:  # before anything is loaded or written: the target never replaces the source or another model
+        check_output_folder(args.target, "TARGET", {"SOURCE": args.source}, overwrite_flag=None, resume_flag=None)
+    except OutputOverwriteError as error:
+        raise SystemExit(f"convert: {error}") from None
     try:
         summary = convert_checkpoint(args.source, args.target)
     except (FileNotFoundError, ValueError) as error:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..export.tasks import EXPORT_TASKS
 from ..training.argument_checks import check_output_dir_creatable
+from ..training.output_folders import check_export_output
 from ..training.run_errors import RunSettingsError
 
 __all__ = ["add_parser", "run"]
@@ -27,7 +28,12 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("format", choices=["onnx", "tflite"], help="Export format.")
     parser.add_argument("model_dir", type=Path, help="Folder written by save_pretrained (config.json and weights).")
-    parser.add_argument("output_dir", type=Path, help="Output folder (created).")
+    parser.add_argument(
+        "output_dir",
+        type=Path,
+        help="Output folder (created), e.g. DIR/onnx: empty or an earlier export, which is replaced; never DIR itself "
+        "or another folder holding a model.",
+    )
     parser.add_argument("--task", required=True, help=f"One of: {', '.join(EXPORT_TASKS)}.")
     parser.add_argument("--opset", type=int, default=None, help="onnx only: ONNX opset (default: the exporter's).")
     parser.add_argument(
@@ -87,6 +93,7 @@ def _check_format_options(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     _check_format_options(args)
     try:  # before loading and exporting the model
+        check_export_output(args.output_dir, args.model_dir)
         check_output_dir_creatable(args.output_dir, "OUTPUT_DIR")
     except RunSettingsError as error:
         raise SystemExit(f"compact-bert export: {str(error).replace('--OUTPUT_DIR', 'OUTPUT_DIR')}") from None

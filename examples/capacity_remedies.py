@@ -83,6 +83,7 @@ def _distilled_student(folder: Path) -> Path:
             STUDENT,
             "--output_dir",
             str(folder),
+            "--overwrite_output_dir",  # an interrupted distillation of this recipe is started over
             *DISTILLATION,
         ]
         print("$", " ".join(command), flush=True)

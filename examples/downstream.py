@@ -123,6 +123,8 @@ def finetune_seeds(
         *map(str, seeds),
         "--output_dir",
         str(output_dir),
+        # The recipe owns its run folders: running it again starts each run over (compact-bert refuses that otherwise).
+        "--overwrite_output_dir",
         *extra_flags,
     ]
     print("$", " ".join(command), flush=True)

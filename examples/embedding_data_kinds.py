@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
             folder = output / f"{name}-seed-{seed}"
             if not (folder / "run_summary.json").is_file():
                 argv = ["--sentences", str(corpus), "--output_dir", str(folder), "--seed", str(seed)]
+                argv += ["--overwrite_output_dir"]  # an interrupted run of this recipe is started over
                 argv += ["--report_to", "none", "--disable_tqdm", "true", "--teacher_cache_dir", str(output / "cache")]
                 print(f"\n=== compact-bert distill embeddings {' '.join(argv)}", flush=True)
                 distill_embeddings_command.run(argv)

@@ -44,6 +44,7 @@ def _distill(preset: str, seed: int, steps: int, output_dir: Path) -> dict:
         str(steps),
         "--output_dir",
         str(output_dir),
+        "--overwrite_output_dir",  # the recipe owns its run folders: running it again starts each run over
         "--finetune",
         "false",
         "--per_device_train_batch_size",

@@ -66,7 +66,8 @@ COMMON = [
 
 
 def _run(arguments: list[str]) -> dict:
-    command = [sys.executable, "-m", "compact_bert.cli.main", *arguments]
+    # The recipe owns its run folders: running it again starts each run over.
+    command = [sys.executable, "-m", "compact_bert.cli.main", *arguments, "--overwrite_output_dir"]
     print("$", " ".join(command), flush=True)
     subprocess.run(command, check=True)
     output_dir = Path(arguments[arguments.index("--output_dir") + 1])

@@ -99,6 +99,7 @@ def _pretrain(output_dir: Path, steps: int, start: str, extra: list[str]) -> dic
         json.dumps(student),
         "--output_dir",
         str(output_dir),
+        "--overwrite_output_dir",  # the recipe owns its run folders: running it again starts each run over
         "--max_steps",
         str(steps),
         *PRETRAINING,

@@ -96,7 +96,8 @@ def _finetune(arguments: list[str]) -> dict:
     if (output_dir / "run_summary.json").is_file():
         print(f"Reusing the finished run in {output_dir}")
         return json.loads((output_dir / "run_summary.json").read_text())
-    return finetune_command.finetune_from_flags(arguments)[0]
+    # An interrupted run of this recipe (checkpoints, no summary) is started over in its own folder.
+    return finetune_command.finetune_from_flags([*arguments, "--overwrite_output_dir"])[0]
 
 
 def main(argv: list[str] | None = None) -> None:

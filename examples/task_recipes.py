@@ -256,7 +256,8 @@ def _finetune(arguments: list[str]) -> dict:
         print(f"Reusing the finished run in {output_dir}")
         return json.loads((output_dir / "run_summary.json").read_text())
     print(f"\n=== compact-bert finetune {' '.join(arguments)}", flush=True)
-    return finetune_command.finetune_from_flags(arguments)[0]
+    # An interrupted run of this recipe (checkpoints, no summary) is started over in its own folder.
+    return finetune_command.finetune_from_flags([*arguments, "--overwrite_output_dir"])[0]
 
 
 def model_commands(task: str, seed: int, files, output: Path, recipes: list[str]) -> dict[str, list[str]]:

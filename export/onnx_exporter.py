@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from ..configuration.dense_students import max_sequence_length
+from ..training.output_folders import check_export_output
 from .bert_onnx import (
     OPTIMIZED_FILE,
     BertGraphFusionError,
@@ -304,6 +305,7 @@ def export_onnx(
     if exporter == "optimum" and not optimum_available():
         raise ValueError("exporter='optimum' needs optimum-onnx (the `onnx` extra, transformers < 4.58).")
     model_dir, output_dir = Path(model_dir), Path(output_dir)
+    check_export_output(output_dir, model_dir)
     model, export_task = load_for_export(model_dir, task, sequence_length)
     output_dir.mkdir(parents=True, exist_ok=True)
     # Everything is written into a staging folder inside OUT and moved into place only once checked: an interrupted,

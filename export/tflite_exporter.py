@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..training.output_folders import check_export_output
 from .moe_export_form import export_expert_form
 from .onnx_exporter import PARITY_ATOL, NamedGraphOutputs, copy_folder_files, load_for_export, random_graph_inputs
 from .tasks import GRAPH_INPUTS, ExportTask
@@ -194,6 +195,7 @@ def export_tflite(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
     started = time.perf_counter()
     model_dir, output_dir = Path(model_dir), Path(output_dir)
+    check_export_output(output_dir, model_dir)
     model, export_task = load_for_export(model_dir, task, sequence_length)
     if capacity_factor is not None:
         set_eval_capacity_factor(model, capacity_factor)

@@ -43,6 +43,7 @@ from ..finetuning.bundled_data import bundled_sst2_files
 from ..model_cards.load_calls import load_call
 from ..modeling.model_stats import count_parameters
 from ..training.argument_checks import check_output_dir_creatable
+from ..training.output_folders import check_run_output
 from ..training.run_errors import RunSettingsError
 from ..training.text_files import parse_json_object
 from .model_building import build_from_preset
@@ -238,6 +239,7 @@ def distill_embeddings(args: EmbeddingStudentArguments, training_args: Embedding
         check_relation_kernel_environment()
     except ValueError as error:
         raise RunSettingsError(str(error)) from None
+    check_run_output(training_args, args)
     if args.teacher_cache_dir is not None:  # before the teacher's embeddings are computed, not after
         check_output_dir_creatable(args.teacher_cache_dir, "teacher_cache_dir")
     max_length = training_args.max_seq_length

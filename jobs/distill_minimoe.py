@@ -35,6 +35,7 @@ from ..model_cards.load_calls import load_call
 from ..modeling.model_stats import count_parameters
 from ..training.argument_checks import check_output_dir_creatable
 from ..training.compat import FROM_PRETRAINED_KWARGS
+from ..training.output_folders import check_output_folder, check_run_output, input_paths
 from ..training.run_errors import RunSettingsError
 from ..training.text_files import parse_json_object
 from .finetune import FinetuneModelArguments, finetune
@@ -46,7 +47,15 @@ from .task_settings import TaskTrainingSettings, finetune_config, sst2_data
 __all__ = ["LabelsStepArguments", "MiniMoEStudentArguments", "distill_minimoe"]
 
 # The run settings the labels step takes from the distillation's arguments unless --finetune_settings sets them.
-INHERITED_SETTINGS = ("seed", "use_cpu", "disable_tqdm", "dataloader_num_workers", "keep_checkpoints", "report_to")
+INHERITED_SETTINGS = (
+    "seed",
+    "use_cpu",
+    "disable_tqdm",
+    "dataloader_num_workers",
+    "keep_checkpoints",
+    "report_to",
+    "overwrite_output_dir",
+)
 
 
 @dataclass
@@ -121,7 +130,8 @@ class LabelsStepArguments:
         metadata={
             "help": "JSON object of the fine-tuning's training settings (the main job's: 3 epochs, batch 32, 64 "
             "tokens, learning rate 1e-4 as labels_learning_rate), e.g. '{\"num_train_epochs\": 4}'. The seed, "
-            "device, progress bars, data workers, checkpoints and logging follow the distillation's flags."
+            "device, progress bars, data workers, checkpoints, logging and --overwrite_output_dir follow the "
+            "distillation's flags."
         },
     )
     export_onnx: bool = field(
@@ -216,16 +226,31 @@ def distill_minimoe(
     labels: LabelsStepArguments | None = None,
 ) -> dict:
     """Distill the student (through the assistant, if any) on ``corpus``; with ``labels.finetune``, fine-tune it on
-    SST-2 and ship it. Returns the student's run summary."""
+    SST-2 and ship it. Returns the student's run summary. Both output folders are checked first: neither may be an
+    input or hold a model or a run already, unless ``--overwrite_output_dir`` (``training/output_folders.py``)."""
     labels = labels or LabelsStepArguments(finetune=False)
     try:
         check_relation_kernel_environment()
     except ValueError as error:
         raise RunSettingsError(str(error)) from None
+    check_run_output(training_args, student_args, corpus, labels)
     settings = None
     if labels.finetune:  # bad settings and folders fail before distilling
         settings = labels.settings(training_args)
-        check_output_dir_creatable(labels.output_dir(training_args.output_dir), "finetune_output_dir")
+        finetune_dir = labels.output_dir(training_args.output_dir)
+        inputs = {
+            **input_paths(student_args, corpus, labels),
+            "distilled student's --output_dir": training_args.output_dir,
+        }
+        check_output_folder(
+            finetune_dir,
+            "--finetune_output_dir" if labels.finetune_output_dir else "--output_dir",
+            inputs,
+            training_args.overwrite_output_dir,
+            name=None if labels.finetune_output_dir else "the fine-tuned student's folder",
+            resume_flag=None,
+        )
+        check_output_dir_creatable(finetune_dir, "finetune_output_dir")
     try:
         teacher = load_encoder(student_args.teacher)
     except (ValueError, OSError) as error:

@@ -11,6 +11,7 @@ from ..distillation.data import CorpusArguments, PretrainingCollator, default_to
 from ..distillation.mobilebert_config import MobileBertDistillationConfig
 from ..distillation.mobilebert_trainer import MobileBertDistillationTrainer
 from ..distillation.trainer_utils import masked_token_accuracy, prepare_block_datasets, preprocess_logits_for_accuracy
+from ..training.output_folders import check_run_output
 from .model_building import build_from_preset, load_pretrained
 from .run_report import train_and_report
 
@@ -40,6 +41,7 @@ def distill_mobilebert(
     student_args: MobileBertStudentArguments, corpus: CorpusArguments, training_args: MobileBertDistillationConfig
 ) -> dict:
     """The job (module docstring) on parsed arguments; the run summary."""
+    check_run_output(training_args, student_args, corpus)
     teacher = load_pretrained(
         student_args.teacher, (transformers.AutoModelForPreTraining, transformers.AutoModelForMaskedLM), "teacher"
     )

@@ -27,9 +27,11 @@ from ..configuration.dense_students import is_dense_student
 from ..distillation.data import PACKAGED_TEACHER
 from ..distillation.teachers import resolve_model_path
 from ..finetuning.depth_budget import budgeted_overrides, check_max_latency_ratio
+from ..finetuning.task_distillation import has_task_head
 from ..finetuning.task_recipe import AUGMENT_COPIES
 from ..modeling.model_stats import count_parameters, meta_model
 from ..training.argument_checks import check_output_dir
+from ..training.output_folders import check_output_folder, input_paths
 from ..training.run_errors import RunSettingsError
 from ..training.text_files import parse_json_object
 from .finetune import FinetuneModelArguments
@@ -199,16 +201,41 @@ def _student_config(spec: TaskDistillationSpec, teacher_config) -> tuple[object,
     return build(overrides), record
 
 
+def _check_output_folders(spec: TaskDistillationSpec, teacher_path: str) -> None:
+    """Every folder the job writes — the summary's and each model's — is refused before anything is loaded or trained
+    when it is an input (the teacher, the data), lies inside one, or holds a model or a run already (e.g. this job's
+    earlier run into the same ``--output_dir``), unless ``--overwrite_output_dir`` (``training/output_folders.py``).
+    The teacher's folder is written only for a teacher that is fine-tuned here (not for a given classifier)."""
+    inputs = {**input_paths(spec), "--teacher": teacher_path}
+    folders = spec.folders()
+    writes_teacher = not has_task_head(teacher_path, "classification")
+    named = {
+        "summary": (spec.output_dir, "--output_dir", None),
+        "teacher": (folders["teacher"], "--output_dir", "the fine-tuned teacher's folder") if writes_teacher else None,
+        "baseline": (folders["baseline"], "--output_dir", "the baseline's folder"),
+        "student": (folders["student"], "--student_output_dir", None)
+        if spec.student_output_dir
+        else (folders["student"], "--output_dir", "the student's folder"),
+    }
+    for role, entry in named.items():
+        if entry is None:
+            continue
+        folder, flag, name = entry
+        readers = {**inputs, "fine-tuned teacher's folder": folders["teacher"]} if role == "student" else inputs
+        check_output_folder(folder, flag, readers, spec.overwrite_output_dir, name=name, resume_flag=None)
+
+
 def distill_task(spec: TaskDistillationSpec) -> TaskDistillationResult:
-    """Run the main job (module docstring): every setting is checked and every output folder made writable before
-    anything trains; returns the job's summary, also written to ``<output_dir>/run_summary.json``."""
+    """Run the main job (module docstring): every setting is checked and every output folder made writable (and refused
+    when it would replace an input, a model or a run: ``_check_output_folders``) before anything trains; returns the job's summary, also written to ``<output_dir>/run_summary.json``."""
     transformers.set_seed(spec.seed)
-    check_output_dir(spec.output_dir, "output_dir")
     try:
         teacher_path = str(resolve_model_path(spec.teacher))
         teacher_config = transformers.AutoConfig.from_pretrained(teacher_path)
     except (OSError, ValueError) as error:
         raise RunSettingsError(f"--teacher {spec.teacher}: {error}") from None
+    _check_output_folders(spec, teacher_path)
+    check_output_dir(spec.output_dir, "output_dir")
     student_config, depth_choice = _student_config(spec, teacher_config)
     data_args = sst2_data(spec, spec.train_file, spec.validation_file)
     reused_teacher = fine_tuned_teacher_head(teacher_path, data_args)

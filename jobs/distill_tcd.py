@@ -14,6 +14,7 @@ from ..distillation.tcd_trainer import TransferCapabilityDistillationTrainer
 from ..distillation.teacher_init_runner import start_from_teacher
 from ..distillation.teachers import load_encoder
 from ..distillation.trainer_utils import masked_token_accuracy, prepare_block_datasets, preprocess_logits_for_accuracy
+from ..training.output_folders import check_run_output
 from .model_building import build_from_preset
 from .run_report import train_and_report
 
@@ -45,6 +46,7 @@ def distill_tcd(
     training_args: TransferCapabilityDistillationConfig,
 ) -> dict:
     """The job (module docstring) on parsed arguments; the run summary."""
+    check_run_output(training_args, student_args, corpus)
     print(f"distill tcd: loading the teacher {student_args.teacher} ...", flush=True)
     try:
         teacher = load_encoder(student_args.teacher)

@@ -66,6 +66,7 @@ from ..finetuning.word_neighbours import WordNeighbours
 from ..model_cards import write_model_card
 from ..training.atomic_files import write_text_atomically
 from ..training.compat import FROM_PRETRAINED_KWARGS, save_tokenizer
+from ..training.output_folders import check_run_output
 from ..training.run_errors import RunSettingsError
 from ..training.text_files import parse_json_object
 from .run_report import train_and_report, write_summary_and_card
@@ -560,7 +561,11 @@ def finetune(
     default from a choice (a flag that only acts with a teacher is refused without one; a metric the user chose is
     kept). ``model_config``: a preset's config that the caller has built already (the main job's student, whose
     depth it chose), used as it is. Returns each run's summary; with several runs, ``output_dir/run_summary.json`` also holds the
-    per-setting means and the best setting."""
+    per-setting means and the best setting.
+
+    Before anything is loaded, ``output_dir`` and every run folder of the grid are checked not to be an input nor to
+    hold a model or a run already (``training/output_folders.py``; ``--overwrite_output_dir`` allows it)."""
+    check_run_output(training_args, model_args, data_args, folders=_run_folders(model_args, training_args).values())
     try:
         splits = load_finetuning_data(data_args)
     except (ValueError, FileNotFoundError) as error:
@@ -689,25 +694,12 @@ def finetune(
         data_collator = TeacherLogitsCollator(data_collator)
     metric = data_args.dev_metric()
     training_args = _adjusted_training_args(training_args, given, metric, tokenized[1] is not None)
-    sizes = model_args.adapter_size_grid or [model_args.peft_r]
-    rates = training_args.learning_rate_grid or [training_args.learning_rate]
-    seeds = training_args.seeds or [training_args.seed]
     base = Path(training_args.output_dir)
     runs = []
-    for size in sizes:
-        for rate in rates:
-            for seed in seeds:
-                folder = (
-                    base
-                    / (f"r-{size}" if len(sizes) > 1 else "")
-                    / (f"lr-{rate:g}" if len(rates) > 1 else "")
-                    / (f"seed-{seed}" if len(seeds) > 1 else "")
-                )
-                run_model_args = dataclasses.replace(model_args, peft_r=size)
-                run_args = dataclasses.replace(training_args, learning_rate=rate, seed=seed, output_dir=str(folder))
-                runs.append(
-                    _run_one(run_model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator, start)
-                )
+    for (size, rate, seed), folder in _run_folders(model_args, training_args).items():
+        run_model_args = dataclasses.replace(model_args, peft_r=size)
+        run_args = dataclasses.replace(training_args, learning_rate=rate, seed=seed, output_dir=str(folder))
+        runs.append(_run_one(run_model_args, data_args, run_args, splits, tokenized, tokenizer, data_collator, start))
     if len(runs) > 1 and training_args.should_save:
         key = f"eval_{metric}" if not metric.startswith("eval_") else metric
         summary = summarize_runs(
@@ -716,6 +708,24 @@ def finetune(
         write_text_atomically(base / "run_summary.json", json.dumps(summary, indent=2) + "\n")
         print(json.dumps({name: summary[name] for name in ("metric_for_best_model", "best")}, indent=2))
     return runs
+
+
+def _run_folders(model_args: FinetuneModelArguments, training_args: FinetuneConfig) -> dict[tuple, Path]:
+    """The output folder of every run of the grid, by (LoRA rank, learning rate, seed):
+    ``output_dir/[r-R/][lr-X/][seed-N]``, each level only where the grid varies it."""
+    sizes = model_args.adapter_size_grid or [model_args.peft_r]
+    rates = training_args.learning_rate_grid or [training_args.learning_rate]
+    seeds = training_args.seeds or [training_args.seed]
+    base = Path(training_args.output_dir)
+    return {
+        (size, rate, seed): base
+        / (f"r-{size}" if len(sizes) > 1 else "")
+        / (f"lr-{rate:g}" if len(rates) > 1 else "")
+        / (f"seed-{seed}" if len(seeds) > 1 else "")
+        for size in sizes
+        for rate in rates
+        for seed in seeds
+    }
 
 
 @dataclasses.dataclass

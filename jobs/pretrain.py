@@ -16,6 +16,7 @@ from ..distillation.trainer_utils import (
     preprocess_logits_for_accuracy,
 )
 from ..training.loss_guard import LossGuardCallback
+from ..training.output_folders import check_run_output
 from ..training.precision_checks import check_precision_supported
 from ..training.training_arguments import CompactBertTrainingArguments
 from .model_building import build_from_preset, load_pretrained
@@ -44,6 +45,7 @@ def pretrain(
     model_args: PretrainingModelArguments, corpus: CorpusArguments, training_args: CompactBertTrainingArguments
 ) -> dict:
     """The job (module docstring) on parsed arguments; the run summary."""
+    check_run_output(training_args, model_args, corpus)
     if model_args.init_from:
         model = load_pretrained(
             model_args.init_from,

@@ -33,7 +33,8 @@ MAX_SEQ_LENGTH = 64
 @dataclass
 class TaskTrainingSettings:
     """How each model of the task stage trains: the recipe's settings unless changed here, and the run settings
-    every model of the job shares (seed, device, progress bars, data workers, checkpoints, logging)."""
+    every model of the job shares (seed, device, progress bars, data workers, checkpoints, logging, whether output
+    folders holding a model or a run may be written over)."""
 
     num_train_epochs: float = field(
         default=TRAINING_SETTINGS["num_train_epochs"], metadata={"help": "Epochs of every model of the task stage."}
@@ -67,6 +68,14 @@ class TaskTrainingSettings:
     report_to: list[str] = field(
         default_factory=lambda: ["none"], metadata={"help": "Logging integrations (tensorboard, wandb, ...)."}
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Write into output folders that already hold a model or a run (e.g. an earlier run of this "
+            "command into the same --output_dir) or that are, or lie inside, an input (the teacher, the data); "
+            "without it such a run is refused before anything trains."
+        },
+    )
 
     def __post_init__(self):
         check_finite_numbers(self)
@@ -98,6 +107,7 @@ def finetune_config(settings: TaskTrainingSettings, output_dir: str, learning_ra
         "disable_tqdm": not sys.stderr.isatty() if settings.disable_tqdm is None else settings.disable_tqdm,
         "dataloader_num_workers": settings.dataloader_num_workers,
         "keep_checkpoints": settings.keep_checkpoints,
+        "overwrite_output_dir": settings.overwrite_output_dir,
         "report_to": [target for target in settings.report_to if target != "none"] or ["none"],
         **extra,
     }

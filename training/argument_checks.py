@@ -11,6 +11,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
+from .output_folders import check_named_output_file
 from .run_errors import RunSettingsError
 
 __all__ = [
@@ -75,13 +76,15 @@ def check_training_arguments(args: TrainingArguments) -> None:
 
 
 def check_output_file(path: str | Path | None, flag: str) -> None:
-    """``path`` can be written as a file: not a folder, its folder exists (or can be created) and is writable.
-    Checked before a command's expensive part, so that its result is not lost at the end."""
+    """``path`` can be written as a file: not a folder, not a file of a model folder (``output_folders``), its folder
+    exists (or can be created) and is writable. Checked before a command's expensive part, so that its result is not
+    lost at the end."""
     if path is None:
         return
     file = Path(path)
     if file.is_dir():
         raise RunSettingsError(f"--{flag} {file} is a folder; give the path of a file to write.")
+    check_named_output_file(file, f"--{flag}")
     check_output_dir_creatable(file.parent, flag)
 
 

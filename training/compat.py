@@ -95,8 +95,9 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
     - ``--evaluation_strategy`` → ``--eval_strategy`` (removed from both lines); ``--no_cuda X`` →
       ``--use_cpu X`` (deprecated in 4.57, removed in 5);
     - transformers 5: ``--warmup_ratio R`` → ``--warmup_steps R``
-      (5 reads a value below 1 as a ratio); ``--overwrite_output_dir`` is dropped (neither line's Trainer
-      ever refused an existing output folder);
+      (5 reads a value below 1 as a ratio); ``--overwrite_output_dir``, which 5 removed from ``TrainingArguments``,
+      passes through unchanged: ``CompactBertTrainingArguments`` declares it on both lines
+      (``training/output_folders.py`` acts on it);
     - ``--group_by_length true`` (4.57) and ``--train_sampling_strategy group_by_length`` (5) are each other's
       spelling: batches of similar lengths, less padding;
     - transformers 4.57: ``--warmup_steps R`` with 0 < R < 1 → ``--warmup_ratio R`` (4.57 wants an integer);
@@ -113,7 +114,7 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
         token = argv[index]
         name = token.split("=", 1)[0]
         value, span = _flag_value(argv, index)
-        replacement: str | None = name
+        replacement = name
         if TRANSFORMERS_5 and name == "--group_by_length":
             grouped = value is None or value.lower() in ("true", "1", "yes")
             translated += ["--train_sampling_strategy", "group_by_length" if grouped else "random"]
@@ -129,8 +130,6 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
             replacement = "--use_cpu"
         elif TRANSFORMERS_5 and name == "--warmup_ratio":
             replacement = "--warmup_steps"
-        elif TRANSFORMERS_5 and name == "--overwrite_output_dir":
-            replacement = None
         elif not TRANSFORMERS_5 and (name == "--warmup_ratio" or (name == "--warmup_steps" and _is_ratio(value))):
             # 4.57 wants whole warmup steps, and prefers any warmup_steps > 0 (e.g. a config's default) over
             # the ratio the user asked for.
@@ -142,15 +141,8 @@ def translate_legacy_training_flags(argv: list[str]) -> list[str]:
             translated.append(token)
             index += 1
             continue
-        if replacement is None:
-            logger.warning(
-                "%s is not a TrainingArguments flag of transformers %s; ignored.", name, transformers.__version__
-            )
-        else:
-            logger.warning(
-                "%s is spelled %s in transformers %s; translated.", name, replacement, transformers.__version__
-            )
-            translated += [replacement] + ([value] if value is not None else [])
+        logger.warning("%s is spelled %s in transformers %s; translated.", name, replacement, transformers.__version__)
+        translated += [replacement] + ([value] if value is not None else [])
         index += span
     return translated
 

@@ -4,7 +4,8 @@ with an earlier run's.
 Trainer rotates (``save_total_limit``) and resumes (``--resume_from_checkpoint last``) by the ``checkpoint-N`` names
 in the folder, whoever wrote them. A run started again in the same folder with new settings would delete its own
 new checkpoints as "older" than the earlier run's higher-numbered ones, and, killed and resumed, continue the
-earlier run's weights. So a run that does not resume moves an earlier run's checkpoints aside
+earlier run's weights. Such a run is refused before any work unless the user passes ``--overwrite_output_dir``
+(``output_folders``); then, since it does not resume, it moves the earlier run's checkpoints aside
 (``superseded-checkpoints-<time>/``, named on the console) before it trains. Two processes started into one folder
 would delete each other's checkpoints: a lock file (``.compact-bert-run.lock``: the owner's pid and host) refuses the
 second while the first is alive; a lock whose process is gone (a killed run) is taken over, so it never stays stuck.

@@ -1,5 +1,6 @@
 """The training arguments every compact-bert method shares: transformers' ``TrainingArguments`` plus the run-folder
-choice that each command applies after training.
+choices: whether a run may write over a folder that already holds a model or a run (``--overwrite_output_dir``,
+applied before any work by ``training/output_folders.py``) and what it leaves there after training.
 
 Each method's config (``MiniMoEDistillationConfig``, ``FinetuneConfig``, ...) derives from it, as TRL's configs derive
 from ``TrainingArguments``, and ``compact-bert pretrain`` parses it directly. Being a dataclass field, the choice
@@ -28,6 +29,17 @@ def has_accelerator(arguments: TrainingArguments) -> bool:
 
 @dataclass
 class CompactBertTrainingArguments(TrainingArguments):
+    # transformers 4.57 has this field and never acts on it; transformers 5 removed it. Declared here, the flag means
+    # the same on both lines: the user's consent to write over an output folder that holds a model or a run.
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Write into --output_dir even when it already holds a model or a run (config.json and weights, "
+            "run_summary.json, checkpoint-N folders, an export) or is, or lies inside, one of the run's inputs; "
+            "without it such a run is refused before any work. An unfinished run is continued with "
+            "--resume_from_checkpoint last instead."
+        },
+    )
     keep_checkpoints: bool = field(
         default=False,
         metadata={

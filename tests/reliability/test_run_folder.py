@@ -1,5 +1,6 @@
 """Runs own their output folders: a second live process is refused, a killed run's lock is taken over, and a fresh
-run moves an earlier run's checkpoints aside instead of rotating them away or resuming them."""
+run allowed into an earlier run's folder (``--overwrite_output_dir``) moves its checkpoints aside instead of rotating
+them away or resuming them."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def test_a_fresh_run_moves_an_earlier_runs_checkpoints_aside(data, tmp_path, cap
     assert main(_flags(data, output, "--max_steps", "4", "--save_steps", "2", *keep)) == 0
     assert sorted(path.name for path in output.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     capsys.readouterr()
-    assert main(_flags(data, output, "--max_steps", "2", "--save_steps", "1", "--save_total_limit", "2", *keep)) == 0
+    again = ["--max_steps", "2", "--save_steps", "1", "--save_total_limit", "2", *keep, "--overwrite_output_dir"]
+    assert main(_flags(data, output, *again)) == 0  # without the flag it is refused (test_output_folders.py)
     assert "Moved 2 checkpoint(s) of an earlier run" in capsys.readouterr().out
     assert sorted(path.name for path in output.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     aside = next(output.glob("superseded-checkpoints-*"))
