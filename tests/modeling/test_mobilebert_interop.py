@@ -77,8 +77,9 @@ def test_hidden_states_match_layer_by_layer(tmp_path):
 
 
 def test_unconvertible_inputs_fail_clearly(tmp_path):
+    (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="compact-bert: convert: .*config.json does not exist"):
-        main(["convert", str(tmp_path), str(tmp_path / "out")])
+        main(["convert", str(tmp_path / "empty"), str(tmp_path / "out")])
     transformers.BertConfig().save_pretrained(tmp_path / "bert")
     with pytest.raises(SystemExit, match="model_type 'bert' cannot be converted"):
         main(["convert", str(tmp_path / "bert"), str(tmp_path / "out")])
