@@ -21,6 +21,7 @@ from compact_bert.embeddings.bundled_corpus import bundled_stsb_sentences
 from compact_bert.embeddings.sentences import read_sentences
 from compact_bert.evaluation.sts import bundled_sts_validation
 from tests.distillation.cli_helpers import QUIET, REPO_ROOT
+from tests.reliability.test_bitwise_resume import _assert_bitwise_equal
 
 SST2_SLICE = REPO_ROOT / "finetuning" / "sst2_slice"
 TINY_MINIMOE = {
@@ -35,12 +36,6 @@ TINY_MINIMOE = {
 
 def _weights(folder) -> dict[str, torch.Tensor]:
     return load_file(folder / "model.safetensors")
-
-
-def _assert_bitwise_equal(first: dict, second: dict) -> None:
-    assert first.keys() == second.keys()
-    different = [name for name in first if not torch.equal(first[name], second[name])]
-    assert different == [], f"weights differ between two runs with one seed: {different[:5]}"
 
 
 def _twice(arguments: list[str], tmp_path) -> tuple:
