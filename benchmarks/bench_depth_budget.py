@@ -1,5 +1,6 @@
 """What ``--max_latency_ratio`` measures before training, printed: the teacher and the student at every depth below
-the teacher's, side by side on compact-bert's eager path at batch 1 x 128 (``finetuning/depth_budget.py``).
+the teacher's (and, for a dense preset, the narrower tiny-student shape), side by side on compact-bert's eager path at batch
+1 x 128 (``finetuning/depth_budget.py``).
 
 Prints each depth's median, the least-squares line the choice reads (fixed ms + ms per layer: the floor that the
 embeddings, the head and the per-call overhead put under any depth) and the depth chosen for the budget.
@@ -17,6 +18,7 @@ def main(argv: list[str] | None = None) -> None:
     from transformers import AutoConfig
 
     from compact_bert.configuration import preset_config
+    from compact_bert.configuration.dense_students import is_dense_student
     from compact_bert.distillation.teachers import resolve_model_path
     from compact_bert.finetuning.depth_budget import deepest_student_within_budget
 
@@ -27,8 +29,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args(argv)
     teacher = AutoConfig.from_pretrained(resolve_model_path(args.teacher))
+    student = preset_config(args.student_preset)
     choice = deepest_student_within_budget(
-        preset_config(args.student_preset), teacher, args.max_latency_ratio, rounds=args.rounds
+        student, teacher, args.max_latency_ratio, rounds=args.rounds, narrow=is_dense_student(student)
     )
     print("measured medians (ms) by depth:", choice.measured_ms, f"teacher {choice.teacher_ms}")
     print(choice.reason)

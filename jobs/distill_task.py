@@ -88,7 +88,9 @@ class TaskDistillationSpec(TaskTrainingSettings):
         metadata={
             "help": "Instead of the preset's depth: the deepest student whose latency is at most this share of the "
             "teacher's, measured on this machine before training (batch 1 x 128, the same inference path; "
-            "finetuning/depth_budget.py), e.g. 0.5. The baseline gets the same depth."
+            "finetuning/depth_budget.py), e.g. 0.5; where no whole student half the teacher's depth fits, that "
+            "depth with two thirds of the heads and half of each FFN (0.3: 3 layers of 256 channels). The baseline "
+            "gets the same shape."
         },
     )
     augment_copies: int = field(
@@ -177,9 +179,9 @@ class TaskDistillationResult:
         return dict(self.summary["comparison"].get("latency_ms", {}))
 
 
-def _student_config(spec: TaskDistillationSpec, teacher_config) -> tuple[object, dict | None]:
-    """The student's config (the teacher's architecture for a dense one), with the depth the latency budget chose;
-    the record of that choice."""
+def _student_config(spec: TaskDistillationSpec, teacher_config) -> tuple[object, dict, dict | None]:
+    """The student's config (the teacher's architecture for a dense one), with the shape the latency budget chose;
+    the preset's overrides that make it, and the record of that choice."""
 
     def build(overrides: dict):
         try:
@@ -191,14 +193,14 @@ def _student_config(spec: TaskDistillationSpec, teacher_config) -> tuple[object,
     if not isinstance(config, MiniMoEConfig) and not is_dense_student(config):
         raise RunSettingsError(f"--student_preset {spec.student_preset!r} is not a MiniMoE/MiniLM preset.")
     if spec.max_latency_ratio is None:
-        return config, None
+        return config, dict(spec.student_overrides), None
     try:
         overrides, record = budgeted_overrides(
             config, spec.teacher, spec.max_latency_ratio, spec.student_overrides, "student_overrides"
         )
     except ValueError as error:
         raise RunSettingsError(str(error)) from None
-    return build(overrides), record
+    return build(overrides), overrides, record
 
 
 def _check_output_folders(spec: TaskDistillationSpec, teacher_path: str) -> None:
@@ -236,7 +238,7 @@ def distill_task(spec: TaskDistillationSpec) -> TaskDistillationResult:
         raise RunSettingsError(f"--teacher {spec.teacher}: {error}") from None
     _check_output_folders(spec, teacher_path)
     check_output_dir(spec.output_dir, "output_dir")
-    student_config, depth_choice = _student_config(spec, teacher_config)
+    student_config, student_overrides, depth_choice = _student_config(spec, teacher_config)
     data_args = sst2_data(spec, spec.train_file, spec.validation_file)
     reused_teacher = fine_tuned_teacher_head(teacher_path, data_args)
     folders = spec.folders()
@@ -245,7 +247,7 @@ def distill_task(spec: TaskDistillationSpec) -> TaskDistillationResult:
         folders["teacher"] = teacher_path
     student = FinetuneModelArguments(
         model_name_or_path=spec.student_preset,
-        model_overrides={**spec.student_overrides, "num_hidden_layers": student_config.num_hidden_layers},
+        model_overrides={**student_overrides, "num_hidden_layers": student_config.num_hidden_layers},
         init_from_teacher=spec.init_from_teacher,
         layer_map=spec.layer_map,
     )

@@ -7,7 +7,8 @@ the student at the task-distillation recipe's learning rate):
 1. the **teacher** itself — the accuracy the student is measured against (a teacher that is already a classifier
    over the data's labels is scored as it is, never written);
 2. the **baseline**: the pretrained teacher with the student's depth of its layers kept, evenly spaced (DistilBERT's
-   initialization, no distillation) — a strong, free competitor at the student's cost;
+   initialization, no distillation), cut to a dense student's width by importance — a strong, free competitor at
+   the student's cost;
 3. the **student**: taught by the fine-tuned teacher (task distillation over the training set and its augmented
    copies, ``finetuning/task_distillation.py``).
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import transformers
 
+from ..configuration.dense_students import is_dense_student
 from ..configuration.presets import minilm_fields_like
 from ..finetuning.data import FinetuneDataArguments
 from ..finetuning.finetune_config import FinetuneConfig
@@ -58,6 +60,9 @@ class ComparisonRun:
     model_config: object = None  # the student's config, built once by the main job
 
     teacher_name: str = ""  # the teacher as the user named it, for the progress line
+    narrowed: str = (
+        ""  # the baseline cut narrower than its teacher: ", 256 channels, 8 heads and 768 FFN neurons each"
+    )
 
     def describe(self) -> str:
         """The line printed when the run starts: what trains, from what, how, into which folder."""
@@ -107,8 +112,15 @@ def comparison_runs(
 ) -> dict[str, ComparisonRun]:
     """The three runs (``folders``: each role's output folder; with ``teacher_is_fine_tuned``, ``folders["teacher"]``
     is the given classifier itself, which is scored, never written). The baseline keeps the student's depth of the
-    teacher's layers. Building a run's arguments checks its output folder, before anything trains."""
+    teacher's layers, and a dense student's width (the most important channels, heads and FFN neurons): the same
+    latency, without distillation. Building a run's arguments checks its output folder, before anything trains."""
     baseline_shape = minilm_fields_like(teacher_config, student_config.num_hidden_layers)
+    width = ("hidden_size", "num_attention_heads", "intermediate_size")
+    narrowed = is_dense_student(student_config) and any(
+        getattr(student_config, name) != baseline_shape[name] for name in width
+    )
+    if narrowed:
+        baseline_shape.update({name: getattr(student_config, name) for name in width})
     runs = {
         "teacher": ComparisonRun(
             "teacher",
@@ -142,6 +154,11 @@ def comparison_runs(
     }
     for run in runs.values():
         run.teacher_name = teacher_name or teacher_path
+    if narrowed:
+        runs["baseline"].narrowed = (
+            f", {student_config.hidden_size} channels, {student_config.num_attention_heads} heads and "
+            f"{student_config.intermediate_size} FFN neurons each"
+        )
     return runs
 
 
@@ -187,7 +204,7 @@ def run_comparison(
             },
             "finetune_seconds": seconds,
             "teacher_fine_tuned_here": reused_teacher is None,
-            "baseline": f"{whose} layers {layers} (0-based), fine-tuned on the labels",
+            "baseline": f"{whose} layers {layers} (0-based){runs['baseline'].narrowed}, fine-tuned on the labels",
         },
         "sst2_eval_accuracy": accuracy["student"],
         "finetune_seconds": seconds["student"],

@@ -34,15 +34,21 @@ def test_the_line_through_the_medians_is_least_squares():
 @pytest.fixture
 def fixed_timings(monkeypatch) -> SimpleNamespace:
     """``measure_interleaved`` that still runs every model once, then reports 1 ms + 1 ms per layer (the teacher:
-    ``teacher_layers``, set by the test), as an idle machine would up to a constant. ``calls``: the runners' names."""
-    state = SimpleNamespace(teacher_layers=None, calls=[])
+    ``teacher_layers``, set by the test; the narrowed shape: ``narrowed_ms``), as an idle machine would up to a
+    constant. ``calls``: the runners' names."""
+    state = SimpleNamespace(teacher_layers=None, narrowed_ms=None, calls=[])
 
     def measure(runners, rounds=30, warmup=3):
         state.calls.append(list(runners))
         for run in runners.values():
             run()
-        layers = {name: state.teacher_layers if name == "teacher" else name for name in runners}
-        return {name: SimpleNamespace(median_ms=1.0 + layers[name]) for name in runners}
+
+        def ms(name) -> float:
+            if name == "narrowed":  # the tiny-student shape: set by the test
+                return state.narrowed_ms
+            return 1.0 + (state.teacher_layers if name == "teacher" else name)
+
+        return {name: SimpleNamespace(median_ms=ms(name)) for name in runners}
 
     monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
     return state
@@ -66,6 +72,30 @@ def test_the_deepest_depth_within_the_budget_is_chosen_and_an_impossible_budget_
         deepest_student_within_budget(student, teacher, 0.3, rounds=3)
     with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
         deepest_student_within_budget(student, teacher, 1.5, rounds=3)
+
+
+def test_the_narrowed_shape_is_taken_only_where_no_whole_student_half_the_teachers_depth_fits(fixed_timings):
+    teacher = preset_config("minilm-6l-384h", **TEACHER_SHAPE)
+    student = preset_config("minilm-3l-96h", **TEACHER_SHAPE)
+    fixed_timings.teacher_layers = 6  # teacher 7 ms; 1-5 layers 2-6 ms; 3 narrowed layers 2 ms
+    fixed_timings.narrowed_ms = 2.0
+    choice = deepest_student_within_budget(student, teacher, 0.3, rounds=3, narrow=True)
+    assert fixed_timings.calls[-1] == ["teacher", 1, 2, 3, 4, 5, "narrowed"]
+    # two thirds of 4 heads of 16 channels: 2 heads, 32 channels; half of the 128-neuron FFN
+    assert choice.overrides() == {
+        "num_hidden_layers": 3,
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+    }
+    assert choice.narrowed_ratio == 0.286 and choice.as_record()["narrowed"]["hidden_size"] == 32
+    assert "3 layers of 32 channels, 2 heads and 64 FFN neurons: 3 whole layers do not fit" in choice.reason
+    assert "1 whole layer would" in choice.reason  # 1 whole layer fits (0.29x) but is shallower
+    whole = deepest_student_within_budget(student, teacher, 0.6, rounds=3, narrow=True)
+    assert whole.overrides() == {"num_hidden_layers": 3} and whole.narrowed is None  # 3 whole layers fit: 0.57x
+    assert deepest_student_within_budget(student, teacher, 0.3, rounds=3).overrides() == {"num_hidden_layers": 1}
+    with pytest.raises(ValueError, match=r"no student depth fits; .*3 layers of 32 channels, .* 0.29x"):
+        deepest_student_within_budget(student, teacher, 0.2, rounds=3, narrow=True)
 
 
 QUICK = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -59,3 +60,35 @@ def test_the_python_job_and_the_command_give_the_same_weights_and_numbers(tmp_pa
 def test_the_spec_refuses_a_bad_value_by_name(fields, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         TaskDistillationSpec(**fields)
+
+
+def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_shape(tmp_path, monkeypatch):
+    """``distill task --max_latency_ratio 0.3`` with the packaged teacher: where no whole 3-layer student fits, the
+    student and the labels-only baseline both get the tiny-student shape (3 layers of 256 channels, 8 heads, 768 FFN
+    neurons: the same latency), and the student ships as a plain BERT. The clock is fixed (teacher 8 units, a whole
+    student 1 plus 1 a layer, the narrowed shape 2.2) so that the choice is the one the tiny-student study measured
+    on this machine, on any machine."""
+    import compact_bert.evaluation.runtime_latency as runtime_latency
+
+    def measure(runners, rounds=30, warmup=3):
+        for run in runners.values():
+            run()
+        units = {"teacher": 8.0, "narrowed": 2.2}
+        return {name: SimpleNamespace(median_ms=units[name] if name in units else 1.0 + name) for name in runners}
+
+    monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
+    result = distill_task(
+        TaskDistillationSpec(output_dir=str(tmp_path / "tiny"), max_latency_ratio=0.3, export_onnx=False, **QUICK)
+    )
+    record = result.summary["depth_by_latency_budget"]
+    assert record["num_hidden_layers"] == 3 and record["narrowed_latency_ratio"] == 0.275
+    shape = ("bert", 3, 256, 8, 768)
+    for role in ("tiny-sst2", "tiny-baseline-sst2"):
+        config = json.loads((tmp_path / role / "config.json").read_text())
+        fields = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
+        assert tuple(config[name] for name in fields) == shape, role
+    assert "auto_map" not in json.loads((tmp_path / "tiny-sst2" / "config.json").read_text())
+    assert result.summary["comparison"]["baseline"] == (
+        "the pretrained teacher's layers 1, 3, 5 (0-based), 256 channels, 8 heads and 768 FFN neurons each, "
+        "fine-tuned on the labels"
+    )

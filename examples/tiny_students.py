@@ -1,0 +1,292 @@
+"""Tiny students: the most accurate student within 0.3x of its teacher's latency, dense against MoE, on three task kinds.
+
+Paper 002's "curse of capacity gap" says a much smaller student learns worse from a much larger teacher, and that
+MiniMoE's minimal experts (more parameters at the same cost) and a teacher assistant lift it. This recipe tests the
+claim where it is made — students at about a quarter of the teacher's latency, measured here — and chooses the
+recipe ``--max_latency_ratio 0.3`` ships. For each task kind (SST-2, STS-B as a cross-encoder, CoNLL-2003; the splits
+of ``examples/task_recipes.py``: training slices, and selection sets carved from *training* data) and each seed it
+trains the teacher, the teacher assistant (``assistant``: the main job's half-size student, 3 of 6 layers, with the
+task-distillation recipe) and every candidate (``CANDIDATES``), and scores them on the selection sets:
+
+- ``labels-only ...``: a student of the candidates' shape cut from the *pretrained* teacher (layers dropped, FFN
+  neurons and residual channels pruned by importance) and fine-tuned on the labels alone at the teacher's learning
+  rate — what a user gets without distillation, the bar every candidate must clear;
+- ``dense ...``: the same shapes cut from the *fine-tuned* teacher and taught with the task-distillation recipe
+  (``finetune --teacher``: soft targets, 4 perturbed copies, one sentence of a pair perturbed, recombined pairs);
+- ``minimoe ...``: MiniMoE students of the same latency — each FFN 4 minimal experts split from the teacher's FFN by
+  neuron importance, top-1 routing — taught the same way;
+- ``... assistant``: the same students cut from, and taught by, the teacher assistant instead of the teacher;
+- ``... hidden``: plus TinyBERT's hidden-state transfer (``--distillation_hidden_weight 1``).
+
+Every shape was sized to 0.27-0.28x the teacher's eager latency at batch 1 x 128 (1 layer: 0.19x; ``SHAPES``); ``--report_latency``
+measures each trained student against its teacher, eager on compact-bert's path (``optimize_for_inference``) and in
+ONNX Runtime, interleaved in one process. Each run's CPU time (process time, both cores) is recorded beside it, and a
+candidate taught by the assistant is charged the assistant's training too.
+
+Run, on 2 CPU cores (about 75 minutes per seed):
+``python -m examples.tiny_students --output_dir runs/tiny_students --seeds 0 1``, then
+``... --report_latency`` (latency table, ``latency.json``: the first seed's models of the first task, as a model's
+latency does not depend on its task's head), then — once, after the choice (``CHOSEN``) —
+``... --report_dev`` (GLUE SST-2 dev, STS-B dev, CoNLL-2003 validation: the teacher, the labels-only student and the
+chosen candidate). ``--plot FILE`` draws kept share against latency. Needs ``sst2/``, ``stsb/`` and ``conll2003/``
+under ``--data_dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from compact_bert.distillation.teachers import resolve_model_path
+
+from .comparison_flags import COMPARISON_TRAINING_FLAGS
+from .downstream import DEFAULT_DATA_DIR
+from .task_recipes import (
+    CHOSEN_RECIPE,
+    RECIPES,
+    TASKS,
+    TEACHER,
+    _finetune,
+    evaluate_folder,
+    model_commands,
+    task_files,
+)
+
+__all__ = ["CANDIDATES", "CHOSEN", "SHAPES", "main"]
+
+# shape name -> (preset, config overrides): each within 0.3x of the teacher's eager latency with a margin for noise
+# (measured on this machine at batch 1 x 128: dense 2L 0.28x, 3L 0.27x, MiniMoE 2L 0.28x, dense 1L 0.19x).
+SHAPES = {
+    # 2 of the teacher's 6 layers at its full width, each FFN its 768 most important of 1,536 neurons
+    "2l-384h": ("minilm-3l-384h", {"num_hidden_layers": 2, "intermediate_size": 768}),
+    # 3 layers, 256 of the 384 residual channels and 8 of 12 heads, 768 FFN neurons: what --max_latency_ratio builds
+    # where no whole 3-layer student fits (finetuning/depth_budget.narrowed_shape)
+    "3l-256h": (
+        "minilm-3l-384h",
+        {"num_hidden_layers": 3, "hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 768},
+    ),
+    # 1 of the teacher's layers, whole: what the depth budget alone gives at 0.3x
+    "1l-384h": ("minilm-3l-384h", {"num_hidden_layers": 1}),
+    # 2 layers at full width, each FFN 4 minimal experts of 192 neurons (768 of the teacher's, split by importance),
+    # one per token: the dense 2L's parameters at a quarter of its FFN's multiply-adds
+    "moe-2l-384h": ("minimoe-3l-384h", {"num_hidden_layers": 2, "moe_intermediate_size": 192}),
+}
+# candidate -> (shape, who teaches: "teacher", "assistant" or None for the labels alone, extra finetune flags)
+CANDIDATES = {
+    "labels-only 2l-384h": ("2l-384h", None, []),
+    "dense 2l-384h": ("2l-384h", "teacher", []),
+    "minimoe 2l-384h": ("moe-2l-384h", "teacher", []),
+    "dense 1l-384h": ("1l-384h", "teacher", []),
+    "dense 2l-384h assistant": ("2l-384h", "assistant", []),
+    "minimoe 2l-384h assistant": ("moe-2l-384h", "assistant", []),
+    "dense 2l-384h hidden": ("2l-384h", "teacher", ["--distillation_hidden_weight", "1"]),
+    "dense 3l-256h": ("3l-256h", "teacher", []),
+    "labels-only 3l-256h": ("3l-256h", None, []),
+}
+CHOSEN = "dense 3l-256h"  # the best mean share over the three tasks (docs/students.md)
+TRAINING_FLAGS = [*COMPARISON_TRAINING_FLAGS, "--report_to", "none", "--disable_tqdm", "true"]
+
+
+def _folder(command: list[str]) -> Path:
+    return Path(command[command.index("--output_dir") + 1])
+
+
+def role_commands(task: str, seed: int, files, output: Path, candidates: list[str]) -> dict[str, list[str]]:
+    """Every model's ``finetune`` command line for one task and seed, by role, in training order: the teacher, the
+    assistant (the task-recipe study's chosen student, in this study's folders), then the candidates."""
+    base = output / task / f"seed-{seed}"
+    recipe_runs = model_commands(task, seed, files, output, [CHOSEN_RECIPE])
+    commands = {"teacher": recipe_runs["teacher"], "assistant": recipe_runs[f"student: {CHOSEN_RECIPE}"]}
+    commands["assistant"][commands["assistant"].index("--output_dir") + 1] = str(base / "assistant")
+    shared = commands["teacher"][4:]  # after --model_name_or_path and --output_dir: the data and training flags
+    for name in candidates:
+        shape, taught_by, extra = CANDIDATES[name]
+        preset, overrides = SHAPES[shape]
+        model = ["--model_name_or_path", preset, "--model_overrides", json.dumps(overrides)]
+        if taught_by is None:
+            teaching = ["--init_from_teacher", str(resolve_model_path(TEACHER)), "--layer_map", "uniform"]
+        else:
+            teacher = str(_folder(commands[taught_by]))
+            teaching = [flag.replace("{teacher}", teacher) for flag in RECIPES[CHOSEN_RECIPE]]
+        folder = base / name.replace(" ", "-")
+        commands[name] = [*model, "--output_dir", str(folder), *shared, *teaching, *extra]
+    return commands
+
+
+def _training_order(candidates: list[str]) -> list[str]:
+    """The teacher, then the candidates in order, the assistant trained just before the first one it teaches."""
+    order = ["teacher"]
+    for name in candidates:
+        if CANDIDATES[name][1] == "assistant" and "assistant" not in order:
+            order.append("assistant")
+        order.append(name)
+    return order
+
+
+def _run(command: list[str]) -> tuple[dict, float]:
+    """One run (or the finished one's summary) and the CPU seconds it took, recorded beside it."""
+    folder = _folder(command)
+    cost_file = folder / "cpu_seconds.json"
+    if (folder / "run_summary.json").is_file() and cost_file.is_file():
+        return _finetune(command), json.loads(cost_file.read_text())["cpu_seconds"]
+    start = time.process_time()
+    summary = _finetune(command)
+    cpu_seconds = round(time.process_time() - start, 1)
+    cost_file.write_text(json.dumps({"cpu_seconds": cpu_seconds}) + "\n")
+    return summary, cpu_seconds
+
+
+def _selection_table(scores: dict, costs: dict) -> str:
+    lines = [
+        "| task | model | per seed | mean | spread | of teacher | CPU-minutes per seed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    shares: dict[str, list[float]] = {}
+    for task, roles in scores.items():
+        teacher = statistics.fmean(roles["teacher"].values())
+        for role, per_seed in roles.items():
+            values = list(per_seed.values())
+            mean = statistics.fmean(values)
+            shares.setdefault(role, []).append(mean / teacher)
+            minutes = statistics.fmean(costs[task][role].values()) / 60
+            lines.append(
+                f"| {task} | {role} | {', '.join(f'{100 * v:.1f}' for v in values)} | {100 * mean:.1f} | "
+                f"{100 * (max(values) - min(values)):.1f} | {100 * mean / teacher:.1f}% | {minutes:.1f} |"
+            )
+    lines += ["", "Mean share of the teacher over the task kinds, and the worst task:"]
+    lines += [
+        f"- {role}: {100 * statistics.fmean(values):.1f}% (worst {100 * min(values):.1f}%)"
+        for role, values in shares.items()
+    ]
+    return "\n".join(lines)
+
+
+def report_latency(commands: dict[str, list[str]], task: str) -> dict[str, dict[str, float]]:
+    """Median milliseconds of the teacher and every trained model of ``commands``, eager on compact-bert's path and
+    in ONNX Runtime (each in its fastest exported form), interleaved in one process at batch 1 x 128."""
+    import tempfile
+
+    import transformers
+
+    from compact_bert.evaluation.runtime_latency import (
+        eager_runner,
+        latency_inputs,
+        measure_interleaved,
+        onnxruntime_runner,
+    )
+    from compact_bert.export.bert_onnx import fastest_onnx_file
+    from compact_bert.export.onnx_exporter import export_onnx
+    from compact_bert.jobs.task_comparison import LATENCY_ROUNDS, LATENCY_SEQUENCE_LENGTH
+
+    auto_class, export_task = (
+        (transformers.AutoModelForTokenClassification, "token-classification")
+        if task == "conll2003"
+        else (transformers.AutoModelForSequenceClassification, "text-classification")
+    )
+    folders = {role: _folder(command) for role, command in commands.items()}
+    inputs = latency_inputs(30522, 1, LATENCY_SEQUENCE_LENGTH)
+    runners = {}
+    with tempfile.TemporaryDirectory(prefix="tiny-students-onnx-") as scratch:
+        for role, folder in folders.items():
+            runners[f"{role} eager"] = eager_runner(auto_class.from_pretrained(folder).eval(), inputs, optimize=True)
+            export_onnx(folder, Path(scratch) / role, export_task)
+            runners[f"{role} onnx"] = onnxruntime_runner(fastest_onnx_file(Path(scratch) / role), inputs)
+        measured = measure_interleaved(runners, rounds=LATENCY_ROUNDS)
+    table: dict[str, dict[str, float]] = {}
+    for runtime in ("eager", "onnx"):
+        teacher = measured[f"teacher {runtime}"].median_ms
+        for role in folders:
+            ms = measured[f"{role} {runtime}"].median_ms
+            table.setdefault(role, {})[f"{runtime}_ms"] = round(ms, 2)
+            table[role][f"{runtime}_ratio"] = round(ms / teacher, 3)
+    return table
+
+
+def plot(selection: dict, latency: dict, path: Path) -> None:
+    """Kept share of the teacher (mean over seeds) against eager latency ratio, one panel per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(selection), figsize=(5 * len(selection), 4), squeeze=False)
+    for axis, (task, roles) in zip(axes[0], selection.items(), strict=True):
+        teacher = statistics.fmean(roles["teacher"].values())
+        for role, per_seed in roles.items():
+            if role in ("teacher", "assistant") or role not in latency:
+                continue
+            shares = [100 * value / teacher for value in per_seed.values()]
+            marker = "s" if role.startswith("minimoe") else "x" if role.startswith("labels-only") else "o"
+            x = latency[role]["eager_ratio"]
+            axis.errorbar(x, statistics.fmean(shares), yerr=(max(shares) - min(shares)) / 2, fmt=marker, capsize=3)
+            axis.annotate(role, (x, statistics.fmean(shares)), fontsize=7, xytext=(4, 2), textcoords="offset points")
+        axis.axhline(95, linestyle="--", linewidth=0.8, color="grey")
+        axis.axvline(0.3, linestyle=":", linewidth=0.8, color="grey")
+        axis.set_title(f"{task} (selection set)")
+        axis.set_xlabel("eager latency / teacher's (batch 1 x 128)")
+        axis.set_ylabel("% of the teacher")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", default="runs/tiny_students")
+    parser.add_argument("--data_dir", default=str(DEFAULT_DATA_DIR))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS)[:3], default=list(TASKS)[:3])
+    parser.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
+    parser.add_argument("--report_latency", action="store_true", help="Time the first seed's trained models.")
+    parser.add_argument("--report_dev", action="store_true", help="Score teacher, labels-only and CHOSEN on dev.")
+    parser.add_argument("--plot", type=Path, help="Draw kept share against latency (needs --report_latency first).")
+    args = parser.parse_args(argv)
+    output, data_dir = Path(args.output_dir), Path(args.data_dir)
+    files = task_files(data_dir, output)
+    commands = {
+        (task, seed): role_commands(task, seed, files[task], output, args.candidates)
+        for seed in args.seeds
+        for task in args.tasks
+    }
+    if args.report_latency:  # a model's latency does not depend on its task's head: timed on the first task's
+        latency = report_latency(commands[args.tasks[0], args.seeds[0]], args.tasks[0])
+        (output / "latency.json").write_text(json.dumps(latency, indent=2) + "\n")
+        print(json.dumps(latency, indent=2))
+        return
+    if args.report_dev:
+        chosen_shape = CANDIDATES[CHOSEN][0]
+        reported = ["teacher", f"labels-only {chosen_shape}", CHOSEN]
+        dev: dict[str, dict[str, dict[int, float]]] = {}
+        for (task, seed), roles in commands.items():
+            metric, _, dev_file = TASKS[task]
+            for role in reported:
+                scores = evaluate_folder(_folder(roles[role]), task, files[task][0], data_dir / dev_file)
+                dev.setdefault(task, {}).setdefault(role, {})[seed] = scores[metric]
+        (output / "dev.json").write_text(json.dumps(dev, indent=2) + "\n")
+        costs = {task: {role: {seed: 0.0 for seed in args.seeds} for role in reported} for task in args.tasks}
+        print(_selection_table(dev, costs).replace("CPU-minutes per seed", "-"))
+        return
+    # Seed by seed, candidate by candidate across the tasks: a partial run covers every task for the first ones.
+    scores: dict[str, dict[str, dict[int, float]]] = {}
+    costs: dict[str, dict[str, dict[int, float]]] = {}
+    for seed in args.seeds:
+        for role in _training_order(args.candidates):
+            for task in args.tasks:
+                summary, cpu_seconds = _run(commands[task, seed][role])
+                scores.setdefault(task, {}).setdefault(role, {})[seed] = summary[TASKS[task][0]]
+                taught_by = CANDIDATES[role][1] if role in CANDIDATES else None
+                if taught_by == "assistant":
+                    cpu_seconds += costs[task]["assistant"][seed]
+                costs.setdefault(task, {}).setdefault(role, {})[seed] = cpu_seconds
+                (output / "selection.json").write_text(json.dumps({"scores": scores, "cpu_seconds": costs}, indent=2))
+    print("\nSelection sets (carved from train), seeds", args.seeds)
+    print(_selection_table(scores, costs))
+    if args.plot:
+        plot(scores, json.loads((output / "latency.json").read_text()), args.plot)
+
+
+if __name__ == "__main__":
+    main()

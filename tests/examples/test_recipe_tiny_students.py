@@ -1,0 +1,89 @@
+"""The tiny-student study: every model's command parses as ``finetune`` flags with the shape, teacher and start its
+candidate declares; the assistant trains before the first student it teaches; the chosen shape is the one
+``--max_latency_ratio 0.3`` builds; the tables and the plot are drawn from recorded numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compact_bert.cli import finetune_command
+from compact_bert.configuration import preset_config
+from compact_bert.finetuning.depth_budget import DepthChoice, narrowed_shape
+from examples.task_recipes import task_files
+from examples.tiny_students import (
+    CANDIDATES,
+    CHOSEN,
+    SHAPES,
+    _selection_table,
+    _training_order,
+    plot,
+    role_commands,
+)
+
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+needs_shared_data = pytest.mark.skipif(
+    not (SHARED_DATA / "stsb" / "train.tsv").is_file(),
+    reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})",
+)
+
+
+@needs_shared_data
+def test_every_candidates_command_parses_with_its_shape_teacher_and_start(tmp_path):
+    files = task_files(SHARED_DATA, tmp_path)
+    commands = role_commands("stsb", 1, files["stsb"], tmp_path, list(CANDIDATES))
+    assert list(commands) == ["teacher", "assistant", *CANDIDATES]
+    base = tmp_path / "stsb" / "seed-1"
+    for role, command in commands.items():
+        model_args, data_args, config = finetune_command.parse_finetune_arguments(command)
+        assert (config.seed, data_args.validation_file) == (1, str(files["stsb"][1])), role
+        if role not in CANDIDATES:
+            continue
+        shape, taught_by, _ = CANDIDATES[role]
+        preset, overrides = SHAPES[shape]
+        assert (model_args.model_name_or_path, model_args.model_overrides) == (preset, overrides), role
+        assert model_args.teacher == (None if taught_by is None else str(base / taught_by)), role
+        if taught_by is None:  # cut from the pretrained teacher, labels at the teacher's learning rate
+            assert model_args.init_from_teacher.endswith("model") and config.learning_rate == 1e-4
+        else:  # the task-distillation recipe's learning rate, replacing the labels-only one
+            assert config.learning_rate == 2e-4 and config.augment_copies == 4
+    assert finetune_command.parse_finetune_arguments(commands["dense 2l-384h hidden"])[2].distillation_hidden_weight
+    assert commands["assistant"][commands["assistant"].index("--output_dir") + 1] == str(base / "assistant")
+
+
+def test_the_assistant_trains_just_before_the_first_student_it_teaches():
+    assert _training_order(["dense 2l-384h", "minimoe 2l-384h"]) == ["teacher", "dense 2l-384h", "minimoe 2l-384h"]
+    order = _training_order(["dense 2l-384h", "dense 2l-384h assistant", "minimoe 2l-384h assistant"])
+    assert order == ["teacher", "dense 2l-384h", "assistant", "dense 2l-384h assistant", "minimoe 2l-384h assistant"]
+
+
+def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_preset():
+    preset, overrides = SHAPES[CANDIDATES[CHOSEN][0]]
+    budget = DepthChoice(3, 0.3, 1.0, narrowed=narrowed_shape(preset_config(preset)))
+    assert (
+        overrides
+        == budget.overrides()
+        == {
+            "num_hidden_layers": 3,
+            "hidden_size": 256,
+            "num_attention_heads": 8,
+            "intermediate_size": 768,
+        }
+    )
+    moe = preset_config(SHAPES["moe-2l-384h"][0], **SHAPES["moe-2l-384h"][1])
+    # the MoE twin of the 2-layer student: the same attention, 4 experts holding its 768 FFN neurons, one per token
+    assert (moe.num_hidden_layers, moe.hidden_size, moe.num_experts * moe.moe_intermediate_size) == (2, 384, 768)
+
+
+def test_the_selection_table_and_the_plot_come_from_the_recorded_numbers(tmp_path):
+    scores = {"sst2": {"teacher": {0: 0.9, 1: 0.8}, CHOSEN: {0: 0.855, 1: 0.76}, "minimoe 2l-384h": {0: 0.81}}}
+    costs = {"sst2": {role: {0: 60.0, 1: 120.0} for role in scores["sst2"]}}
+    table = _selection_table(scores, costs)
+    assert f"| sst2 | {CHOSEN} | 85.5, 76.0 | 80.8 | 9.5 | 95.0% | 1.5 |" in table
+    assert "- minimoe 2l-384h: 95.3% (worst 95.3%)" in table
+    latency = {CHOSEN: {"eager_ratio": 0.28}, "minimoe 2l-384h": {"eager_ratio": 0.29}}
+    plot(scores, latency, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    json.dumps(latency)  # what --report_latency writes is plain JSON
