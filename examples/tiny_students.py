@@ -23,7 +23,7 @@ measures each trained student against its teacher, eager on compact-bert's path 
 ONNX Runtime, interleaved in one process. Each run's CPU time (process time, both cores) is recorded beside it, and a
 candidate taught by the assistant is charged the assistant's training too.
 
-Run, on 2 CPU cores (about 75 minutes per seed):
+Run, on 2 CPU cores (about 110 minutes per seed):
 ``python -m examples.tiny_students --output_dir runs/tiny_students --seeds 0 1``, then
 ``... --report_latency`` (latency table, ``latency.json``: the first seed's models of the first task, as a model's
 latency does not depend on its task's head), then — once, after the choice (``CHOSEN``) —
