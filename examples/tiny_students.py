@@ -187,7 +187,8 @@ def report_latency(commands: dict[str, list[str]], task: str) -> dict[str, dict[
         else (transformers.AutoModelForSequenceClassification, "text-classification")
     )
     folders = {role: _folder(command) for role, command in commands.items()}
-    inputs = latency_inputs(30522, 1, LATENCY_SEQUENCE_LENGTH)
+    vocab_size = transformers.AutoConfig.from_pretrained(folders["teacher"]).vocab_size
+    inputs = latency_inputs(vocab_size, 1, LATENCY_SEQUENCE_LENGTH)
     runners = {}
     with tempfile.TemporaryDirectory(prefix="tiny-students-onnx-") as scratch:
         for role, folder in folders.items():
