@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -116,12 +117,35 @@ def test_ctrl_c_during_training_ends_with_one_line_saying_what_was_kept(tmp_path
         text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
-    for line in process.stdout:  # wait until it trains
-        if line.startswith("step "):
-            break
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr[-2000:]
+    # stdout is read to its end on a thread, so the child never blocks on a full pipe; SIGINT goes once it has
+    # logged two optimizer steps (well inside training, past any first-step setup).
+    stdout_lines: list[str] = []
+    training = threading.Event()
+
+    def read_stdout():
+        for line in process.stdout:
+            stdout_lines.append(line)
+            if sum(text.startswith("step ") for text in stdout_lines) >= 2:
+                training.set()
+        training.set()  # end of output: the child exited before it trained, reported below
+
+    stderr_lines: list[str] = []
+    readers = [
+        threading.Thread(target=read_stdout, daemon=True),
+        threading.Thread(target=lambda: stderr_lines.extend(process.stderr), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        assert training.wait(timeout=300), "the child logged no training step within 300 s"
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+        for reader in readers:
+            reader.join(timeout=10)
+    stdout, stderr = "".join(stdout_lines), "".join(stderr_lines)
+    assert process.returncode == 130, f"exit {process.returncode}\nstderr: {stderr[-2000:]}\nstdout: {stdout[-2000:]}"
     lines = [line for line in stderr.splitlines() if line.strip() and "warn" not in line.lower()]
     assert "Traceback" not in stderr and lines[-1].startswith("compact-bert: interrupted (Ctrl-C); checkpoints")
     assert not (tmp_path / "run" / "run_summary.json").exists()
