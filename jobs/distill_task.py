@@ -28,7 +28,7 @@ from ..distillation.data import PACKAGED_TEACHER
 from ..distillation.teachers import resolve_model_path
 from ..finetuning.depth_budget import budgeted_overrides, check_max_latency_ratio
 from ..finetuning.task_distillation import has_task_head
-from ..finetuning.task_recipe import AUGMENT_COPIES
+from ..finetuning.task_recipe import AUGMENT_COPIES, NARROWED_STUDENT_EPOCHS
 from ..modeling.model_stats import count_parameters, meta_model
 from ..training.argument_checks import check_output_dir
 from ..training.output_folders import check_output_folder, input_paths
@@ -89,8 +89,9 @@ class TaskDistillationSpec(TaskTrainingSettings):
             "help": "Instead of the preset's depth: the deepest student whose latency is at most this share of the "
             "teacher's, measured on this machine before training (batch 1 x 128, the same inference path; "
             "finetuning/depth_budget.py), e.g. 0.5; where no whole student half the teacher's depth fits, that "
-            "depth with two thirds of the heads and half of each FFN (0.3: 3 layers of 256 channels). The baseline "
-            "gets the same shape."
+            "depth with two thirds of the heads and half of each FFN (0.3: 3 layers of 256 channels), trained "
+            f"{NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given. The baseline gets the same shape "
+            "and epochs."
         },
     )
     augment_copies: int = field(

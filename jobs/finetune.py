@@ -60,7 +60,7 @@ from ..finetuning.task_distillation import (
     label_augmented_examples,
     load_task_teacher,
 )
-from ..finetuning.task_recipe import AUGMENT_COPIES, AUGMENT_PAIR_RECOMBINED
+from ..finetuning.task_recipe import AUGMENT_COPIES, AUGMENT_PAIR_RECOMBINED, NARROWED_STUDENT_EPOCHS
 from ..finetuning.task_recipe import distillation_alpha as recipe_distillation_alpha
 from ..finetuning.word_neighbours import WordNeighbours
 from ..model_cards import write_model_card
@@ -165,7 +165,8 @@ class FinetuneModelArguments:
             "preset's depth, the deepest student whose latency is at most this share of the teacher's, measured "
             "here before training (batch 1 x 128, the same inference path; finetuning/depth_budget.py), e.g. 0.5; "
             "for a dense preset where no whole student half the teacher's depth fits, that depth with two thirds "
-            "of the heads and half of each FFN (0.3 against all-MiniLM-L6-v2: 3 layers of 256 channels)."
+            "of the heads and half of each FFN (0.3 against all-MiniLM-L6-v2: 3 layers of 256 channels), "
+            f"which trains {NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given."
         },
     )
     merge: bool = field(
@@ -577,6 +578,8 @@ def finetune(
     depth_choice = None
     if model_config is None and model_args.max_latency_ratio is not None:
         depth_choice = _depth_by_latency_budget(model_args, teacher_config)
+        if depth_choice["narrowed"] and "--num_train_epochs" not in given:  # the tiny-student recipe's epochs
+            training_args.num_train_epochs = NARROWED_STUDENT_EPOCHS
     config = _model_config(model_args, teacher_config) if model_config is None else model_config
     max_length = data_args.resolved_max_seq_length()
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions

@@ -113,7 +113,9 @@ def comparison_runs(
     """The three runs (``folders``: each role's output folder; with ``teacher_is_fine_tuned``, ``folders["teacher"]``
     is the given classifier itself, which is scored, never written). The baseline keeps the student's depth of the
     teacher's layers, and a dense student's width (the most important channels, heads and FFN neurons): the same
-    latency, without distillation. Building a run's arguments checks its output folder, before anything trains."""
+    latency, without distillation. A narrowed student and its baseline train the tiny-student recipe's epochs
+    (``task_recipe.NARROWED_STUDENT_EPOCHS``) unless ``settings`` sets them. Building a run's arguments checks its
+    output folder, before anything trains."""
     baseline_shape = minilm_fields_like(teacher_config, student_config.num_hidden_layers)
     width = ("hidden_size", "num_attention_heads", "intermediate_size")
     narrowed = is_dense_student(student_config) and any(
@@ -137,7 +139,7 @@ def comparison_runs(
                 init_from_teacher=teacher_path,
                 layer_map="uniform",
             ),
-            finetune_config(settings, folders["baseline"], settings.labels_learning_rate),
+            finetune_config(settings, folders["baseline"], settings.labels_learning_rate, narrowed=narrowed),
         ),
         "student": ComparisonRun(
             "student",
@@ -148,7 +150,9 @@ def comparison_runs(
                 init_from_teacher=student.init_from_teacher,
                 layer_map=student.layer_map,
             ),
-            finetune_config(settings, folders["student"], settings.learning_rate, augment_copies=augment_copies),
+            finetune_config(
+                settings, folders["student"], settings.learning_rate, narrowed=narrowed, augment_copies=augment_copies
+            ),
             model_config=student_config,
         ),
     }

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..finetuning.data import FinetuneDataArguments
 from ..finetuning.finetune_config import FinetuneConfig
-from ..finetuning.task_recipe import LEARNING_RATE, TRAINING_SETTINGS
+from ..finetuning.task_recipe import LEARNING_RATE, NARROWED_STUDENT_EPOCHS, TRAINING_SETTINGS
 from ..training.argument_checks import check_finite_numbers, check_training_arguments
 from ..training.compat import training_keywords
 from ..training.training_arguments import has_accelerator
@@ -36,8 +36,13 @@ class TaskTrainingSettings:
     every model of the job shares (seed, device, progress bars, data workers, checkpoints, logging, whether output
     folders holding a model or a run may be written over)."""
 
-    num_train_epochs: float = field(
-        default=TRAINING_SETTINGS["num_train_epochs"], metadata={"help": "Epochs of every model of the task stage."}
+    num_train_epochs: float | None = field(
+        default=None,
+        metadata={
+            "help": f"Epochs of every model of the task stage (default: the recipe's, "
+            f"{TRAINING_SETTINGS['num_train_epochs']:g}; {NARROWED_STUDENT_EPOCHS:g} for a narrowed tiny student "
+            "that --max_latency_ratio chose and the baseline of its shape)."
+        },
     )
     learning_rate: float = field(
         default=LEARNING_RATE, metadata={"help": "Peak learning rate of the student (the recipe's)."}
@@ -80,6 +85,8 @@ class TaskTrainingSettings:
     def __post_init__(self):
         check_finite_numbers(self)
         for name in ("num_train_epochs", "learning_rate", "labels_learning_rate", "per_device_train_batch_size"):
+            if name == "num_train_epochs" and self.num_train_epochs is None:
+                continue
             if not getattr(self, name) > 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}.")
         for name in ("max_seq_length", "max_train_samples", "max_eval_samples", "logging_steps"):
@@ -90,14 +97,18 @@ class TaskTrainingSettings:
             raise ValueError(f"--max_steps must be >= 1, or -1 for the epochs; got {self.max_steps}.")
 
 
-def finetune_config(settings: TaskTrainingSettings, output_dir: str, learning_rate: float, **extra) -> FinetuneConfig:
+def finetune_config(
+    settings: TaskTrainingSettings, output_dir: str, learning_rate: float, narrowed: bool = False, **extra
+) -> FinetuneConfig:
     """One run's fine-tuning arguments: the recipe's training settings with ``settings``' values, at
-    ``learning_rate``, into ``output_dir``; ``extra``: further ``FinetuneConfig`` fields (the student's copies)."""
+    ``learning_rate``, into ``output_dir``; a ``narrowed`` tiny student's epochs unless ``settings`` sets them;
+    ``extra``: further ``FinetuneConfig`` fields (the student's copies)."""
+    recipe_epochs = NARROWED_STUDENT_EPOCHS if narrowed else TRAINING_SETTINGS["num_train_epochs"]
     values = {
         **TRAINING_SETTINGS,
         "output_dir": output_dir,
         "learning_rate": learning_rate,
-        "num_train_epochs": settings.num_train_epochs,
+        "num_train_epochs": recipe_epochs if settings.num_train_epochs is None else settings.num_train_epochs,
         "per_device_train_batch_size": settings.per_device_train_batch_size,
         "max_steps": settings.max_steps,
         "logging_strategy": "steps",

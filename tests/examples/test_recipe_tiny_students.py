@@ -12,11 +12,14 @@ import pytest
 from compact_bert.cli import finetune_command
 from compact_bert.configuration import preset_config
 from compact_bert.finetuning.depth_budget import DepthChoice, narrowed_shape
+from compact_bert.finetuning.task_recipe import NARROWED_STUDENT_EPOCHS
 from examples.task_recipes import task_files
 from examples.tiny_students import (
     CANDIDATES,
     CHOSEN,
+    NO_DISTILLATION_BAR,
     SHAPES,
+    _eager_ratio,
     _selection_table,
     _training_order,
     plot,
@@ -41,14 +44,17 @@ def test_every_candidates_command_parses_with_its_shape_teacher_and_start(tmp_pa
         assert (config.seed, data_args.validation_file) == (1, str(files["stsb"][1])), role
         if role not in CANDIDATES:
             continue
-        shape, taught_by, _ = CANDIDATES[role]
+        shape, taught_by, extra = CANDIDATES[role]
         preset, overrides = SHAPES[shape]
         assert (model_args.model_name_or_path, model_args.model_overrides) == (preset, overrides), role
         assert model_args.teacher == (None if taught_by is None else str(base / taught_by)), role
         if taught_by is None:  # cut from the pretrained teacher, labels at the teacher's learning rate
             assert model_args.init_from_teacher.endswith("model") and config.learning_rate == 1e-4
-        else:  # the task-distillation recipe's learning rate, replacing the labels-only one
-            assert config.learning_rate == 2e-4 and config.augment_copies == 4
+        else:  # the task-distillation recipe's learning rate (replacing the labels-only one) unless a lever sets it
+            learning_rate = float(extra[extra.index("--learning_rate") + 1]) if "--learning_rate" in extra else 2e-4
+            assert config.learning_rate == learning_rate and config.augment_copies == 4, role
+        epochs = float(extra[extra.index("--num_train_epochs") + 1]) if "--num_train_epochs" in extra else 3.0
+        assert config.num_train_epochs == epochs, role
     assert finetune_command.parse_finetune_arguments(commands["dense 2l-384h hidden"])[2].distillation_hidden_weight
     assert commands["assistant"][commands["assistant"].index("--output_dir") + 1] == str(base / "assistant")
 
@@ -72,6 +78,10 @@ def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_pr
             "intermediate_size": 768,
         }
     )
+    # the recipe --max_latency_ratio trains it with; the no-distillation bar: the same shape and epochs
+    _, taught_by, flags = CANDIDATES[CHOSEN]
+    assert (taught_by, flags) == ("teacher", ["--num_train_epochs", f"{NARROWED_STUDENT_EPOCHS:g}"])
+    assert CANDIDATES[NO_DISTILLATION_BAR] == (CANDIDATES[CHOSEN][0], None, flags)
     moe = preset_config(SHAPES["moe-2l-384h"][0], **SHAPES["moe-2l-384h"][1])
     # the MoE twin of the 2-layer student: the same attention, 4 experts holding its 768 FFN neurons, one per token
     assert (moe.num_hidden_layers, moe.hidden_size, moe.num_experts * moe.moe_intermediate_size) == (2, 384, 768)
@@ -83,7 +93,9 @@ def test_the_selection_table_and_the_plot_come_from_the_recorded_numbers(tmp_pat
     table = _selection_table(scores, costs)
     assert f"| sst2 | {CHOSEN} | 85.5, 76.0 | 80.8 | 9.5 | 95.0% | 1.5 |" in table
     assert "- minimoe 2l-384h: 95.3% (worst 95.3%)" in table
+    scores["sst2"][NO_DISTILLATION_BAR] = {0: 0.8}  # not timed: drawn at the latency of its shape's candidate
     latency = {CHOSEN: {"eager_ratio": 0.28}, "minimoe 2l-384h": {"eager_ratio": 0.29}}
+    assert _eager_ratio(NO_DISTILLATION_BAR, latency) == 0.28 and _eager_ratio("dense 1l-384h", latency) is None
     plot(scores, latency, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     json.dumps(latency)  # what --report_latency writes is plain JSON

@@ -77,17 +77,22 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
         return {name: SimpleNamespace(median_ms=units[name] if name in units else 1.0 + name) for name in runners}
 
     monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
+    untimed = {name: value for name, value in QUICK.items() if name != "num_train_epochs"}
     result = distill_task(
-        TaskDistillationSpec(output_dir=str(tmp_path / "tiny"), max_latency_ratio=0.3, export_onnx=False, **QUICK)
+        TaskDistillationSpec(output_dir=str(tmp_path / "tiny"), max_latency_ratio=0.3, export_onnx=False, **untimed)
     )
     record = result.summary["depth_by_latency_budget"]
     assert record["num_hidden_layers"] == 3 and record["narrowed_latency_ratio"] == 0.275
     shape = ("bert", 3, 256, 8, 768)
-    for role in ("tiny-sst2", "tiny-baseline-sst2"):
+    folders = ("tiny-teacher-sst2", "tiny-baseline-sst2", "tiny-sst2")
+    for role in folders[1:]:
         config = json.loads((tmp_path / role / "config.json").read_text())
         fields = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
         assert tuple(config[name] for name in fields) == shape, role
     assert "auto_map" not in json.loads((tmp_path / "tiny-sst2" / "config.json").read_text())
+    # the tiny-student recipe's epochs for the narrowed student and its baseline; the teacher the recipe's 3
+    epochs = {role: json.loads((tmp_path / role / "run_summary.json").read_text())["epoch"] for role in folders}
+    assert epochs == {"tiny-teacher-sst2": 3.0, "tiny-baseline-sst2": 6.0, "tiny-sst2": 6.0}
     assert result.summary["comparison"]["baseline"] == (
         "the pretrained teacher's layers 1, 3, 5 (0-based), 256 channels, 8 heads and 768 FFN neurons each, "
         "fine-tuned on the labels"
