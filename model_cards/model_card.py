@@ -263,6 +263,16 @@ def _latency_text(facts: FolderFacts) -> str:
     )
 
 
+def _shape_text(config) -> str:
+    """The shape the folder's weights have, e.g. "3 layers of 256 channels, 8 heads and 768 FFN neurons": a preset's
+    name says its own shape, which overrides and ``--max_latency_ratio`` change."""
+    text = f"{config.num_hidden_layers} layers of {config.hidden_size} channels, {config.num_attention_heads} heads"
+    experts = getattr(config, "num_experts", 1) or 1
+    if experts > 1 and getattr(config, "moe_intermediate_size", None):
+        return f"{text} and {experts} experts of {config.moe_intermediate_size} FFN neurons"
+    return f"{text} and {config.intermediate_size} FFN neurons"
+
+
 def _recipe_text(facts: FolderFacts) -> str:
     summary = facts.summary
     if not summary:
@@ -289,8 +299,8 @@ def _recipe_text(facts: FolderFacts) -> str:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])
         lines.append(
             f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
-            f"hidden channels: {initialization['hidden_channels']}), then fine-tuned as the preset "
-            f"{code(Path(summary['model_name_or_path']).name)}"
+            f"hidden channels: {initialization['hidden_channels']}), then fine-tuned from the preset "
+            f"{code(Path(summary['model_name_or_path']).name)} as {_shape_text(facts.config)}"
         )
     elif initialization:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])

@@ -90,6 +90,10 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
         fields = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
         assert tuple(config[name] for name in fields) == shape, role
     assert "auto_map" not in json.loads((tmp_path / "tiny-sst2" / "config.json").read_text())
+    card = (tmp_path / "tiny-sst2" / "README.md").read_text(encoding="utf-8")
+    assert (
+        "fine-tuned from the preset `minilm-3l-384h` as 3 layers of 256 channels, 8 heads and 768 FFN neurons" in card
+    )
     # the tiny-student recipe's epochs for the narrowed student and its baseline; the teacher the recipe's 3
     epochs = {role: json.loads((tmp_path / role / "run_summary.json").read_text())["epoch"] for role in folders}
     assert epochs == {"tiny-teacher-sst2": 3.0, "tiny-baseline-sst2": 6.0, "tiny-sst2": 6.0}
