@@ -41,6 +41,15 @@ def shared_data(*parts: str) -> Path:
     return path
 
 
+def needs_shared_data(*files: str):
+    """A skip marker for a test (or a module, as ``pytestmark``) that reads ``files`` (paths under ``../shared/data``),
+    naming the ones absent: CI has the shared data sets, a user's clone does not."""
+    missing = [name for name in files if not SHARED_DATA.joinpath(name).is_file()]
+    return pytest.mark.skipif(
+        bool(missing), reason=f"{', '.join(missing)} absent: the shared data sets sit at {SHARED_DATA}"
+    )
+
+
 def tiny_configs() -> dict:
     """One tiny config per family and notable variant, keyed by a readable id."""
     common = {"vocab_size": VOCAB_SIZE, "max_position_embeddings": 64, "num_hidden_layers": 2}

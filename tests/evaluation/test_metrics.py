@@ -29,9 +29,9 @@ seqeval_metrics = pytest.importorskip("seqeval.metrics", reason="needs the metri
 
 from compact_bert import evaluation  # noqa: E402
 from compact_bert.evaluation import glue_score, glue_task_scores, load_metric, metric_path  # noqa: E402
+from tests.conftest import shared_data  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 CLASSIFICATION_TASKS = (
     "sst2",
     "mrpc",
@@ -49,10 +49,7 @@ ALL_TASKS = (*CLASSIFICATION_TASKS, "stsb")
 
 
 def _shared_file(relative: str) -> Path:
-    path = SHARED_DATA / relative
-    if not path.is_file():
-        pytest.skip(f"real-data check needs {path}, the shared data folder beside the checkout (absent here)")
-    return path
+    return shared_data(*relative.split("/"))
 
 
 def _no_warnings(function, *args, **kwargs):

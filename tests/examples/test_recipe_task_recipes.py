@@ -3,8 +3,6 @@ on; every model's command parses; the embedding-corpus recipe draws SST-2 senten
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from compact_bert.cli import finetune_command
@@ -26,15 +24,12 @@ from examples.task_recipes import (
     task_files,
 )
 from examples.task_recipes import main as task_recipes_main
+from tests.conftest import SHARED_DATA, needs_shared_data
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-needs_shared_data = pytest.mark.skipif(
-    not (SHARED_DATA / "stsb" / "train.tsv").is_file(),
-    reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})",
-)
+needs_task_splits = needs_shared_data("stsb/train.tsv", "sst2/train.tsv", "conll2003/train.txt")
 
 
-@needs_shared_data
+@needs_task_splits
 def test_selection_sets_come_from_training_data_and_share_nothing_with_what_trains(tmp_path):
     files = task_files(SHARED_DATA, tmp_path)
     for task, (train, selection) in files.items():
@@ -56,7 +51,7 @@ def test_selection_sets_come_from_training_data_and_share_nothing_with_what_trai
     assert all(again[task][1].read_bytes() == files[task][1].read_bytes() for task in files)
 
 
-@needs_shared_data
+@needs_task_splits
 def test_the_equivalence_task_is_the_stsb_pairs_labelled_by_their_score_and_has_no_dev_set(tmp_path):
     """The pair-classification check: STS-B's training and selection pairs, in order, "equivalent" exactly when
     scored STS_EQUIVALENT or more; it runs only when named, and --report_dev refuses it (no dev set)."""
@@ -88,7 +83,7 @@ def test_the_equivalence_task_is_the_stsb_pairs_labelled_by_their_score_and_has_
         )
 
 
-@needs_shared_data
+@needs_task_splits
 def test_every_models_command_parses_as_finetune_flags(tmp_path):
     files = task_files(SHARED_DATA, tmp_path)
     (tmp_path / "conll2003" / "seed-0" / "teacher").mkdir(parents=True)
@@ -100,7 +95,7 @@ def test_every_models_command_parses_as_finetune_flags(tmp_path):
     assert student[student.index("--teacher") + 1] == str(tmp_path / "conll2003" / "seed-0" / "teacher")
 
 
-@needs_shared_data
+@needs_task_splits
 def test_the_chosen_candidate_is_what_finetune_teacher_does_by_default(tmp_path):
     """The candidate the selection chose and ``finetune --teacher``'s defaults (finetuning/task_recipe.py) are one
     recipe: the student's command parses to every constant of it."""
@@ -129,7 +124,7 @@ def test_the_chosen_candidate_is_what_finetune_teacher_does_by_default(tmp_path)
     ) == (task_recipe.HIDDEN_WEIGHT, task_recipe.ATTENTION_WEIGHT, task_recipe.AUGMENT_WORD_NEIGHBOURS)
 
 
-@needs_shared_data
+@needs_task_splits
 def test_the_sst2_embedding_corpus_holds_no_sentence_of_the_bundled_slice(tmp_path):
     corpus = sst2_sentences(SHARED_DATA / "sst2" / "train.tsv", tmp_path / "sst2.txt")
     sentences = corpus.read_text(encoding="utf-8").splitlines()
@@ -138,7 +133,7 @@ def test_the_sst2_embedding_corpus_holds_no_sentence_of_the_bundled_slice(tmp_pa
     assert not set(sentences) & bundled and all(len(sentence.split()) >= 3 for sentence in sentences)
 
 
-@needs_shared_data
+@needs_task_splits
 def test_the_wikitext_and_stsb_embedding_corpora_are_what_they_say(tmp_path):
     wikitext = wikitext_sentences(SHARED_DATA / "wikitext2", tmp_path / "wikitext.txt").read_text(encoding="utf-8")
     sentences = wikitext.splitlines()

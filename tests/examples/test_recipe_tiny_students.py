@@ -5,9 +5,6 @@ candidate declares; the assistant trains before the first student it teaches; th
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import pytest
 
 from compact_bert.cli import finetune_command
 from compact_bert.configuration import preset_config
@@ -25,15 +22,12 @@ from examples.tiny_students import (
     plot,
     role_commands,
 )
+from tests.conftest import SHARED_DATA, needs_shared_data
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-needs_shared_data = pytest.mark.skipif(
-    not (SHARED_DATA / "stsb" / "train.tsv").is_file(),
-    reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})",
-)
+needs_task_splits = needs_shared_data("stsb/train.tsv", "sst2/train.tsv", "conll2003/train.txt")
 
 
-@needs_shared_data
+@needs_task_splits
 def test_every_candidates_command_parses_with_its_shape_teacher_and_start(tmp_path):
     files = task_files(SHARED_DATA, tmp_path)
     commands = role_commands("stsb", 1, files["stsb"], tmp_path, list(CANDIDATES))

@@ -29,15 +29,10 @@ from compact_bert.finetuning.data import (
     tokenize_sequence_dataset,
     tokenize_token_dataset,
 )
-from tests.conftest import tiny_configs
+from tests.conftest import SHARED_DATA, needs_shared_data, tiny_configs
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-pytestmark = pytest.mark.skipif(
-    not all(
-        (SHARED_DATA / name).is_file()
-        for name in ("sst2/train.tsv", "sst2/validation.tsv", "conll2003/train.txt", "conll2003/validation.txt")
-    ),
-    reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})",
+pytestmark = needs_shared_data(
+    "sst2/train.tsv", "sst2/validation.tsv", "conll2003/train.txt", "conll2003/validation.txt"
 )
 FAMILIES = ("ib_bert", "mobilebert", "minimoe", "moe_bert")
 MOE_FAMILIES = ("minimoe", "moe_bert")

@@ -19,13 +19,10 @@ from compact_bert.finetuning.data import (
     tokenize_sequence_dataset,
     tokenize_token_dataset,
 )
+from tests.conftest import SHARED_DATA, needs_shared_data
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 CONLL_VALIDATION = SHARED_DATA / "conll2003" / "validation.txt"
-needs_shared_data = pytest.mark.skipif(
-    not CONLL_VALIDATION.is_file(),
-    reason=f"the shared data sets are not checked out next to the project ({SHARED_DATA})",
-)
+needs_conll_validation = needs_shared_data("conll2003/validation.txt")
 
 
 def _conll_slice(tmp_path: Path, sentences: int, name: str = "slice.txt", docstart: bool = True) -> Path:
@@ -43,7 +40,7 @@ def test_align_labels_first_sub_token_only():
     assert align_labels_with_words([None, 0, 1, 1, 1, 2, None], [5, 3, 0]) == [-100, 5, 3, -100, -100, 0, -100]
 
 
-@needs_shared_data
+@needs_conll_validation
 def test_real_conll_sentences_align_to_first_sub_tokens(tmp_path):
     path = _conll_slice(tmp_path, 40)
     words, tags = read_conll(path)
@@ -67,7 +64,7 @@ def test_real_conll_sentences_align_to_first_sub_tokens(tmp_path):
     assert split_words > 10  # the slice does exercise words split into several sub-tokens
 
 
-@needs_shared_data
+@needs_conll_validation
 def test_truncated_sentence_keeps_alignment(tmp_path):
     path = _conll_slice(tmp_path, 5)
     splits = load_finetuning_data(FinetuneDataArguments(task_name="ner", train_file=str(path)))
@@ -75,7 +72,7 @@ def test_truncated_sentence_keeps_alignment(tmp_path):
     assert all(len(example["labels"]) <= 8 and example["labels"][-1] == -100 for example in tokenized)
 
 
-@needs_shared_data
+@needs_conll_validation
 def test_eval_tags_unseen_in_training_are_an_error_unless_listed(tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("Paris B-LOC\nis O\nnice O\n\n", encoding="utf-8")
