@@ -100,6 +100,12 @@ CANDIDATES = {
         ["--num_train_epochs", "6", "--learning_rate", "4e-4"],
     ),
     "dense 3l-256h ten-epochs": ("3l-256h", "teacher", ["--num_train_epochs", "10"]),
+    # more of the teacher's labelled copies instead of more passes over the same ones
+    "dense 3l-256h six-epochs eight-copies": (
+        "3l-256h",
+        "teacher",
+        ["--num_train_epochs", "6", "--augment_copies", "8"],
+    ),
     # the no-distillation bar of the chosen recipe: the same shape and epochs, on the labels alone
     "labels-only 3l-256h six-epochs": ("3l-256h", None, ["--num_train_epochs", "6"]),
 }
