@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from compact_bert.cli.main import main
+from compact_bert.finetuning.task_recipe import NARROWED_STUDENT_EPOCHS
 from compact_bert.jobs.distill_task import TaskDistillationResult, TaskDistillationSpec, distill_task
 
 TINY_STUDENT = {
@@ -96,7 +97,8 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
     )
     # the tiny-student recipe's epochs for the narrowed student and its baseline; the teacher the recipe's 3
     epochs = {role: json.loads((tmp_path / role / "run_summary.json").read_text())["epoch"] for role in folders}
-    assert epochs == {"tiny-teacher-sst2": 3.0, "tiny-baseline-sst2": 6.0, "tiny-sst2": 6.0}
+    narrowed = NARROWED_STUDENT_EPOCHS
+    assert epochs == {"tiny-teacher-sst2": 3.0, "tiny-baseline-sst2": narrowed, "tiny-sst2": narrowed}
     assert result.summary["comparison"]["baseline"] == (
         "the pretrained teacher's layers 1, 3, 5 (0-based), 256 channels, 8 heads and 768 FFN neurons each, "
         "fine-tuned on the labels"
