@@ -27,6 +27,11 @@ from tests.conftest import SHARED_DATA, needs_shared_data
 needs_task_splits = needs_shared_data("stsb/train.tsv", "sst2/train.tsv", "conll2003/train.txt")
 
 
+def _lever(extra: list[str], flag: str, recipe_value: float) -> float:
+    """The value a candidate's extra flags set for ``flag``, else the recipe's."""
+    return float(extra[extra.index(flag) + 1]) if flag in extra else recipe_value
+
+
 @needs_task_splits
 def test_every_candidates_command_parses_with_its_shape_teacher_and_start(tmp_path):
     files = task_files(SHARED_DATA, tmp_path)
@@ -45,10 +50,9 @@ def test_every_candidates_command_parses_with_its_shape_teacher_and_start(tmp_pa
         if taught_by is None:  # cut from the pretrained teacher, labels at the teacher's learning rate
             assert model_args.init_from_teacher.endswith("model") and config.learning_rate == 1e-4
         else:  # the task-distillation recipe's learning rate (replacing the labels-only one) unless a lever sets it
-            learning_rate = float(extra[extra.index("--learning_rate") + 1]) if "--learning_rate" in extra else 2e-4
-            assert config.learning_rate == learning_rate and config.augment_copies == 4, role
-        epochs = float(extra[extra.index("--num_train_epochs") + 1]) if "--num_train_epochs" in extra else 3.0
-        assert config.num_train_epochs == epochs, role
+            assert config.learning_rate == _lever(extra, "--learning_rate", 2e-4), role
+            assert config.augment_copies == _lever(extra, "--augment_copies", 4), role
+        assert config.num_train_epochs == _lever(extra, "--num_train_epochs", 3.0), role
     assert finetune_command.parse_finetune_arguments(commands["dense 2l-384h hidden"])[2].distillation_hidden_weight
     assert commands["assistant"][commands["assistant"].index("--output_dir") + 1] == str(base / "assistant")
 
