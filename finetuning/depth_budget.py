@@ -91,6 +91,10 @@ def _line(medians: dict[int, float]) -> tuple[float, float]:
     return mean_ms - slope * mean_depth, slope
 
 
+def _layers(count: int) -> str:
+    return f"{count} layer" if count == 1 else f"{count} layers"
+
+
 def narrowed_shape(student_config) -> dict:
     """The tiny-student shape's width (examples/tiny_students.py): two thirds of the residual stream, rounded down to
     whole heads of the same size, and half of each FFN — the student's most important channels, heads and neurons
@@ -153,7 +157,7 @@ def deepest_student_within_budget(
     fixed_ms, per_layer_ms = _line({depth: result.median_ms for depth, result in measured.items()})
     ratios = {depth: round((fixed_ms + per_layer_ms * depth) / teacher_ms, 3) for depth in measured}
     fitting = [depth for depth, ratio in ratios.items() if ratio <= max_latency_ratio]
-    table = ", ".join(f"{depth} layers {ratio:.2f}x" for depth, ratio in ratios.items())
+    table = ", ".join(f"{_layers(depth)} {ratio:.2f}x" for depth, ratio in ratios.items())
     shape = (
         f"{kept_depth} layers of {width['hidden_size']} channels, {width['num_attention_heads']} heads and "
         f"{width['intermediate_size']} FFN neurons"
@@ -179,9 +183,9 @@ def deepest_student_within_budget(
             kept_depth, max_latency_ratio, round(teacher_ms, 2), ratios, medians, reason, width, narrowed_ratio
         )
     depth = max(fitting)
-    deeper = f"; {depth + 1} layers would be {ratios[depth + 1]:.2f}x" if depth + 1 in ratios else ""
+    deeper = f"; {_layers(depth + 1)} would be {ratios[depth + 1]:.2f}x" if depth + 1 in ratios else ""
     reason = (
-        f"{depth} layers: the deepest student within {max_latency_ratio}x of the teacher's latency on this machine "
+        f"{_layers(depth)}: the deepest student within {max_latency_ratio}x of the teacher's latency on this machine "
         f"({ratios[depth]:.2f}x{deeper}; {context}"
     )
     return DepthChoice(depth, max_latency_ratio, round(teacher_ms, 2), ratios, medians, reason, None, narrowed_ratio)

@@ -68,7 +68,9 @@ def test_the_deepest_depth_within_the_budget_is_chosen_and_an_impossible_budget_
         and "3 layers would be 0.80x" in record["reason"]
     )
     assert deepest_student_within_budget(student, teacher, 1.0, rounds=3).num_hidden_layers == 3
-    with pytest.raises(ValueError, match=r"--max_latency_ratio 0.3: no student depth fits; .*1 layers 0.40x"):
+    with pytest.raises(
+        ValueError, match=r"--max_latency_ratio 0.3: no student depth fits; .*1 layer 0.40x, 2 layers 0.60x"
+    ):
         deepest_student_within_budget(student, teacher, 0.3, rounds=3)
     with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
         deepest_student_within_budget(student, teacher, 1.5, rounds=3)
