@@ -336,9 +336,12 @@ def _record(path: Path, task: str, role: str, seed: int, value: float) -> None:
     path.write_text(json.dumps(recorded, indent=2) + "\n")
 
 
-def _summarize(results: dict, title: str) -> str:
-    """One table: per task, each role's metric per seed, mean, spread and share of the teacher's mean."""
-    lines = [title, "", "| task | model | per seed | mean | spread | of teacher |", "|---|---|---|---|---|---|"]
+def _summarize(results: dict, title: str, costs: dict | None = None) -> str:
+    """One table: per task, each role's metric per seed, mean, spread and share of the teacher's mean; with
+    ``costs`` (task -> role -> seed -> CPU seconds), each role's CPU-minutes per seed too. Then each role's mean share
+    over the tasks, and its worst task."""
+    header = "| task | model | per seed | mean | spread | of teacher |" + (" CPU-minutes per seed |" if costs else "")
+    lines = [title, "", header, "|---" * header.count(" | ") + "|---|"]
     shares: dict[str, list[float]] = {}
     for task, roles in results.items():
         teacher = statistics.fmean(roles["teacher"].values())
@@ -347,12 +350,18 @@ def _summarize(results: dict, title: str) -> str:
             mean = statistics.fmean(values)
             spread = max(values) - min(values)
             shares.setdefault(role, []).append(mean / teacher)
-            lines.append(
+            line = (
                 f"| {task} | {role} | {', '.join(f'{100 * value:.1f}' for value in values)} | {100 * mean:.1f} | "
                 f"{100 * spread:.1f} | {100 * mean / teacher:.1f}% |"
             )
-    lines += ["", "Mean share of the teacher over the task kinds:"]
-    lines += [f"- {role}: {100 * statistics.fmean(values):.1f}%" for role, values in shares.items()]
+            if costs:
+                line += f" {statistics.fmean(costs[task][role].values()) / 60:.1f} |"
+            lines.append(line)
+    lines += ["", "Mean share of the teacher over the task kinds, and the worst task:"]
+    lines += [
+        f"- {role}: {100 * statistics.fmean(values):.1f}% (worst {100 * min(values):.1f}%)"
+        for role, values in shares.items()
+    ]
     return "\n".join(lines)
 
 

@@ -54,6 +54,7 @@ from .task_recipes import (
     TASKS,
     TEACHER,
     _finetune,
+    _summarize,
     evaluate_folder,
     model_commands,
     task_files,
@@ -164,31 +165,6 @@ def _run(command: list[str]) -> tuple[dict, float]:
     cpu_seconds = round(time.process_time() - start, 1)
     cost_file.write_text(json.dumps({"cpu_seconds": cpu_seconds}) + "\n")
     return summary, cpu_seconds
-
-
-def _selection_table(scores: dict, costs: dict) -> str:
-    lines = [
-        "| task | model | per seed | mean | spread | of teacher | CPU-minutes per seed |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    shares: dict[str, list[float]] = {}
-    for task, roles in scores.items():
-        teacher = statistics.fmean(roles["teacher"].values())
-        for role, per_seed in roles.items():
-            values = list(per_seed.values())
-            mean = statistics.fmean(values)
-            shares.setdefault(role, []).append(mean / teacher)
-            minutes = statistics.fmean(costs[task][role].values()) / 60
-            lines.append(
-                f"| {task} | {role} | {', '.join(f'{100 * v:.1f}' for v in values)} | {100 * mean:.1f} | "
-                f"{100 * (max(values) - min(values)):.1f} | {100 * mean / teacher:.1f}% | {minutes:.1f} |"
-            )
-    lines += ["", "Mean share of the teacher over the task kinds, and the worst task:"]
-    lines += [
-        f"- {role}: {100 * statistics.fmean(values):.1f}% (worst {100 * min(values):.1f}%)"
-        for role, values in shares.items()
-    ]
-    return "\n".join(lines)
 
 
 def report_latency(commands: dict[str, list[str]], task: str) -> dict[str, dict[str, float]]:
@@ -303,8 +279,7 @@ def main(argv: list[str] | None = None) -> None:
                 scores = evaluate_folder(_folder(roles[role]), task, files[task][0], data_dir / dev_file)
                 dev.setdefault(task, {}).setdefault(role, {})[seed] = scores[metric]
         (output / "dev.json").write_text(json.dumps(dev, indent=2) + "\n")
-        costs = {task: {role: {seed: 0.0 for seed in args.seeds} for role in reported} for task in args.tasks}
-        print(_selection_table(dev, costs).replace("CPU-minutes per seed", "-"))
+        print(_summarize(dev, f"Dev sets, seeds {args.seeds}"))
         return
     # Seed by seed, candidate by candidate across the tasks: a partial run covers every task for the first ones.
     scores: dict[str, dict[str, dict[int, float]]] = {}
@@ -319,8 +294,7 @@ def main(argv: list[str] | None = None) -> None:
                     cpu_seconds += costs[task]["assistant"][seed]
                 costs.setdefault(task, {}).setdefault(role, {})[seed] = cpu_seconds
                 (output / "selection.json").write_text(json.dumps({"scores": scores, "cpu_seconds": costs}, indent=2))
-    print("\nSelection sets (carved from train), seeds", args.seeds)
-    print(_selection_table(scores, costs))
+    print("\n" + _summarize(scores, f"Selection sets (carved from train), seeds {args.seeds}", costs))
     if args.plot:
         plot(scores, json.loads((output / "latency.json").read_text()), args.plot)
 

@@ -10,14 +10,13 @@ from compact_bert.cli import finetune_command
 from compact_bert.configuration import preset_config
 from compact_bert.finetuning.depth_budget import DepthChoice, narrowed_shape
 from compact_bert.finetuning.task_recipe import NARROWED_STUDENT_EPOCHS
-from examples.task_recipes import task_files
+from examples.task_recipes import _summarize, task_files
 from examples.tiny_students import (
     CANDIDATES,
     CHOSEN,
     NO_DISTILLATION_BAR,
     SHAPES,
     _eager_ratio,
-    _selection_table,
     _training_order,
     plot,
     role_commands,
@@ -88,7 +87,7 @@ def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_pr
 def test_the_selection_table_and_the_plot_come_from_the_recorded_numbers(tmp_path):
     scores = {"sst2": {"teacher": {0: 0.9, 1: 0.8}, CHOSEN: {0: 0.855, 1: 0.76}, "minimoe 2l-384h": {0: 0.81}}}
     costs = {"sst2": {role: {0: 60.0, 1: 120.0} for role in scores["sst2"]}}
-    table = _selection_table(scores, costs)
+    table = _summarize(scores, "Selection sets", costs)
     assert f"| sst2 | {CHOSEN} | 85.5, 76.0 | 80.8 | 9.5 | 95.0% | 1.5 |" in table
     assert "- minimoe 2l-384h: 95.3% (worst 95.3%)" in table
     scores["sst2"][NO_DISTILLATION_BAR] = {0: 0.8}  # not timed: drawn at the latency of its shape's candidate
