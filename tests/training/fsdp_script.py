@@ -4,6 +4,7 @@ the evaluation loss, what each process held of the teacher, and where the final 
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -79,6 +80,10 @@ def main(output: str) -> None:
         results[f"{name}_resumed"] = _run(name, build, output, resume=True)
     if torch.distributed.get_rank() == 0:
         (output / "fsdp.json").write_text(json.dumps(results, indent=1))
+    # As ``cli.main._close_process_group``: the finished trainers are garbage in reference cycles, and FSDP2's
+    # modules hold the group. Collected during interpreter shutdown instead, gloo's threads abort the process
+    # ("terminate called without an active exception") after every result was written (CI, tf457, 2026-11-29).
+    gc.collect()
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
