@@ -1,5 +1,5 @@
 """What ``--max_latency_ratio`` measures before training, printed: the teacher and the student at every depth below
-the teacher's (and, for a dense preset, the narrower tiny-student shape), side by side on compact-bert's eager path at batch
+the teacher's (and, for a dense preset, the narrower tiny-student shapes), side by side on compact-bert's eager path at batch
 1 x 128 (``finetuning/depth_budget.py``).
 
 Prints each depth's median, the least-squares line the choice reads (fixed ms + ms per layer: the floor that the

@@ -14,8 +14,9 @@ line and the reason are printed and returned for the run summary.
 
 Below half the teacher's depth, depth is worth more than width: at 0.3x of the packaged teacher, 3 layers of 256
 channels kept more of the teacher on sentences, pairs and tags than 2 or 1 full-width layers
-(``examples/tiny_students.py``). So a dense preset is also timed in that narrowed shape (``narrowed_shape``), which
-is chosen where no whole student half the teacher's depth fits.
+(``examples/tiny_students.py``). So a dense preset is also timed at half the teacher's depth in narrowed shapes
+(``narrowed_shapes``), the widest residual stream first, and the widest that fits is chosen where no whole student
+that deep fits.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = [
     "budgeted_overrides",
     "check_max_latency_ratio",
     "deepest_student_within_budget",
+    "describe_shape",
+    "narrowed_shapes",
 ]
 
 LATENCY_BUDGET_ROUNDS = 15
@@ -47,7 +50,8 @@ class DepthChoice:
     measured_ms: dict[int, float] = field(default_factory=dict)  # the medians the line was fitted to
     reason: str = ""
     narrowed: dict | None = None  # the narrowed shape's width fields when it was chosen; None: the preset's width
-    narrowed_ratio: float | None = None  # the narrowed shape's measured ratio (None: not measured)
+    narrowed_ratio: float | None = None  # the chosen narrowed shape's measured ratio (None: none chosen)
+    narrowed_ratios: dict[str, float] = field(default_factory=dict)  # every narrowed shape measured, by description
 
     def overrides(self) -> dict:
         """The config fields the choice sets."""
@@ -61,6 +65,7 @@ class DepthChoice:
             "teacher_ms": self.teacher_ms,
             "latency_ratio_by_depth": {str(depth): ratio for depth, ratio in self.ratios.items()},
             "narrowed_latency_ratio": self.narrowed_ratio,
+            "narrowed_latency_ratios": dict(self.narrowed_ratios),
             "measured_ms_by_depth": {str(depth): ms for depth, ms in self.measured_ms.items()},
             "reason": self.reason,
         }
@@ -95,17 +100,42 @@ def _layers(count: int) -> str:
     return f"{count} layer" if count == 1 else f"{count} layers"
 
 
-def narrowed_shape(student_config) -> dict:
-    """The tiny-student shape's width (examples/tiny_students.py): two thirds of the residual stream, rounded down to
-    whole heads of the same size, and half of each FFN — the student's most important channels, heads and neurons
-    when it starts from its teacher. For the main job's 384-wide preset: 256 channels, 8 heads, 768 FFN neurons."""
+def narrowed_shapes(student_config) -> list[dict]:
+    """The tiny-student widths, widest residual stream first, each in whole heads of the student's head size — the
+    student's most important channels, heads and neurons when it starts from its teacher:
+
+    1. five sixths of the heads, and an FFN of twice the residual width (for the main job's 384-wide preset: 320
+       channels, 10 heads, 640 FFN neurons);
+    2. two thirds of the heads, and half of each FFN (256 channels, 8 heads, 768 FFN neurons).
+
+    At batch 1 x 128 both cost the same on this CPU (0.30x of the packaged teacher with 3 layers; a layer's fixed
+    per-operation cost dominates), and the wider residual stream kept more of the teacher: 96.7% of CoNLL-2003 on the
+    selection set against 95.2% (``examples/tiny_students.py``; docs/students.md, "Tiny students"). The first is left
+    out where it would have no more heads than the second."""
     head_size = student_config.hidden_size // student_config.num_attention_heads
-    heads = max(1, (2 * student_config.num_attention_heads) // 3)
-    return {
-        "hidden_size": heads * head_size,
-        "num_attention_heads": heads,
+    heads = student_config.num_attention_heads
+    wide_heads, narrow_heads = max(1, (5 * heads) // 6), max(1, (2 * heads) // 3)
+    narrow = {
+        "hidden_size": narrow_heads * head_size,
+        "num_attention_heads": narrow_heads,
         "intermediate_size": max(1, student_config.intermediate_size // 2),
     }
+    if wide_heads <= narrow_heads:
+        return [narrow]
+    wide = {
+        "hidden_size": wide_heads * head_size,
+        "num_attention_heads": wide_heads,
+        "intermediate_size": 2 * wide_heads * head_size,
+    }
+    return [wide, narrow]
+
+
+def describe_shape(depth: int, width: dict) -> str:
+    """``3 layers of 320 channels, 10 heads and 640 FFN neurons``."""
+    return (
+        f"{_layers(depth)} of {width['hidden_size']} channels, {width['num_attention_heads']} heads and "
+        f"{width['intermediate_size']} FFN neurons"
+    )
 
 
 def deepest_student_within_budget(
@@ -116,11 +146,11 @@ def deepest_student_within_budget(
     narrow: bool = False,
 ) -> DepthChoice:
     """The deepest ``student_config`` (1 layer up to one fewer than the teacher's) whose latency is at most
-    ``max_latency_ratio`` × the teacher's (module docstring). With ``narrow``, the tiny-student shape is measured too:
-    half the teacher's depth (rounded up) at the ``narrowed_shape`` width. Where no whole student that deep fits, it
-    is chosen if it fits — at 0.3x of the packaged teacher, 3 layers of 256 channels kept 95.5 / 95.2 / 92.6% of the
-    teacher on SST-2 / STS-B / CoNLL-2003 where 2 whole-width layers with half their FFNs kept 95.6 / 91.2 / 91.4%
-    (examples/tiny_students.py, docs/students.md). Raises ``ValueError`` when nothing fits, naming the ratios."""
+    ``max_latency_ratio`` × the teacher's (module docstring). With ``narrow``, the tiny-student shapes are measured
+    too: half the teacher's depth (rounded up) at each ``narrowed_shapes`` width. Where no whole student that deep
+    fits, the widest of them that fits is chosen — at 0.3x of the packaged teacher, 3 narrowed layers kept more of the
+    teacher on SST-2, STS-B and CoNLL-2003 than 2 whole-width layers with half their FFNs, and far more than 1 whole
+    layer (examples/tiny_students.py, docs/students.md). Raises ``ValueError`` when nothing fits, naming the ratios."""
     import torch
     import transformers
 
@@ -138,11 +168,11 @@ def deepest_student_within_budget(
         config.num_hidden_layers = depth
         configs[depth] = config
     kept_depth = (teacher_layers + 1) // 2
-    width = narrowed_shape(student_config)
-    if narrow:
-        configs["narrowed"] = copy.deepcopy(student_config)
+    widths = narrowed_shapes(student_config) if narrow else []
+    for index, width in enumerate(widths):
+        configs[f"narrowed {index}"] = copy.deepcopy(student_config)
         for name, value in {**width, "num_hidden_layers": kept_depth}.items():
-            setattr(configs["narrowed"], name, value)
+            setattr(configs[f"narrowed {index}"], name, value)
     length = min(SEQUENCE_LENGTH, *(config.max_position_embeddings for config in configs.values()))
     inputs = latency_inputs(min(config.vocab_size for config in configs.values()), 1, length)
     with torch.random.fork_rng():  # random weights for timing only: the run's seeded stream is left as it was
@@ -153,18 +183,18 @@ def deepest_student_within_budget(
         }
     measured = measure_interleaved(runners, rounds=rounds)
     teacher_ms = measured.pop("teacher").median_ms
-    narrowed_ratio = round(measured.pop("narrowed").median_ms / teacher_ms, 3) if narrow else None
+    narrowed_ratios = [
+        round(measured.pop(f"narrowed {index}").median_ms / teacher_ms, 3) for index in range(len(widths))
+    ]
     fixed_ms, per_layer_ms = _line({depth: result.median_ms for depth, result in measured.items()})
     ratios = {depth: round((fixed_ms + per_layer_ms * depth) / teacher_ms, 3) for depth in measured}
     fitting = [depth for depth, ratio in ratios.items() if ratio <= max_latency_ratio]
     table = ", ".join(f"{_layers(depth)} {ratio:.2f}x" for depth, ratio in ratios.items())
-    shape = (
-        f"{kept_depth} layers of {width['hidden_size']} channels, {width['num_attention_heads']} heads and "
-        f"{width['intermediate_size']} FFN neurons"
-    )
-    if narrow:
-        table += f"; {shape} {narrowed_ratio:.2f}x"
-    take_narrowed = narrow and narrowed_ratio <= max_latency_ratio and max(fitting, default=0) < kept_depth
+    shapes = [describe_shape(kept_depth, width) for width in widths]
+    for shape, ratio in zip(shapes, narrowed_ratios, strict=True):
+        table += f"; {shape} {ratio:.2f}x"
+    fitting_widths = [index for index, ratio in enumerate(narrowed_ratios) if ratio <= max_latency_ratio]
+    take_narrowed = bool(fitting_widths) and max(fitting, default=0) < kept_depth
     if not fitting and not take_narrowed:
         raise ValueError(
             f"--max_latency_ratio {max_latency_ratio}: no student depth fits; measured against the teacher "
@@ -172,23 +202,31 @@ def deepest_student_within_budget(
         )
     context = f"teacher {teacher_ms:.1f} ms, batch 1 x {length}, compact-bert's eager path; every shape: {table}."
     medians = {depth: round(result.median_ms, 2) for depth, result in measured.items()}
+    measured_shapes = dict(zip(shapes, narrowed_ratios, strict=True))
+    common = (max_latency_ratio, round(teacher_ms, 2), ratios, medians)
     if take_narrowed:
-        deepest = f"{max(fitting)} whole layer{'s' if max(fitting) > 1 else ''}" if fitting else "not one whole layer"
+        chosen = fitting_widths[0]
+        deepest = f"{_layers(max(fitting)).replace('layer', 'whole layer')}" if fitting else "not one whole layer"
+        wider = (
+            f" ({shapes[0]} would be {narrowed_ratios[0]:.2f}x)"
+            if chosen
+            else " (the wider narrowed shape)"
+            if len(widths) > 1
+            else ""
+        )
         reason = (
-            f"{shape}: {kept_depth} whole layers do not fit within {max_latency_ratio}x of the teacher's latency on "
-            f"this machine, {deepest} would; narrower at that depth keeps more of the teacher ({narrowed_ratio:.2f}x; "
-            f"{context}"
+            f"{shapes[chosen]}{wider}: {kept_depth} whole layers do not fit within {max_latency_ratio}x of the "
+            f"teacher's latency on this machine, {deepest} would; narrower at that depth keeps more of the teacher "
+            f"({narrowed_ratios[chosen]:.2f}x; {context}"
         )
-        return DepthChoice(
-            kept_depth, max_latency_ratio, round(teacher_ms, 2), ratios, medians, reason, width, narrowed_ratio
-        )
+        return DepthChoice(kept_depth, *common, reason, widths[chosen], narrowed_ratios[chosen], measured_shapes)
     depth = max(fitting)
     deeper = f"; {_layers(depth + 1)} would be {ratios[depth + 1]:.2f}x" if depth + 1 in ratios else ""
     reason = (
         f"{_layers(depth)}: the deepest student within {max_latency_ratio}x of the teacher's latency on this machine "
         f"({ratios[depth]:.2f}x{deeper}; {context}"
     )
-    return DepthChoice(depth, max_latency_ratio, round(teacher_ms, 2), ratios, medians, reason, None, narrowed_ratio)
+    return DepthChoice(depth, *common, reason, None, None, measured_shapes)
 
 
 def budgeted_overrides(

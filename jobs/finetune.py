@@ -164,8 +164,9 @@ class FinetuneModelArguments:
             "help": "For a preset student with a teacher (--teacher or --init_from_teacher FOLDER): instead of the "
             "preset's depth, the deepest student whose latency is at most this share of the teacher's, measured "
             "here before training (batch 1 x 128, the same inference path; finetuning/depth_budget.py), e.g. 0.5; "
-            "for a dense preset where no whole student half the teacher's depth fits, that depth with two thirds "
-            "of the heads and half of each FFN (0.3 against all-MiniLM-L6-v2: 3 layers of 256 channels), "
+            "for a dense preset where no whole student half the teacher's depth fits, that depth narrowed, the "
+            "wider residual stream first (0.3 against all-MiniLM-L6-v2: 3 layers of 320 channels, 10 heads and 640 "
+            "FFN neurons, else 256 channels, 8 heads and 768 neurons), "
             f"which trains {NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given."
         },
     )

@@ -22,4 +22,6 @@ def test_the_depth_budget_benchmark_prints_every_depth_and_its_choice():
     assert "measured medians (ms) by depth: {1: " in result.stdout and ", 5: " in result.stdout
     # which depth fits depends on this machine's timings (5 on an idle one): a choice is printed with its reason
     assert re.search(r"[1-5] layers[^:]*: the deepest student within 1.0x", result.stdout)
-    assert "3 layers of 256 channels, 8 heads and 768 FFN neurons" in result.stdout  # the tiny shape is measured too
+    # the tiny shapes are measured too, the wider first
+    assert "3 layers of 320 channels, 10 heads and 640 FFN neurons" in result.stdout
+    assert "3 layers of 256 channels, 8 heads and 768 FFN neurons" in result.stdout

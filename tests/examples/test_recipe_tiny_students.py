@@ -8,7 +8,7 @@ import json
 
 from compact_bert.cli import finetune_command
 from compact_bert.configuration import preset_config
-from compact_bert.finetuning.depth_budget import DepthChoice, narrowed_shape
+from compact_bert.finetuning.depth_budget import DepthChoice, narrowed_shapes
 from compact_bert.finetuning.task_recipe import NARROWED_STUDENT_EPOCHS
 from examples.task_recipes import _summarize, task_files
 from examples.tiny_students import (
@@ -63,22 +63,23 @@ def test_the_assistant_trains_just_before_the_first_student_it_teaches():
 
 
 def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_preset():
+    """CHOSEN's shape is the widest ``--max_latency_ratio`` times, the no-distillation bar's the narrower one of the
+    same latency: the two narrowed shapes of the main job's preset, in order."""
     preset, overrides = SHAPES[CANDIDATES[CHOSEN][0]]
-    budget = DepthChoice(3, 0.3, 1.0, narrowed=narrowed_shape(preset_config(preset)))
-    assert (
-        overrides
-        == budget.overrides()
-        == {
-            "num_hidden_layers": 3,
-            "hidden_size": 256,
-            "num_attention_heads": 8,
-            "intermediate_size": 768,
-        }
-    )
-    # the recipe --max_latency_ratio trains it with; the no-distillation bar: the same shape and epochs
+    wide, narrow = narrowed_shapes(preset_config(preset))
+    assert overrides == DepthChoice(3, 0.3, 1.0, narrowed=wide).overrides()
+    assert overrides == {
+        "num_hidden_layers": 3,
+        "hidden_size": 320,
+        "num_attention_heads": 10,
+        "intermediate_size": 640,
+    }
+    bar_preset, bar_overrides = SHAPES[CANDIDATES[NO_DISTILLATION_BAR][0]]
+    assert (bar_preset, bar_overrides) == (preset, DepthChoice(3, 0.3, 1.0, narrowed=narrow).overrides())
+    # the recipe --max_latency_ratio trains it with; the no-distillation bar: the same epochs, on the labels alone
     _, taught_by, flags = CANDIDATES[CHOSEN]
     assert (taught_by, flags) == ("teacher", ["--num_train_epochs", f"{NARROWED_STUDENT_EPOCHS:g}"])
-    assert CANDIDATES[NO_DISTILLATION_BAR] == (CANDIDATES[CHOSEN][0], None, flags)
+    assert CANDIDATES[NO_DISTILLATION_BAR][1:] == (None, flags)
     moe = preset_config(SHAPES["moe-2l-384h"][0], **SHAPES["moe-2l-384h"][1])
     # the MoE twin of the 2-layer student: the same attention, 4 experts holding its 768 FFN neurons, one per token
     assert (moe.num_hidden_layers, moe.hidden_size, moe.num_experts * moe.moe_intermediate_size) == (2, 384, 768)

@@ -18,7 +18,7 @@ import compact_bert.evaluation.runtime_latency as runtime_latency
 from compact_bert.cli.main import main
 from compact_bert.configuration import preset_config
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
-from compact_bert.finetuning.depth_budget import _line, deepest_student_within_budget
+from compact_bert.finetuning.depth_budget import _line, deepest_student_within_budget, narrowed_shapes
 
 TEACHER_SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}
 
@@ -34,8 +34,8 @@ def test_the_line_through_the_medians_is_least_squares():
 @pytest.fixture
 def fixed_timings(monkeypatch) -> SimpleNamespace:
     """``measure_interleaved`` that still runs every model once, then reports 1 ms + 1 ms per layer (the teacher:
-    ``teacher_layers``, set by the test; the narrowed shape: ``narrowed_ms``), as an idle machine would up to a
-    constant. ``calls``: the runners' names."""
+    ``teacher_layers``, set by the test; the narrowed shapes: ``narrowed_ms``, one value for all or a list, widest
+    first), as an idle machine would up to a constant. ``calls``: the runners' names."""
     state = SimpleNamespace(teacher_layers=None, narrowed_ms=None, calls=[])
 
     def measure(runners, rounds=30, warmup=3):
@@ -44,8 +44,9 @@ def fixed_timings(monkeypatch) -> SimpleNamespace:
             run()
 
         def ms(name) -> float:
-            if name == "narrowed":  # the tiny-student shape: set by the test
-                return state.narrowed_ms
+            if str(name).startswith("narrowed"):  # the tiny-student shapes: set by the test
+                index = int(name.split()[1])
+                return state.narrowed_ms[index] if isinstance(state.narrowed_ms, list) else state.narrowed_ms
             return 1.0 + (state.teacher_layers if name == "teacher" else name)
 
         return {name: SimpleNamespace(median_ms=ms(name)) for name in runners}
@@ -82,22 +83,57 @@ def test_the_narrowed_shape_is_taken_only_where_no_whole_student_half_the_teache
     fixed_timings.teacher_layers = 6  # teacher 7 ms; 1-5 layers 2-6 ms; 3 narrowed layers 2 ms
     fixed_timings.narrowed_ms = 2.0
     choice = deepest_student_within_budget(student, teacher, 0.3, rounds=3, narrow=True)
-    assert fixed_timings.calls[-1] == ["teacher", 1, 2, 3, 4, 5, "narrowed"]
-    # two thirds of 4 heads of 16 channels: 2 heads, 32 channels; half of the 128-neuron FFN
+    assert fixed_timings.calls[-1] == ["teacher", 1, 2, 3, 4, 5, "narrowed 0", "narrowed 1"]
+    # the widest that fits: five sixths of 4 heads of 16 channels (3 heads, 48 channels), an FFN twice that
     assert choice.overrides() == {
+        "num_hidden_layers": 3,
+        "hidden_size": 48,
+        "num_attention_heads": 3,
+        "intermediate_size": 96,
+    }
+    assert choice.narrowed_ratio == 0.286 and choice.as_record()["narrowed"]["hidden_size"] == 48
+    assert "3 layers of 48 channels, 3 heads and 96 FFN neurons (the wider narrowed shape)" in choice.reason
+    assert "1 whole layer would" in choice.reason  # 1 whole layer fits (0.29x) but is shallower
+    assert choice.as_record()["narrowed_latency_ratios"] == {
+        "3 layers of 48 channels, 3 heads and 96 FFN neurons": 0.286,
+        "3 layers of 32 channels, 2 heads and 64 FFN neurons": 0.286,
+    }
+    fixed_timings.narrowed_ms = [
+        2.2,
+        2.0,
+    ]  # the wider shape over budget (0.31x): two thirds of the heads, half the FFN
+    narrower = deepest_student_within_budget(student, teacher, 0.3, rounds=3, narrow=True)
+    assert narrower.overrides() == {
         "num_hidden_layers": 3,
         "hidden_size": 32,
         "num_attention_heads": 2,
         "intermediate_size": 64,
     }
-    assert choice.narrowed_ratio == 0.286 and choice.as_record()["narrowed"]["hidden_size"] == 32
-    assert "3 layers of 32 channels, 2 heads and 64 FFN neurons: 3 whole layers do not fit" in choice.reason
-    assert "1 whole layer would" in choice.reason  # 1 whole layer fits (0.29x) but is shallower
+    assert narrower.narrowed_ratio == 0.286
+    assert (
+        "3 layers of 32 channels, 2 heads and 64 FFN neurons (3 layers of 48 channels, 3 heads and 96 FFN neurons would be 0.31x)"
+        in narrower.reason
+    )
     whole = deepest_student_within_budget(student, teacher, 0.6, rounds=3, narrow=True)
     assert whole.overrides() == {"num_hidden_layers": 3} and whole.narrowed is None  # 3 whole layers fit: 0.57x
+    assert whole.narrowed_ratio is None and len(whole.narrowed_ratios) == 2
     assert deepest_student_within_budget(student, teacher, 0.3, rounds=3).overrides() == {"num_hidden_layers": 1}
-    with pytest.raises(ValueError, match=r"no student depth fits; .*3 layers of 32 channels, .* 0.29x"):
+    with pytest.raises(
+        ValueError, match=r"no student depth fits; .*3 layers of 48 channels, .* 0.31x; 3 layers of 32"
+    ):
         deepest_student_within_budget(student, teacher, 0.2, rounds=3, narrow=True)
+
+
+def test_the_narrowed_shapes_of_the_main_jobs_preset_are_the_studys():
+    """The widths ``--max_latency_ratio`` times for the main job's student are the two the tiny-student study
+    trained (examples/tiny_students.py): 320 channels with 10 heads and a 640-neuron FFN, then 256 with 8 and 768. A
+    student with too few heads for a wider shape gets only the narrower one."""
+    assert narrowed_shapes(preset_config("minilm-3l-384h")) == [
+        {"hidden_size": 320, "num_attention_heads": 10, "intermediate_size": 640},
+        {"hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 768},
+    ]
+    three_heads = preset_config("minilm-3l-96h", num_attention_heads=3)
+    assert [width["num_attention_heads"] for width in narrowed_shapes(three_heads)] == [2]
 
 
 QUICK = [

@@ -65,16 +65,16 @@ def test_the_spec_refuses_a_bad_value_by_name(fields, message):
 
 def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_shape(tmp_path, monkeypatch):
     """``distill task --max_latency_ratio 0.3`` with the packaged teacher: where no whole 3-layer student fits, the
-    student and the labels-only baseline both get the tiny-student shape (3 layers of 256 channels, 8 heads, 768 FFN
-    neurons: the same latency), and the student ships as a plain BERT. The clock is fixed (teacher 8 units, a whole
-    student 1 plus 1 a layer, the narrowed shape 2.2) so that the choice is the one the tiny-student study measured
-    on this machine, on any machine."""
+    student and the labels-only baseline both get the widest tiny-student shape that fits (3 layers of 320 channels,
+    10 heads, 640 FFN neurons), and the student ships as a plain BERT. The clock is fixed (teacher 8 units, a whole
+    student 1 plus 1 a layer, both narrowed shapes 2.2) so that the choice is the one the tiny-student study
+    measured on this machine, on any machine."""
     import compact_bert.evaluation.runtime_latency as runtime_latency
 
     def measure(runners, rounds=30, warmup=3):
         for run in runners.values():
             run()
-        units = {"teacher": 8.0, "narrowed": 2.2}
+        units = {"teacher": 8.0, "narrowed 0": 2.2, "narrowed 1": 2.2}
         return {name: SimpleNamespace(median_ms=units[name] if name in units else 1.0 + name) for name in runners}
 
     monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
@@ -84,7 +84,7 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
     )
     record = result.summary["depth_by_latency_budget"]
     assert record["num_hidden_layers"] == 3 and record["narrowed_latency_ratio"] == 0.275
-    shape = ("bert", 3, 256, 8, 768)
+    shape = ("bert", 3, 320, 10, 640)
     folders = ("tiny-teacher-sst2", "tiny-baseline-sst2", "tiny-sst2")
     for role in folders[1:]:
         config = json.loads((tmp_path / role / "config.json").read_text())
@@ -93,13 +93,13 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
     assert "auto_map" not in json.loads((tmp_path / "tiny-sst2" / "config.json").read_text())
     card = (tmp_path / "tiny-sst2" / "README.md").read_text(encoding="utf-8")
     assert (
-        "fine-tuned from the preset `minilm-3l-384h` as 3 layers of 256 channels, 8 heads and 768 FFN neurons" in card
+        "fine-tuned from the preset `minilm-3l-384h` as 3 layers of 320 channels, 10 heads and 640 FFN neurons" in card
     )
     # the tiny-student recipe's epochs for the narrowed student and its baseline; the teacher the recipe's 3
     epochs = {role: json.loads((tmp_path / role / "run_summary.json").read_text())["epoch"] for role in folders}
     narrowed = NARROWED_STUDENT_EPOCHS
     assert epochs == {"tiny-teacher-sst2": 3.0, "tiny-baseline-sst2": narrowed, "tiny-sst2": narrowed}
     assert result.summary["comparison"]["baseline"] == (
-        "the pretrained teacher's layers 1, 3, 5 (0-based), 256 channels, 8 heads and 768 FFN neurons each, "
+        "the pretrained teacher's layers 1, 3, 5 (0-based), 320 channels, 10 heads and 640 FFN neurons each, "
         "fine-tuned on the labels"
     )
