@@ -133,7 +133,6 @@ CANDIDATES = {
     # the no-distillation bar of the chosen recipe: the same shape and epochs, on the labels alone
     "labels-only 3l-256h six-epochs": ("3l-256h", None, ["--num_train_epochs", "6"]),
     "labels-only 3l-256h ten-epochs": ("3l-256h", None, ["--num_train_epochs", "10"]),
-    "labels-only 3l-320h ten-epochs": ("3l-320h", None, ["--num_train_epochs", "10"]),
 }
 # the best on the selection sets (docs/students.md): the recipe --max_latency_ratio runs where the shape fits
 # (depth_budget.narrowed_shapes, task_recipe.NARROWED_STUDENT_EPOCHS); and the labels-only student it must beat, cut

@@ -92,8 +92,13 @@ def test_the_selection_table_and_the_plot_come_from_the_recorded_numbers(tmp_pat
     assert f"| sst2 | {CHOSEN} | 85.5, 76.0 | 80.8 | 9.5 | 95.0% | 1.5 |" in table
     assert "- minimoe 2l-384h: 95.3% (worst 95.3%)" in table
     scores["sst2"][NO_DISTILLATION_BAR] = {0: 0.8}  # not timed: drawn at the latency of its shape's candidate
-    latency = {CHOSEN: {"eager_ratio": 0.28}, "minimoe 2l-384h": {"eager_ratio": 0.29}}
-    assert _eager_ratio(NO_DISTILLATION_BAR, latency) == 0.28 and _eager_ratio("dense 1l-384h", latency) is None
+    latency = {
+        CHOSEN: {"eager_ratio": 0.29},
+        "dense 3l-256h": {"eager_ratio": 0.28},
+        "minimoe 2l-384h": {"eager_ratio": 0.29},
+    }
+    assert _eager_ratio(NO_DISTILLATION_BAR, latency) == 0.28  # the 256-channel shape's, timed as `dense 3l-256h`
+    assert _eager_ratio(CHOSEN, latency) == 0.29 and _eager_ratio("dense 1l-384h", latency) is None
     plot(scores, latency, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     json.dumps(latency)  # what --report_latency writes is plain JSON
