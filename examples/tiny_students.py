@@ -29,7 +29,7 @@ measures each trained student against its teacher, eager on compact-bert's path 
 ONNX Runtime, interleaved in one process. Each run's CPU time (process time, both cores) is recorded beside it, and a
 candidate taught by the assistant is charged the assistant's training too.
 
-Run, on 2 CPU cores (about 150 minutes per seed with every candidate):
+Run, on 2 CPU cores (every candidate: 3 to 4 hours per seed; each run's CPU-minutes are in docs/students.md):
 ``python -m examples.tiny_students --output_dir runs/tiny_students --seeds 0 1`` (``--candidates`` and ``--tasks``
 run a part; finished runs are reused), then
 ``... --report_latency`` (latency table, ``latency.json``: the first seed's models of the first task, as a model's
