@@ -31,6 +31,7 @@ __all__ = [
     "check_max_latency_ratio",
     "deepest_student_within_budget",
     "describe_shape",
+    "describe_width",
     "narrowed_shapes",
 ]
 
@@ -131,12 +132,17 @@ def narrowed_shapes(student_config) -> list[dict]:
     return [wide, narrow]
 
 
-def describe_shape(depth: int, width: dict) -> str:
-    """``3 layers of 320 channels, 10 heads and 640 FFN neurons``."""
+def describe_width(width: dict) -> str:
+    """``320 channels, 10 heads and 640 FFN neurons`` (``width``: a ``narrowed_shapes`` entry, or a config's fields)."""
     return (
-        f"{_layers(depth)} of {width['hidden_size']} channels, {width['num_attention_heads']} heads and "
+        f"{width['hidden_size']} channels, {width['num_attention_heads']} heads and "
         f"{width['intermediate_size']} FFN neurons"
     )
+
+
+def describe_shape(depth: int, width: dict) -> str:
+    """``3 layers of 320 channels, 10 heads and 640 FFN neurons``."""
+    return f"{_layers(depth)} of {describe_width(width)}"
 
 
 def deepest_student_within_budget(

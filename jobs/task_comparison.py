@@ -28,6 +28,7 @@ import transformers
 from ..configuration.dense_students import is_dense_student
 from ..configuration.presets import minilm_fields_like
 from ..finetuning.data import FinetuneDataArguments
+from ..finetuning.depth_budget import describe_width
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.folder_evaluation import evaluate_folder
 from ..model_cards.load_calls import load_call
@@ -159,10 +160,7 @@ def comparison_runs(
     for run in runs.values():
         run.teacher_name = teacher_name or teacher_path
     if narrowed:
-        runs["baseline"].narrowed = (
-            f", {student_config.hidden_size} channels, {student_config.num_attention_heads} heads and "
-            f"{student_config.intermediate_size} FFN neurons each"
-        )
+        runs["baseline"].narrowed = f", {describe_width(student_config.to_dict())} each"
     return runs
 
 
