@@ -101,6 +101,9 @@ def test_ctrl_c_during_training_ends_with_one_line_saying_what_was_kept(tmp_path
         str(files["validation"]),
         "--max_steps",
         "100000",
+        # the default patience ends this tiny run within a minute on a fast machine, before the signal is sent
+        "--early_stopping_patience",
+        "0",
         "--logging_steps",
         "1",
         "--logging_strategy",
@@ -115,7 +118,8 @@ def test_ctrl_c_during_training_ends_with_one_line_saying_what_was_kept(tmp_path
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        # unbuffered: the step lines reach the reader as they are logged, not a pipe buffer later
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"},
     )
     # stdout is read to its end on a thread, so the child never blocks on a full pipe; SIGINT goes once it has
     # logged two optimizer steps (well inside training, past any first-step setup).
