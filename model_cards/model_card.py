@@ -265,12 +265,17 @@ def _latency_text(facts: FolderFacts) -> str:
 
 def _shape_text(config) -> str:
     """The shape the folder's weights have, e.g. "3 layers of 256 channels, 8 heads and 768 FFN neurons": a preset's
-    name says its own shape, which overrides and ``--max_latency_ratio`` change."""
-    text = f"{config.num_hidden_layers} layers of {config.hidden_size} channels, {config.num_attention_heads} heads"
+    name says its own shape, which overrides and ``--max_latency_ratio`` change (1 layer or head is singular)."""
+    text = f"{_count(config.num_hidden_layers, 'layer')} of {config.hidden_size} channels, "
+    text += _count(config.num_attention_heads, "head")
     experts = getattr(config, "num_experts", 1) or 1
     if experts > 1 and getattr(config, "moe_intermediate_size", None):
         return f"{text} and {experts} experts of {config.moe_intermediate_size} FFN neurons"
     return f"{text} and {config.intermediate_size} FFN neurons"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _recipe_text(facts: FolderFacts) -> str:

@@ -222,3 +222,18 @@ def test_a_plain_bert_fine_tuned_from_the_packaged_teacher_names_it_and_needs_no
     student_card = build_model_card(student)
     assert student_card.data.base_model == PACKAGED_TEACHER_HUB_ID and "custom_code" in student_card.data.tags
     assert "trust_remote_code=True" in student_card.text
+
+
+def test_the_recipe_names_a_one_layer_students_shape_in_the_singular(tmp_path):
+    """A student cut to 1 layer and 1 head (``--max_latency_ratio`` can choose 1 layer) reads "1 layer of 32
+    channels, 1 head", not "1 layers ... 1 heads"."""
+    student = tmp_path / "student"
+    config = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=1, intermediate_size=64, num_labels=2
+    )
+    transformers.BertForSequenceClassification(config).save_pretrained(student)
+    initialization = {"teacher": str(tmp_path / "teacher"), "layer_map": [3], "hidden_channels": "all"}
+    summary = {"model_name_or_path": "minilm-3l-384h", "teacher_initialization": initialization}
+    (student / "run_summary.json").write_text(json.dumps(summary))
+    card = build_model_card(student)
+    assert "as 1 layer of 32 channels, 1 head and 64 FFN neurons" in card.text
