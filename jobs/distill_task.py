@@ -89,8 +89,8 @@ class TaskDistillationSpec(TaskTrainingSettings):
             "help": "Instead of the preset's depth: the deepest student whose latency is at most this share of the "
             "teacher's, measured on this machine before training (batch 1 x 128, the same inference path; "
             "finetuning/depth_budget.py), e.g. 0.5; where no whole student half the teacher's depth fits, that "
-            "depth narrowed, the wider residual stream first (0.3: 3 layers of 320 channels, 10 heads and 640 FFN "
-            "neurons, else 256 channels, 8 heads and 768 neurons), trained "
+            "depth narrowed, the widest residual stream that fits (0.3: 3 layers of 320 channels, 10 heads and 640 "
+            "FFN neurons, else 288 / 9 / 576, else 256 / 8 / 768), trained "
             f"{NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given. The baseline gets the same shape "
             "and epochs."
         },

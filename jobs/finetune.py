@@ -165,8 +165,8 @@ class FinetuneModelArguments:
             "preset's depth, the deepest student whose latency is at most this share of the teacher's, measured "
             "here before training (batch 1 x 128, the same inference path; finetuning/depth_budget.py), e.g. 0.5; "
             "for a dense preset where no whole student half the teacher's depth fits, that depth narrowed, the "
-            "wider residual stream first (0.3 against all-MiniLM-L6-v2: 3 layers of 320 channels, 10 heads and 640 "
-            "FFN neurons, else 256 channels, 8 heads and 768 neurons), "
+            "widest residual stream that fits (0.3 against all-MiniLM-L6-v2: 3 layers of 320 channels, 10 heads and "
+            "640 FFN neurons, else 288 / 9 / 576, else 256 / 8 / 768), "
             f"which trains {NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given."
         },
     )

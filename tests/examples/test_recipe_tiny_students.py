@@ -63,11 +63,13 @@ def test_the_assistant_trains_just_before_the_first_student_it_teaches():
 
 
 def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_preset():
-    """CHOSEN's shape is the widest ``--max_latency_ratio`` times, the no-distillation bar's the narrower one of the
-    same latency: the two narrowed shapes of the main job's preset, in order."""
+    """CHOSEN's shape is the widest ``--max_latency_ratio`` times, the next one the study's 288-channel shape (built
+    where the widest does not fit), the no-distillation bar's the narrowest: the narrowed shapes of the main job's
+    preset, in order."""
     preset, overrides = SHAPES[CANDIDATES[CHOSEN][0]]
-    wide, narrow = narrowed_shapes(preset_config(preset))
+    wide, middle, narrow = narrowed_shapes(preset_config(preset))
     assert overrides == DepthChoice(3, 0.3, 1.0, narrowed=wide).overrides()
+    assert SHAPES["3l-288h"] == (preset, DepthChoice(3, 0.3, 1.0, narrowed=middle).overrides())
     assert overrides == {
         "num_hidden_layers": 3,
         "hidden_size": 320,

@@ -84,7 +84,8 @@ def test_the_narrowed_shape_is_taken_only_where_no_whole_student_half_the_teache
     fixed_timings.narrowed_ms = 2.0
     choice = deepest_student_within_budget(student, teacher, 0.3, rounds=3, narrow=True)
     assert fixed_timings.calls[-1] == ["teacher", 1, 2, 3, 4, 5, "narrowed 0", "narrowed 1"]
-    # the widest that fits: five sixths of 4 heads of 16 channels (3 heads, 48 channels), an FFN twice that
+    # the widest that fits: five sixths (and three quarters) of 4 heads of 16 channels (3 heads, 48 channels), an FFN
+    # twice that
     assert choice.overrides() == {
         "num_hidden_layers": 3,
         "hidden_size": 48,
@@ -92,7 +93,7 @@ def test_the_narrowed_shape_is_taken_only_where_no_whole_student_half_the_teache
         "intermediate_size": 96,
     }
     assert choice.narrowed_ratio == 0.286 and choice.as_record()["narrowed"]["hidden_size"] == 48
-    assert "3 layers of 48 channels, 3 heads and 96 FFN neurons (the wider narrowed shape)" in choice.reason
+    assert "3 layers of 48 channels, 3 heads and 96 FFN neurons (the widest narrowed shape)" in choice.reason
     assert "1 whole layer would" in choice.reason  # 1 whole layer fits (0.29x) but is shallower
     assert choice.as_record()["narrowed_latency_ratios"] == {
         "3 layers of 48 channels, 3 heads and 96 FFN neurons": 0.286,
@@ -124,12 +125,32 @@ def test_the_narrowed_shape_is_taken_only_where_no_whole_student_half_the_teache
         deepest_student_within_budget(student, teacher, 0.2, rounds=3, narrow=True)
 
 
+def test_the_widest_narrowed_shape_that_fits_is_taken_and_the_wider_ones_are_named(fixed_timings):
+    """Twelve heads of 8 channels give three narrowed widths (10, 9 and 8 heads); where the widest is over the budget
+    the middle one is taken, and the reason says what the wider one would have cost."""
+    twelve_heads = {"hidden_size": 96, "num_attention_heads": 12, "intermediate_size": 192}
+    teacher = preset_config("minilm-6l-384h", **twelve_heads)
+    student = preset_config("minilm-3l-96h", **twelve_heads)
+    fixed_timings.teacher_layers = 6  # teacher 7 ms; 3 whole layers 4 ms (0.57x)
+    fixed_timings.narrowed_ms = [2.2, 2.1, 2.0]  # 0.31x, 0.30x, 0.29x
+    choice = deepest_student_within_budget(student, teacher, 0.3, rounds=3, narrow=True)
+    assert choice.overrides() == {
+        "num_hidden_layers": 3,
+        "hidden_size": 72,
+        "num_attention_heads": 9,
+        "intermediate_size": 144,
+    }
+    assert "(3 layers of 80 channels, 10 heads and 160 FFN neurons would be 0.31x):" in choice.reason
+    assert list(choice.narrowed_ratios.values()) == [0.314, 0.3, 0.286]
+
+
 def test_the_narrowed_shapes_of_the_main_jobs_preset_are_the_studys():
-    """The widths ``--max_latency_ratio`` times for the main job's student are the two the tiny-student study
-    trained (examples/tiny_students.py): 320 channels with 10 heads and a 640-neuron FFN, then 256 with 8 and 768. A
-    student with too few heads for a wider shape gets only the narrower one."""
+    """The widths ``--max_latency_ratio`` times for the main job's student are the three the tiny-student study
+    trained (examples/tiny_students.py): 320 channels with 10 heads and a 640-neuron FFN, 288 with 9 and 576, then
+    256 with 8 and 768. A student with too few heads for a wider shape gets only the narrower one."""
     assert narrowed_shapes(preset_config("minilm-3l-384h")) == [
         {"hidden_size": 320, "num_attention_heads": 10, "intermediate_size": 640},
+        {"hidden_size": 288, "num_attention_heads": 9, "intermediate_size": 576},
         {"hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 768},
     ]
     three_heads = preset_config("minilm-3l-96h", num_attention_heads=3)
