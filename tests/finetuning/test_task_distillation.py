@@ -315,7 +315,8 @@ def test_a_preset_starts_from_the_task_teacher_with_augmented_examples(teacher_d
     card = (tmp_path / "student" / "README.md").read_text(encoding="utf-8")
     assert f"- Initialized from: `{teacher_dir.name}`, its layers 1 (0-based" in card
     experts = f"{config['num_experts']} experts of {config['moe_intermediate_size']} FFN neurons"
-    assert f"as {config['num_hidden_layers']} layers of {config['hidden_size']} channels" in card and experts in card
+    assert config["num_hidden_layers"] == 1  # the one layer of the map, named in the singular
+    assert f"as 1 layer of {config['hidden_size']} channels" in card and experts in card
     assert "Task distillation from the fine-tuned teacher" in card and "1 perturbed copies" in card
 
 
