@@ -101,9 +101,6 @@ def test_ctrl_c_during_training_ends_with_one_line_saying_what_was_kept(tmp_path
         str(files["validation"]),
         "--max_steps",
         "100000",
-        # the default patience ends this tiny run within a minute on a fast machine, before the signal is sent
-        "--early_stopping_patience",
-        "0",
         "--logging_steps",
         "1",
         "--logging_strategy",
