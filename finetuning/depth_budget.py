@@ -24,6 +24,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from ..configuration.shape_text import counted, describe_shape
+
 __all__ = [
     "DepthChoice",
     "LATENCY_BUDGET_ROUNDS",
@@ -31,8 +33,6 @@ __all__ = [
     "budgeted_overrides",
     "check_max_latency_ratio",
     "deepest_student_within_budget",
-    "describe_shape",
-    "describe_width",
     "narrowed_shapes",
 ]
 
@@ -98,10 +98,6 @@ def _line(medians: dict[int, float]) -> tuple[float, float]:
     return mean_ms - slope * mean_depth, slope
 
 
-def _layers(count: int) -> str:
-    return f"{count} layer" if count == 1 else f"{count} layers"
-
-
 # The tiny-student widths, widest residual stream first: (share of the student's heads, FFN neurons as a multiple of
 # the residual width, or None for half of the student's own FFN).
 NARROWED_WIDTHS = ((5, 6, 2), (3, 4, 2), (2, 3, None))
@@ -137,19 +133,6 @@ def narrowed_shapes(student_config) -> list[dict]:
             {"hidden_size": hidden_size, "num_attention_heads": kept_heads, "intermediate_size": intermediate_size},
         )
     return shapes
-
-
-def describe_width(width: dict) -> str:
-    """``320 channels, 10 heads and 640 FFN neurons`` (``width``: a ``narrowed_shapes`` entry, or a config's fields)."""
-    return (
-        f"{width['hidden_size']} channels, {width['num_attention_heads']} heads and "
-        f"{width['intermediate_size']} FFN neurons"
-    )
-
-
-def describe_shape(depth: int, width: dict) -> str:
-    """``3 layers of 320 channels, 10 heads and 640 FFN neurons``."""
-    return f"{_layers(depth)} of {describe_width(width)}"
 
 
 def deepest_student_within_budget(
@@ -203,7 +186,7 @@ def deepest_student_within_budget(
     fixed_ms, per_layer_ms = _line({depth: result.median_ms for depth, result in measured.items()})
     ratios = {depth: round((fixed_ms + per_layer_ms * depth) / teacher_ms, 3) for depth in measured}
     fitting = [depth for depth, ratio in ratios.items() if ratio <= max_latency_ratio]
-    table = ", ".join(f"{_layers(depth)} {ratio:.2f}x" for depth, ratio in ratios.items())
+    table = ", ".join(f"{counted(depth, 'layer')} {ratio:.2f}x" for depth, ratio in ratios.items())
     shapes = [describe_shape(kept_depth, width) for width in widths]
     for shape, ratio in zip(shapes, narrowed_ratios, strict=True):
         table += f"; {shape} {ratio:.2f}x"
@@ -220,7 +203,9 @@ def deepest_student_within_budget(
     common = (max_latency_ratio, round(teacher_ms, 2), ratios, medians)
     if take_narrowed:
         chosen = fitting_widths[0]
-        deepest = f"{_layers(max(fitting)).replace('layer', 'whole layer')}" if fitting else "not one whole layer"
+        deepest = (
+            f"{counted(max(fitting), 'layer').replace('layer', 'whole layer')}" if fitting else "not one whole layer"
+        )
         if chosen:  # what each wider shape would have cost
             costs = [f"{shapes[index]} would be {narrowed_ratios[index]:.2f}x" for index in range(chosen)]
             wider = f" ({', '.join(costs)})"
@@ -233,9 +218,9 @@ def deepest_student_within_budget(
         )
         return DepthChoice(kept_depth, *common, reason, widths[chosen], narrowed_ratios[chosen], measured_shapes)
     depth = max(fitting)
-    deeper = f"; {_layers(depth + 1)} would be {ratios[depth + 1]:.2f}x" if depth + 1 in ratios else ""
+    deeper = f"; {counted(depth + 1, 'layer')} would be {ratios[depth + 1]:.2f}x" if depth + 1 in ratios else ""
     reason = (
-        f"{_layers(depth)}: the deepest student within {max_latency_ratio}x of the teacher's latency on this machine "
+        f"{counted(depth, 'layer')}: the deepest student within {max_latency_ratio}x of the teacher's latency on this machine "
         f"({ratios[depth]:.2f}x{deeper}; {context}"
     )
     return DepthChoice(depth, *common, reason, None, None, measured_shapes)

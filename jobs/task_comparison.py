@@ -27,8 +27,8 @@ import transformers
 
 from ..configuration.dense_students import is_dense_student
 from ..configuration.presets import minilm_fields_like
+from ..configuration.shape_text import describe_width
 from ..finetuning.data import FinetuneDataArguments
-from ..finetuning.depth_budget import describe_width
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.folder_evaluation import evaluate_folder
 from ..model_cards.load_calls import load_call

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..configuration.shape_text import describe_shape
 from ..evaluation.sts import is_sts_benchmark_dev
 from ..training.atomic_files import write_text_atomically
 from .folder_facts import (
@@ -263,21 +264,6 @@ def _latency_text(facts: FolderFacts) -> str:
     )
 
 
-def _shape_text(config) -> str:
-    """The shape the folder's weights have, e.g. "3 layers of 256 channels, 8 heads and 768 FFN neurons": a preset's
-    name says its own shape, which overrides and ``--max_latency_ratio`` change (1 layer or head is singular)."""
-    text = f"{_count(config.num_hidden_layers, 'layer')} of {config.hidden_size} channels, "
-    text += _count(config.num_attention_heads, "head")
-    experts = getattr(config, "num_experts", 1) or 1
-    if experts > 1 and getattr(config, "moe_intermediate_size", None):
-        return f"{text} and {experts} experts of {config.moe_intermediate_size} FFN neurons"
-    return f"{text} and {config.intermediate_size} FFN neurons"
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-
 def _recipe_text(facts: FolderFacts) -> str:
     summary = facts.summary
     if not summary:
@@ -305,7 +291,7 @@ def _recipe_text(facts: FolderFacts) -> str:
         lines.append(
             f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
             f"hidden channels: {initialization['hidden_channels']}), then fine-tuned from the preset "
-            f"{code(Path(summary['model_name_or_path']).name)} as {_shape_text(facts.config)}"
+            f"{code(Path(summary['model_name_or_path']).name)} as {describe_shape(facts.config.num_hidden_layers, facts.config.to_dict())}"
         )
     elif initialization:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])
