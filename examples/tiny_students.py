@@ -138,6 +138,14 @@ CANDIDATES = {
         "teacher",
         ["--num_train_epochs", "10", "--distillation_alpha", "0"],
     ),
+    # the fallback width kept 94.7% of CoNLL-2003's dev set: the teacher's soft targets alone, which paid on CoNLL-2003
+    # at 256 channels (seed 0: 95.6 against 95.2%). For the tasks with classes only (--tasks conll2003 sst2): a
+    # regression teacher's "soft target" is its one guess at the score, and the recipe keeps the gold score there
+    "dense 3l-288h ten-epochs soft-targets": (
+        "3l-288h",
+        "teacher",
+        ["--num_train_epochs", "10", "--distillation_alpha", "0"],
+    ),
     # the no-distillation bar of the chosen recipe: the same shape and epochs, on the labels alone
     "labels-only 3l-256h six-epochs": ("3l-256h", None, ["--num_train_epochs", "6"]),
     "labels-only 3l-256h ten-epochs": ("3l-256h", None, ["--num_train_epochs", "10"]),
