@@ -203,9 +203,7 @@ def deepest_student_within_budget(
     common = (max_latency_ratio, round(teacher_ms, 2), ratios, medians)
     if take_narrowed:
         chosen = fitting_widths[0]
-        deepest = (
-            f"{counted(max(fitting), 'layer').replace('layer', 'whole layer')}" if fitting else "not one whole layer"
-        )
+        deepest = counted(max(fitting), "whole layer") if fitting else "not one whole layer"
         if chosen:  # what each wider shape would have cost
             costs = [f"{shapes[index]} would be {narrowed_ratios[index]:.2f}x" for index in range(chosen)]
             wider = f" ({', '.join(costs)})"

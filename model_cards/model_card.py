@@ -288,10 +288,11 @@ def _recipe_text(facts: FolderFacts) -> str:
     initialization = summary.get("teacher_initialization")
     if summary.get("model_name_or_path") and initialization:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])
+        shape = describe_shape(facts.config.num_hidden_layers, facts.config.to_dict())
         lines.append(
             f"- Initialized from: {code(Path(initialization['teacher']).name)}, its layers {layers} (0-based; "
             f"hidden channels: {initialization['hidden_channels']}), then fine-tuned from the preset "
-            f"{code(Path(summary['model_name_or_path']).name)} as {describe_shape(facts.config.num_hidden_layers, facts.config.to_dict())}"
+            f"{code(Path(summary['model_name_or_path']).name)} as {shape}"
         )
     elif initialization:
         layers = ", ".join(str(layer) for layer in initialization["layer_map"])
