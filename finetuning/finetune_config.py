@@ -24,7 +24,9 @@ from .task_recipe import (
     DISTILLATION_TEMPERATURE,
     HIDDEN_WEIGHT,
     LEARNING_RATE,
+    NARROWED_DISTILLATION_ALPHA,
     REGRESSION_DISTILLATION_ALPHA,
+    SOFT_TARGETS_ALONE_MAX_CHANNELS,
 )
 
 __all__ = ["FinetuneConfig"]
@@ -112,7 +114,9 @@ class FinetuneConfig(CompactBertTrainingArguments):
             "help": "With --teacher: weight of the hard-label loss; the teacher's soft targets get 1 - alpha "
             "(0 = learn from the teacher alone, 1 = ignore it on the training examples; augmented copies always "
             f"learn the teacher's prediction). Default: the task-distillation recipe's, {DISTILLATION_ALPHA} for "
-            f"classification and tagging, {REGRESSION_DISTILLATION_ALPHA} for regression (finetuning/task_recipe.py)."
+            f"classification and tagging ({NARROWED_DISTILLATION_ALPHA} for a tiny student that --max_latency_ratio "
+            f"narrowed to at most {SOFT_TARGETS_ALONE_MAX_CHANNELS:.0%} of the teacher's channels), "
+            f"{REGRESSION_DISTILLATION_ALPHA} for regression (finetuning/task_recipe.py)."
         },
     )
     distillation_temperature: float = field(

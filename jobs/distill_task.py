@@ -91,8 +91,8 @@ class TaskDistillationSpec(TaskTrainingSettings):
             "finetuning/depth_budget.py), e.g. 0.5; where no whole student half the teacher's depth fits, that "
             "depth narrowed, the widest residual stream that fits (0.3: 3 layers of 320 channels, 10 heads and 640 "
             "FFN neurons, else 288 / 9 / 576, else 256 / 8 / 768), trained "
-            f"{NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given. The baseline gets the same shape "
-            "and epochs."
+            f"{NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given, and at 288 or 256 channels on "
+            "the teacher's soft targets alone. The baseline gets the same shape and epochs."
         },
     )
     augment_copies: int = field(

@@ -167,7 +167,9 @@ class FinetuneModelArguments:
             "for a dense preset where no whole student half the teacher's depth fits, that depth narrowed, the "
             "widest residual stream that fits (0.3 against all-MiniLM-L6-v2: 3 layers of 320 channels, 10 heads and "
             "640 FFN neurons, else 288 / 9 / 576, else 256 / 8 / 768), "
-            f"which trains {NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given."
+            f"which trains {NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given; at three quarters of "
+            "the teacher's channels or fewer (288, 256) on the teacher's soft targets alone where the task has classes "
+            "unless --distillation_alpha is given."
         },
     )
     merge: bool = field(
@@ -560,12 +562,16 @@ def finetune(
     training_args: FinetuneConfig,
     given: frozenset[str] = frozenset(),
     model_config=None,
+    narrowed: bool = False,
 ) -> list[dict]:
     """Fine-tune (and evaluate) every run of the grid. ``given``: the flags the user set (``--name``), which tell a
     default from a choice (a flag that only acts with a teacher is refused without one; a metric the user chose is
     kept). ``model_config``: a preset's config that the caller has built already (the main job's student, whose
-    depth it chose), used as it is. Returns each run's summary; with several runs, ``output_dir/run_summary.json`` also holds the
-    per-setting means and the best setting.
+    depth it chose), used as it is; ``narrowed``: that config is a narrowed tiny student, which takes the tiny-student
+    recipe's weight of the labels for its width (``task_recipe.distillation_alpha``) unless ``distillation_alpha`` is
+    set. Returns
+    each run's summary; with several runs, ``output_dir/run_summary.json`` also holds the per-setting means and the
+    best setting.
 
     Before anything is loaded, ``output_dir`` and every run folder of the grid are checked not to be an input nor to
     hold a model or a run already (``training/output_folders.py``; ``--overwrite_output_dir`` allows it)."""
@@ -579,7 +585,8 @@ def finetune(
     depth_choice = None
     if model_config is None and model_args.max_latency_ratio is not None:
         depth_choice = _depth_by_latency_budget(model_args, teacher_config)
-        if depth_choice["narrowed"] and "--num_train_epochs" not in given:  # the tiny-student recipe's epochs
+        narrowed = bool(depth_choice["narrowed"])
+        if narrowed and "--num_train_epochs" not in given:  # the tiny-student recipe's epochs
             training_args.num_train_epochs = NARROWED_STUDENT_EPOCHS
     config = _model_config(model_args, teacher_config) if model_config is None else model_config
     max_length = data_args.resolved_max_seq_length()
@@ -602,8 +609,9 @@ def finetune(
     if training_args.augment_pair_recombined is None:  # the recipe's for a sentence pair with a teacher, else none
         pairs = len(splits.text_columns) == 2 and model_args.teacher
         training_args.augment_pair_recombined = AUGMENT_PAIR_RECOMBINED if pairs else 0
-    if training_args.distillation_alpha is None:  # the recipe's, by task kind
-        training_args.distillation_alpha = recipe_distillation_alpha(splits.task_type)
+    if training_args.distillation_alpha is None:  # the recipe's, by task kind and, for a narrowed student, its width
+        channels = config.hidden_size / teacher_config.hidden_size if narrowed and teacher_config else None
+        training_args.distillation_alpha = recipe_distillation_alpha(splits.task_type, channels)
     _check_distillation_flags(model_args, training_args, given, splits.text_columns)
     _check_training_set_size(len(train_split), training_args)
     task_teacher = None

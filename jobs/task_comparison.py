@@ -59,9 +59,10 @@ class ComparisonRun:
     model: FinetuneModelArguments
     training: FinetuneConfig | None  # None: a given classifier, scored as it is
     model_config: object = None  # the student's config, built once by the main job
+    narrowed: bool = False  # a narrowed tiny student or its baseline: the tiny-student recipe's weight of the labels
 
     teacher_name: str = ""  # the teacher as the user named it, for the progress line
-    narrowed: str = (
+    narrowed_width: str = (
         ""  # the baseline cut narrower than its teacher: ", 256 channels, 8 heads and 768 FFN neurons each"
     )
 
@@ -115,7 +116,8 @@ def comparison_runs(
     is the given classifier itself, which is scored, never written). The baseline keeps the student's depth of the
     teacher's layers, and a dense student's width (the most important channels, heads and FFN neurons): the same
     latency, without distillation. A narrowed student and its baseline train the tiny-student recipe's epochs
-    (``task_recipe.NARROWED_STUDENT_EPOCHS``) unless ``settings`` sets them. Building a run's arguments checks its
+    (``task_recipe.NARROWED_STUDENT_EPOCHS``) unless ``settings`` sets them, and the student its weight of the labels
+    (``task_recipe.distillation_alpha``). Building a run's arguments checks its
     output folder, before anything trains."""
     baseline_shape = minilm_fields_like(teacher_config, student_config.num_hidden_layers)
     width = ("hidden_size", "num_attention_heads", "intermediate_size")
@@ -160,13 +162,14 @@ def comparison_runs(
     for run in runs.values():
         run.teacher_name = teacher_name or teacher_path
     if narrowed:
-        runs["baseline"].narrowed = f", {describe_width(student_config.to_dict())} each"
+        runs["baseline"].narrowed_width = f", {describe_width(student_config.to_dict())} each"
+        runs["baseline"].narrowed = runs["student"].narrowed = True
     return runs
 
 
 def _fine_tune(run: ComparisonRun, data_args: FinetuneDataArguments) -> dict:
     transformers.set_seed(run.training.seed)  # every role starts from the same generator state
-    runs = finetune(run.model, data_args, run.training, model_config=run.model_config)
+    runs = finetune(run.model, data_args, run.training, model_config=run.model_config, narrowed=run.narrowed)
     return runs[0]
 
 
@@ -206,7 +209,7 @@ def run_comparison(
             },
             "finetune_seconds": seconds,
             "teacher_fine_tuned_here": reused_teacher is None,
-            "baseline": f"{whose} layers {layers} (0-based){runs['baseline'].narrowed}, fine-tuned on the labels",
+            "baseline": f"{whose} layers {layers} (0-based){runs['baseline'].narrowed_width}, fine-tuned on the labels",
         },
         "sst2_eval_accuracy": accuracy["student"],
         "finetune_seconds": seconds["student"],

@@ -117,6 +117,17 @@ def test_the_chosen_candidate_is_what_finetune_teacher_does_by_default(tmp_path)
         task_recipe.REGRESSION_DISTILLATION_ALPHA,
         task_recipe.DISTILLATION_ALPHA,
     ]
+    # a tiny student narrowed to at most three quarters of its teacher's channels (288 or 256 of 384): the soft
+    # targets alone where the task has classes, the gold score on a regression; a wider one (320) the recipe's
+    kinds = ("classification", "regression", "ner")
+    narrow, regression = task_recipe.NARROWED_DISTILLATION_ALPHA, task_recipe.REGRESSION_DISTILLATION_ALPHA
+    for channels in (288 / 384, 256 / 384):
+        assert [task_recipe.distillation_alpha(kind, channels) for kind in kinds] == [narrow, regression, narrow]
+    assert [task_recipe.distillation_alpha(kind, 320 / 384) for kind in kinds] == [
+        task_recipe.DISTILLATION_ALPHA,
+        regression,
+        task_recipe.DISTILLATION_ALPHA,
+    ]
     assert (
         config.distillation_hidden_weight,
         config.distillation_attention_weight,

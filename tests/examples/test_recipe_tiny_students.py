@@ -9,11 +9,17 @@ import json
 from compact_bert.cli import finetune_command
 from compact_bert.configuration import preset_config
 from compact_bert.finetuning.depth_budget import DepthChoice, narrowed_shapes
-from compact_bert.finetuning.task_recipe import NARROWED_STUDENT_EPOCHS
+from compact_bert.finetuning.task_recipe import (
+    DISTILLATION_ALPHA,
+    NARROWED_DISTILLATION_ALPHA,
+    NARROWED_STUDENT_EPOCHS,
+    distillation_alpha,
+)
 from examples.task_recipes import _summarize, task_files
 from examples.tiny_students import (
     CANDIDATES,
     CHOSEN,
+    FALLBACK,
     NO_DISTILLATION_BAR,
     SHAPES,
     _eager_ratio,
@@ -54,6 +60,14 @@ def test_every_candidates_command_parses_with_its_shape_teacher_and_start(tmp_pa
         assert config.num_train_epochs == _lever(extra, "--num_train_epochs", 3.0), role
     assert finetune_command.parse_finetune_arguments(commands["dense 2l-384h hidden"])[2].distillation_hidden_weight
     assert commands["assistant"][commands["assistant"].index("--output_dir") + 1] == str(base / "assistant")
+    # on a regression a soft-targets candidate is its ten-epochs twin's run (the recipe keeps the gold score there);
+    # on a task with classes it is its own run, on the soft targets alone
+    conll = role_commands("conll2003", 1, files["conll2003"], tmp_path, list(CANDIDATES))
+    for name in ("dense 3l-288h ten-epochs soft-targets", "dense 3l-320h ten-epochs soft-targets"):
+        assert commands[name] == commands[name.removesuffix(" soft-targets")], name
+        assert finetune_command.parse_finetune_arguments(commands[name])[2].distillation_alpha is None, name
+        assert finetune_command.parse_finetune_arguments(conll[name])[2].distillation_alpha == 0.0, name
+        assert conll[name][conll[name].index("--output_dir") + 1].endswith(name.replace(" ", "-")), name
 
 
 def test_the_assistant_trains_just_before_the_first_student_it_teaches():
@@ -82,6 +96,13 @@ def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_pr
     _, taught_by, flags = CANDIDATES[CHOSEN]
     assert (taught_by, flags) == ("teacher", ["--num_train_epochs", f"{NARROWED_STUDENT_EPOCHS:g}"])
     assert CANDIDATES[NO_DISTILLATION_BAR][1:] == (None, flags)
+    # the widest keeps the recipe's weight of the labels (the study's default, as no flag sets it); the next width,
+    # FALLBACK, the soft targets alone: what task_recipe.distillation_alpha gives each width on a task with classes
+    soft_targets = ["--distillation_alpha", f"{NARROWED_DISTILLATION_ALPHA:g}"]
+    assert CANDIDATES[FALLBACK] == ("3l-288h", "teacher", [*flags, *soft_targets])
+    channels = {name: SHAPES[CANDIDATES[name][0]][1]["hidden_size"] / 384 for name in (CHOSEN, FALLBACK)}
+    assert distillation_alpha("classification", channels[CHOSEN]) == DISTILLATION_ALPHA
+    assert distillation_alpha("ner", channels[FALLBACK]) == NARROWED_DISTILLATION_ALPHA
     moe = preset_config(SHAPES["moe-2l-384h"][0], **SHAPES["moe-2l-384h"][1])
     # the MoE twin of the 2-layer student: the same attention, 4 experts holding its 768 FFN neurons, one per token
     assert (moe.num_hidden_layers, moe.hidden_size, moe.num_experts * moe.moe_intermediate_size) == (2, 384, 768)

@@ -222,11 +222,11 @@ def test_finetune_takes_the_depth_its_budget_allows_against_its_teacher(tmp_path
     assert not (tmp_path / "never" / "model.safetensors").exists()
 
 
-def test_a_narrowed_student_trains_the_tiny_recipes_epochs_unless_the_epochs_are_given(tmp_path, fixed_timings):
+def test_a_narrowed_student_trains_the_tiny_recipe_unless_its_settings_are_given(tmp_path, fixed_timings):
     """``finetune --teacher --max_latency_ratio`` that chooses the narrowed shape trains it
-    ``NARROWED_STUDENT_EPOCHS`` (the tiny-student recipe: it relearns to use the channels it kept); a given
-    ``--num_train_epochs`` is kept."""
-    from compact_bert.finetuning.task_recipe import NARROWED_STUDENT_EPOCHS
+    ``NARROWED_STUDENT_EPOCHS`` on the teacher's soft targets alone (the tiny-student recipe: it relearns to use the
+    channels it kept); a given ``--num_train_epochs`` and ``--distillation_alpha`` are kept."""
+    from compact_bert.finetuning.task_recipe import NARROWED_DISTILLATION_ALPHA, NARROWED_STUDENT_EPOCHS
 
     fixed_timings.teacher_layers = 4  # teacher 5 ms; 1-3 whole layers 0.4x-0.8x; 2 narrowed layers 0.3x
     fixed_timings.narrowed_ms = 1.5
@@ -237,7 +237,8 @@ def test_a_narrowed_student_trains_the_tiny_recipes_epochs_unless_the_epochs_are
     base = ["finetune", "--model_name_or_path", "minilm-3l-96h", *_data()]
     assert main([*base, "--model_overrides", teacher_shape, *QUICK, "--output_dir", str(teacher)]) == 0
     budget = ["--teacher", str(teacher), "--max_latency_ratio", "0.3", "--teacher_cache_dir", str(tmp_path / "cache")]
-    for extra, epochs in (([], NARROWED_STUDENT_EPOCHS), (one_epoch, 1.0)):
+    given = [*one_epoch, "--distillation_alpha", "0.25"]
+    for extra, epochs, alpha in (([], NARROWED_STUDENT_EPOCHS, NARROWED_DISTILLATION_ALPHA), (given, 1.0, 0.25)):
         student = tmp_path / f"student-{epochs:g}"
         assert main([*base, *untimed, *budget, *extra, "--output_dir", str(student)]) == 0
         summary = json.loads((student / "run_summary.json").read_text())
@@ -246,4 +247,4 @@ def test_a_narrowed_student_trains_the_tiny_recipes_epochs_unless_the_epochs_are
             "num_attention_heads": 2,
             "intermediate_size": 192,
         }
-        assert summary["epoch"] == epochs, extra
+        assert (summary["epoch"], summary["task_distillation"]["alpha"]) == (epochs, alpha), extra

@@ -10,7 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from compact_bert.cli.main import main
-from compact_bert.finetuning.task_recipe import NARROWED_STUDENT_EPOCHS
+from compact_bert.finetuning.task_recipe import (
+    DISTILLATION_ALPHA,
+    NARROWED_DISTILLATION_ALPHA,
+    NARROWED_STUDENT_EPOCHS,
+)
 from compact_bert.jobs.distill_task import TaskDistillationResult, TaskDistillationSpec, distill_task
 
 TINY_STUDENT = {
@@ -43,6 +47,9 @@ def test_the_python_job_and_the_command_give_the_same_weights_and_numbers(tmp_pa
     for role in ("teacher-sst2", "baseline-sst2", "sst2"):
         assert _digest(tmp_path / f"python-{role}") == _digest(tmp_path / f"command-{role}"), role
     assert result.student_dir == (tmp_path / "python-sst2").resolve()
+    # a student narrowed by --student_overrides (64 of 384 channels) takes the tiny-student recipe: soft targets alone
+    student = json.loads((tmp_path / "python-sst2" / "run_summary.json").read_text())
+    assert student["task_distillation"]["alpha"] == NARROWED_DISTILLATION_ALPHA
     assert set(result.share_of_teacher_kept) == {"baseline", "student"}
 
 
@@ -63,18 +70,29 @@ def test_the_spec_refuses_a_bad_value_by_name(fields, message):
         TaskDistillationSpec(**fields)
 
 
-def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_shape(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("widest_units", "shape", "alpha"),
+    [
+        # every narrowed shape fits: the widest, taught with the recipe's labels and soft targets half and half
+        (2.2, ("bert", 3, 320, 10, 640), DISTILLATION_ALPHA),
+        # the widest is over 0.3 (the hosts where it measured 0.31-0.33x): 288 channels, on the soft targets alone
+        (2.6, ("bert", 3, 288, 9, 576), NARROWED_DISTILLATION_ALPHA),
+    ],
+)
+def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_shape(
+    tmp_path, monkeypatch, widest_units, shape, alpha
+):
     """``distill task --max_latency_ratio 0.3`` with the packaged teacher: where no whole 3-layer student fits, the
     student and the labels-only baseline both get the widest tiny-student shape that fits (3 layers of 320 channels,
-    10 heads, 640 FFN neurons), and the student ships as a plain BERT. The clock is fixed (teacher 8 units, a whole
-    student 1 plus 1 a layer, every narrowed shape 2.2) so that the choice is the one the tiny-student study
-    measured on this machine, on any machine."""
+    10 heads, 640 FFN neurons; else 288 / 9 / 576), and the student ships as a plain BERT, trained with the
+    tiny-student recipe of its width. The clock is fixed (teacher 8 units, a whole student 1 plus 1 a layer, the
+    narrower shapes 2.2) so that the choice is the one the tiny-student study measured, on any machine."""
     import compact_bert.evaluation.runtime_latency as runtime_latency
 
     def measure(runners, rounds=30, warmup=3):
         for run in runners.values():
             run()
-        units = {"teacher": 8.0, "narrowed 0": 2.2, "narrowed 1": 2.2, "narrowed 2": 2.2}
+        units = {"teacher": 8.0, "narrowed 0": widest_units, "narrowed 1": 2.2, "narrowed 2": 2.2}
         return {name: SimpleNamespace(median_ms=units[name] if name in units else 1.0 + name) for name in runners}
 
     monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
@@ -84,22 +102,21 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
     )
     record = result.summary["depth_by_latency_budget"]
     assert record["num_hidden_layers"] == 3 and record["narrowed_latency_ratio"] == 0.275
-    shape = ("bert", 3, 320, 10, 640)
     folders = ("tiny-teacher-sst2", "tiny-baseline-sst2", "tiny-sst2")
     for role in folders[1:]:
         config = json.loads((tmp_path / role / "config.json").read_text())
         fields = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
         assert tuple(config[name] for name in fields) == shape, role
     assert "auto_map" not in json.loads((tmp_path / "tiny-sst2" / "config.json").read_text())
+    width = f"{shape[2]} channels, {shape[3]} heads and {shape[4]} FFN neurons"
     card = (tmp_path / "tiny-sst2" / "README.md").read_text(encoding="utf-8")
-    assert (
-        "fine-tuned from the preset `minilm-3l-384h` as 3 layers of 320 channels, 10 heads and 640 FFN neurons" in card
-    )
+    assert f"fine-tuned from the preset `minilm-3l-384h` as 3 layers of {width}" in card
     # the tiny-student recipe's epochs for the narrowed student and its baseline; the teacher the recipe's 3
     epochs = {role: json.loads((tmp_path / role / "run_summary.json").read_text())["epoch"] for role in folders}
     narrowed = NARROWED_STUDENT_EPOCHS
     assert epochs == {"tiny-teacher-sst2": 3.0, "tiny-baseline-sst2": narrowed, "tiny-sst2": narrowed}
+    student = json.loads((tmp_path / "tiny-sst2" / "run_summary.json").read_text())
+    assert student["task_distillation"]["alpha"] == alpha
     assert result.summary["comparison"]["baseline"] == (
-        "the pretrained teacher's layers 1, 3, 5 (0-based), 320 channels, 10 heads and 640 FFN neurons each, "
-        "fine-tuned on the labels"
+        f"the pretrained teacher's layers 1, 3, 5 (0-based), {width} each, fine-tuned on the labels"
     )
