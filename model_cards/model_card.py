@@ -307,8 +307,7 @@ def _recipe_text(facts: FolderFacts) -> str:
     if distillation:
         lines.append(
             f"- Task distillation from the fine-tuned teacher {code(Path(distillation['teacher']).name)}: "
-            f"{distillation['alpha']} x labels + {round(1 - distillation['alpha'], 4)} x its soft targets at "
-            f"temperature {distillation['temperature']}"
+            f"{_loss_mix(distillation['alpha'], distillation['temperature'])}"
             + (
                 f", over the training set and {distillation['augment_copies']} perturbed copies of every "
                 "example labelled by the teacher"
@@ -375,6 +374,14 @@ def _recipe_text(facts: FolderFacts) -> str:
     if licenses:
         lines.append("- Data licenses: " + "; ".join(licenses))
     return "\n".join(lines)
+
+
+def _loss_mix(alpha: float, temperature: float) -> str:
+    """The training examples' loss in words: the labels, the teacher's soft targets, or both weighted by alpha."""
+    if alpha == 1:
+        return "the labels alone on the training examples"
+    soft_targets = f"its soft targets at temperature {temperature}"
+    return f"{soft_targets} alone" if alpha == 0 else f"{alpha} x labels + {round(1 - alpha, 4)} x {soft_targets}"
 
 
 def _local_source_stage(summary: dict) -> list[str]:

@@ -237,3 +237,23 @@ def test_the_recipe_names_a_one_layer_students_shape_in_the_singular(tmp_path):
     (student / "run_summary.json").write_text(json.dumps(summary))
     card = build_model_card(student)
     assert "as 1 layer of 32 channels, 1 head and 64 FFN neurons" in card.text
+
+
+@pytest.mark.parametrize(
+    ("alpha", "words"),
+    [
+        (0.5, "0.5 x labels + 0.5 x its soft targets at temperature 2.0"),
+        (0.0, "its soft targets at temperature 2.0 alone"),  # a tiny student narrowed to 288 channels
+        (1.0, "the labels alone on the training examples"),  # a regression: the teacher labels only the copies
+    ],
+)
+def test_the_card_says_what_the_student_learned_from(tmp_path, alpha, words):
+    student = tmp_path / "student"
+    config = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=1, intermediate_size=64, num_labels=2
+    )
+    transformers.BertForSequenceClassification(config).save_pretrained(student)
+    distillation = {"teacher": str(tmp_path / "teacher"), "alpha": alpha, "temperature": 2.0, "augment_copies": 4}
+    (student / "run_summary.json").write_text(json.dumps({"task_distillation": distillation}))
+    card = build_model_card(student)
+    assert f"- Task distillation from the fine-tuned teacher `teacher`: {words}, over the training set" in card.text
