@@ -115,7 +115,7 @@ class FinetuneConfig(CompactBertTrainingArguments):
             "(0 = learn from the teacher alone, 1 = ignore it on the training examples; augmented copies always "
             f"learn the teacher's prediction). Default: the task-distillation recipe's, {DISTILLATION_ALPHA} for "
             f"classification and tagging ({NARROWED_DISTILLATION_ALPHA} for a tiny student that --max_latency_ratio "
-            f"narrowed to at most {SOFT_TARGETS_ALONE_MAX_CHANNELS:.0%} of the teacher's channels), "
+            f"narrowed to at most {SOFT_TARGETS_ALONE_MAX_CHANNELS:g} of the teacher's channels), "
             f"{REGRESSION_DISTILLATION_ALPHA} for regression (finetuning/task_recipe.py)."
         },
     )
