@@ -569,9 +569,8 @@ def finetune(
     kept). ``model_config``: a preset's config that the caller has built already (the main job's student, whose
     depth it chose), used as it is; ``narrowed``: that config is a narrowed tiny student, which takes the tiny-student
     recipe's weight of the labels for its width (``task_recipe.distillation_alpha``) unless ``distillation_alpha`` is
-    set. Returns
-    each run's summary; with several runs, ``output_dir/run_summary.json`` also holds the per-setting means and the
-    best setting.
+    set. Returns each run's summary; with several runs, ``output_dir/run_summary.json`` also holds the per-setting
+    means and the best setting.
 
     Before anything is loaded, ``output_dir`` and every run folder of the grid are checked not to be an input nor to
     hold a model or a run already (``training/output_folders.py``; ``--overwrite_output_dir`` allows it)."""

@@ -117,8 +117,8 @@ def comparison_runs(
     teacher's layers, and a dense student's width (the most important channels, heads and FFN neurons): the same
     latency, without distillation. A narrowed student and its baseline train the tiny-student recipe's epochs
     (``task_recipe.NARROWED_STUDENT_EPOCHS``) unless ``settings`` sets them, and the student its weight of the labels
-    (``task_recipe.distillation_alpha``). Building a run's arguments checks its
-    output folder, before anything trains."""
+    (``task_recipe.distillation_alpha``). Building a run's arguments checks its output folder, before anything
+    trains."""
     baseline_shape = minilm_fields_like(teacher_config, student_config.num_hidden_layers)
     width = ("hidden_size", "num_attention_heads", "intermediate_size")
     narrowed = is_dense_student(student_config) and any(
