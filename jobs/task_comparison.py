@@ -59,7 +59,7 @@ class ComparisonRun:
     model: FinetuneModelArguments
     training: FinetuneConfig | None  # None: a given classifier, scored as it is
     model_config: object = None  # the student's config, built once by the main job
-    narrowed: bool = False  # a narrowed tiny student or its baseline: the tiny-student recipe's weight of the labels
+    narrowed: bool = False  # a narrowed tiny student: the tiny-student recipe's weight of the labels for its width
 
     teacher_name: str = ""  # the teacher as the user named it, for the progress line
     narrowed_width: str = (
@@ -163,7 +163,7 @@ def comparison_runs(
         run.teacher_name = teacher_name or teacher_path
     if narrowed:
         runs["baseline"].narrowed_width = f", {describe_width(student_config.to_dict())} each"
-        runs["baseline"].narrowed = runs["student"].narrowed = True
+        runs["student"].narrowed = True
     return runs
 
 
