@@ -26,7 +26,10 @@ task-distillation recipe) and every candidate (``CANDIDATES``), and scores them 
   one machine and not on the next (0.27-0.32x eager), 3 layers of 288 channels with FFNs twice as wide as the
   channels (0.27-0.29x eager, 0.26-0.27x in ONNX Runtime), what ``--max_latency_ratio`` builds where it does not fit;
   then the soft targets alone at 288 and 320 channels (``... soft-targets``; on STS-B, a regression, each is its
-  twin's run), which paid at 288 (``FALLBACK``) and not at 320.
+  twin's run), which paid at 288 and not at 320; then, as the 288-channel student sat at 95% of the teacher on the
+  dev sets, the 320-channel attention with a 448-neuron FFN (0.27-0.29x eager, 0.28x in ONNX Runtime where the
+  640-neuron FFN was 0.31-0.32x), what ``--max_latency_ratio`` builds where ``CHOSEN``'s shape does not fit
+  (``FALLBACK``), before the 288-channel one.
 
 Every shape was sized to 0.27-0.28x the teacher's eager latency at batch 1 x 128 (1 layer: 0.19x; ``SHAPES``); ``--report_latency``
 measures each trained student against its teacher, eager on compact-bert's path (``optimize_for_inference``) and in
@@ -40,7 +43,8 @@ run a part; finished runs are reused), then
 latency does not depend on its task's head; a later run with other ``--candidates`` replaces the rows it times and
 keeps the others), then — once, after the choice (``CHOSEN``) —
 ``... --report_dev`` (GLUE SST-2 dev, STS-B dev, CoNLL-2003 validation: the teacher, ``NO_DISTILLATION_BAR``,
-``CHOSEN`` and ``FALLBACK``, every seed). ``--plot FILE`` draws kept share against latency. Needs ``sst2/``, ``stsb/`` and ``conll2003/``
+``CHOSEN`` and ``FALLBACK``, every seed; with ``--candidates``, the teacher and those of the three it names, so that
+a candidate chosen later is read once without re-reading the others). ``--plot FILE`` draws kept share against latency. Needs ``sst2/``, ``stsb/`` and ``conll2003/``
 under ``--data_dir``.
 """
 
@@ -68,7 +72,7 @@ from .task_recipes import (
     task_files,
 )
 
-__all__ = ["CANDIDATES", "CHOSEN", "FALLBACK", "NO_DISTILLATION_BAR", "SHAPES", "main"]
+__all__ = ["CANDIDATES", "CHOSEN", "FALLBACK", "NO_DISTILLATION_BAR", "SHAPES", "dev_roles", "main"]
 
 # shape name -> (preset, config overrides): each within 0.3x of the teacher's eager latency with a margin for noise
 # (measured on this machine at batch 1 x 128: dense 2L 0.28x, 3L 0.27x, MiniMoE 2L 0.28x, dense 1L 0.19x).
@@ -167,11 +171,11 @@ CANDIDATES = {
     "labels-only 3l-256h ten-epochs": ("3l-256h", None, ["--num_train_epochs", "10"]),
 }
 # the best on the selection sets (docs/students.md): the recipe --max_latency_ratio runs where the shape fits
-# (depth_budget.narrowed_shapes, task_recipe.NARROWED_STUDENT_EPOCHS); the best at the next width, what it runs where
-# CHOSEN's shape does not fit (task_recipe.distillation_alpha: the soft targets alone at that width); and the
-# labels-only student they must beat, cut to the narrowest shape, of about the same latency
+# (depth_budget.narrowed_shapes, task_recipe.NARROWED_STUDENT_EPOCHS); the next shape it times, what it runs where
+# CHOSEN's shape does not fit (task_recipe.distillation_alpha: the labels and soft targets half and half at 320
+# channels); and the labels-only student they must beat, cut to the narrowest shape, of about the same latency
 CHOSEN = "dense 3l-320h ten-epochs"
-FALLBACK = "dense 3l-288h ten-epochs soft-targets"
+FALLBACK = "dense 3l-320h-448f ten-epochs"
 NO_DISTILLATION_BAR = "labels-only 3l-256h ten-epochs"
 # the tasks whose head is a regression
 REGRESSION_TASKS = ("stsb",)
@@ -192,6 +196,12 @@ def _run_on(name: str, task: str) -> str:
     at = extra.index("--distillation_alpha")
     twin = (shape, taught_by, extra[:at] + extra[at + 2 :])
     return next(other for other, spec in CANDIDATES.items() if spec == twin)
+
+
+def dev_roles(candidates: list[str]) -> list[str]:
+    """The models ``--report_dev`` scores: the teacher, and ``NO_DISTILLATION_BAR``, ``CHOSEN`` and ``FALLBACK`` where
+    ``candidates`` names them (all of them by default)."""
+    return ["teacher", *(role for role in (NO_DISTILLATION_BAR, CHOSEN, FALLBACK) if role in candidates)]
 
 
 def role_commands(task: str, seed: int, files, output: Path, candidates: list[str]) -> dict[str, list[str]]:
@@ -328,7 +338,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
     parser.add_argument("--report_latency", action="store_true", help="Time the first seed's trained models.")
     parser.add_argument(
-        "--report_dev", action="store_true", help="Score teacher, labels-only, CHOSEN and FALLBACK on dev."
+        "--report_dev",
+        action="store_true",
+        help="Score the teacher, and labels-only, CHOSEN and FALLBACK where --candidates names them, on dev.",
     )
     parser.add_argument("--plot", type=Path, help="Draw kept share against latency (needs --report_latency first).")
     args = parser.parse_args(argv)
@@ -348,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measured, indent=2))
         return
     if args.report_dev:
-        reported = ["teacher", NO_DISTILLATION_BAR, CHOSEN, FALLBACK]
+        reported = dev_roles(args.candidates)
         dev: dict[str, dict[str, dict[int, float]]] = {}
         for (task, seed), roles in commands.items():
             metric, _, dev_file = TASKS[task]

@@ -90,7 +90,7 @@ class TaskDistillationSpec(TaskTrainingSettings):
             "teacher's, measured on this machine before training (batch 1 x 128, the same inference path; "
             "finetuning/depth_budget.py), e.g. 0.5; where no whole student half the teacher's depth fits, that "
             "depth narrowed, the widest residual stream that fits (0.3: 3 layers of 320 channels, 10 heads and 640 "
-            "FFN neurons, else 288 / 9 / 576, else 256 / 8 / 768), trained "
+            "FFN neurons, else 320 / 10 / 448, else 288 / 9 / 576, else 256 / 8 / 768), trained "
             f"{NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given, and at 288 or 256 channels on "
             "the teacher's soft targets alone. The baseline gets the same shape and epochs."
         },

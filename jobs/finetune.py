@@ -166,7 +166,7 @@ class FinetuneModelArguments:
             "here before training (batch 1 x 128, the same inference path; finetuning/depth_budget.py), e.g. 0.5; "
             "for a dense preset where no whole student half the teacher's depth fits, that depth narrowed, the "
             "widest residual stream that fits (0.3 against all-MiniLM-L6-v2: 3 layers of 320 channels, 10 heads and "
-            "640 FFN neurons, else 288 / 9 / 576, else 256 / 8 / 768), "
+            "640 FFN neurons, else 320 / 10 / 448, else 288 / 9 / 576, else 256 / 8 / 768), "
             f"which trains {NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given; at three quarters of "
             "the teacher's channels or fewer (288, 256) on the teacher's soft targets alone where the task has classes "
             "unless --distillation_alpha is given."

@@ -24,5 +24,6 @@ def test_the_depth_budget_benchmark_prints_every_depth_and_its_choice():
     assert re.search(r"[1-5] layers[^:]*: the deepest student within 1.0x", result.stdout)
     # the tiny shapes are measured too, the wider first
     assert "3 layers of 320 channels, 10 heads and 640 FFN neurons" in result.stdout
+    assert "3 layers of 320 channels, 10 heads and 448 FFN neurons" in result.stdout
     assert "3 layers of 288 channels, 9 heads and 576 FFN neurons" in result.stdout
     assert "3 layers of 256 channels, 8 heads and 768 FFN neurons" in result.stdout

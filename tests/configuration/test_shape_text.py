@@ -44,6 +44,7 @@ def test_the_budgets_narrowed_shapes_are_described_like_configs():
     )
     assert [describe_width(width) for width in narrowed_shapes(config)] == [
         "320 channels, 10 heads and 640 FFN neurons",
+        "320 channels, 10 heads and 448 FFN neurons",
         "288 channels, 9 heads and 576 FFN neurons",
         "256 channels, 8 heads and 768 FFN neurons",
     ]

@@ -24,6 +24,7 @@ from examples.tiny_students import (
     SHAPES,
     _eager_ratio,
     _training_order,
+    dev_roles,
     plot,
     role_commands,
 )
@@ -76,13 +77,22 @@ def test_the_assistant_trains_just_before_the_first_student_it_teaches():
     assert order == ["teacher", "dense 2l-384h", "assistant", "dense 2l-384h assistant", "minimoe 2l-384h assistant"]
 
 
+def test_the_dev_read_scores_the_teacher_and_the_reported_candidates_named():
+    """By default ``--report_dev`` reads the teacher, the no-distillation bar, CHOSEN and FALLBACK; a candidate chosen
+    later is read alone (with its teacher) by naming it, so that the others are not read again."""
+    assert dev_roles(list(CANDIDATES)) == ["teacher", NO_DISTILLATION_BAR, CHOSEN, FALLBACK]
+    assert dev_roles([FALLBACK]) == ["teacher", FALLBACK]
+    assert dev_roles(["dense 2l-384h"]) == ["teacher"]
+
+
 def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_preset():
-    """CHOSEN's shape is the widest ``--max_latency_ratio`` times, the next one the study's 288-channel shape (built
-    where the widest does not fit), the no-distillation bar's the narrowest: the narrowed shapes of the main job's
-    preset, in order."""
+    """CHOSEN's shape is the first ``--max_latency_ratio`` times, FALLBACK's the next (built where CHOSEN's does not
+    fit), then the study's 288-channel shape, and the no-distillation bar's the narrowest: the narrowed shapes of the
+    main job's preset, in order."""
     preset, overrides = SHAPES[CANDIDATES[CHOSEN][0]]
-    wide, middle, narrow = narrowed_shapes(preset_config(preset))
+    wide, smaller_ffn, middle, narrow = narrowed_shapes(preset_config(preset))
     assert overrides == DepthChoice(3, 0.3, 1.0, narrowed=wide).overrides()
+    assert SHAPES[CANDIDATES[FALLBACK][0]] == (preset, DepthChoice(3, 0.3, 1.0, narrowed=smaller_ffn).overrides())
     assert SHAPES["3l-288h"] == (preset, DepthChoice(3, 0.3, 1.0, narrowed=middle).overrides())
     assert overrides == {
         "num_hidden_layers": 3,
@@ -96,13 +106,18 @@ def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_pr
     _, taught_by, flags = CANDIDATES[CHOSEN]
     assert (taught_by, flags) == ("teacher", ["--num_train_epochs", f"{NARROWED_STUDENT_EPOCHS:g}"])
     assert CANDIDATES[NO_DISTILLATION_BAR][1:] == (None, flags)
-    # the widest keeps the recipe's weight of the labels (the study's default, as no flag sets it); the next width,
-    # FALLBACK, the soft targets alone: what task_recipe.distillation_alpha gives each width on a task with classes
+    # both 320-channel shapes keep the recipe's weight of the labels (the study's default, as no flag sets it); the
+    # 288-channel one the soft targets alone: what task_recipe.distillation_alpha gives each width on a task with
+    # classes
+    assert CANDIDATES[FALLBACK] == ("3l-320h-448f", "teacher", flags)
     soft_targets = ["--distillation_alpha", f"{NARROWED_DISTILLATION_ALPHA:g}"]
-    assert CANDIDATES[FALLBACK] == ("3l-288h", "teacher", [*flags, *soft_targets])
-    channels = {name: SHAPES[CANDIDATES[name][0]][1]["hidden_size"] / 384 for name in (CHOSEN, FALLBACK)}
-    assert distillation_alpha("classification", channels[CHOSEN]) == DISTILLATION_ALPHA
-    assert distillation_alpha("ner", channels[FALLBACK]) == NARROWED_DISTILLATION_ALPHA
+    assert CANDIDATES["dense 3l-288h ten-epochs soft-targets"] == ("3l-288h", "teacher", [*flags, *soft_targets])
+    for name in (CHOSEN, FALLBACK):
+        channels = SHAPES[CANDIDATES[name][0]][1]["hidden_size"] / 384
+        assert (
+            distillation_alpha("classification", channels) == DISTILLATION_ALPHA == distillation_alpha("ner", channels)
+        )
+    assert distillation_alpha("ner", middle["hidden_size"] / 384) == NARROWED_DISTILLATION_ALPHA
     moe = preset_config(SHAPES["moe-2l-384h"][0], **SHAPES["moe-2l-384h"][1])
     # the MoE twin of the 2-layer student: the same attention, 4 experts holding its 768 FFN neurons, one per token
     assert (moe.num_hidden_layers, moe.hidden_size, moe.num_experts * moe.moe_intermediate_size) == (2, 384, 768)

@@ -126,35 +126,57 @@ def test_the_narrowed_shape_is_taken_only_where_no_whole_student_half_the_teache
 
 
 def test_the_widest_narrowed_shape_that_fits_is_taken_and_the_wider_ones_are_named(fixed_timings):
-    """Twelve heads of 8 channels give three narrowed widths (10, 9 and 8 heads); where the widest is over the budget
-    the middle one is taken, and the reason says what the wider one would have cost."""
+    """Twelve heads of 8 channels give four narrowed widths (10 heads with two FFNs, 9 and 8 heads); the first that
+    fits the budget is taken — the smaller FFN at the widest attention where the larger is over, then the next
+    attention — and the reason says what every wider one would have cost."""
     twelve_heads = {"hidden_size": 96, "num_attention_heads": 12, "intermediate_size": 192}
     teacher = preset_config("minilm-6l-384h", **twelve_heads)
     student = preset_config("minilm-3l-96h", **twelve_heads)
     fixed_timings.teacher_layers = 6  # teacher 7 ms; 3 whole layers 4 ms (0.57x)
-    fixed_timings.narrowed_ms = [2.2, 2.1, 2.0]  # 0.31x, 0.30x, 0.29x
+    fixed_timings.narrowed_ms = [2.2, 2.1, 2.0, 1.9]  # 0.31x, 0.30x, 0.29x, 0.27x
     choice = deepest_student_within_budget(student, teacher, 0.3, rounds=3, narrow=True)
     assert choice.overrides() == {
+        "num_hidden_layers": 3,
+        "hidden_size": 80,
+        "num_attention_heads": 10,
+        "intermediate_size": 112,
+    }
+    assert "(3 layers of 80 channels, 10 heads and 160 FFN neurons would be 0.31x):" in choice.reason
+    assert list(choice.narrowed_ratios.values()) == [0.314, 0.3, 0.286, 0.271]
+    fixed_timings.narrowed_ms = [2.2, 2.2, 2.0, 1.9]  # both 10-head shapes over: the 9-head one
+    narrower = deepest_student_within_budget(student, teacher, 0.3, rounds=3, narrow=True)
+    assert narrower.overrides() == {
         "num_hidden_layers": 3,
         "hidden_size": 72,
         "num_attention_heads": 9,
         "intermediate_size": 144,
     }
-    assert "(3 layers of 80 channels, 10 heads and 160 FFN neurons would be 0.31x):" in choice.reason
-    assert list(choice.narrowed_ratios.values()) == [0.314, 0.3, 0.286]
+    assert (
+        "(3 layers of 80 channels, 10 heads and 160 FFN neurons would be 0.31x, "
+        "3 layers of 80 channels, 10 heads and 112 FFN neurons would be 0.31x):" in narrower.reason
+    )
 
 
 def test_the_narrowed_shapes_of_the_main_jobs_preset_are_the_studys():
-    """The widths ``--max_latency_ratio`` times for the main job's student are the three the tiny-student study
-    trained (examples/tiny_students.py): 320 channels with 10 heads and a 640-neuron FFN, 288 with 9 and 576, then
-    256 with 8 and 768. A student with too few heads for a wider shape gets only the narrower one."""
+    """The widths ``--max_latency_ratio`` times for the main job's student are the four the tiny-student study
+    trained (examples/tiny_students.py): 320 channels with 10 heads and a 640-neuron FFN, the same attention with
+    448, 288 with 9 and 576, then 256 with 8 and 768. A student with too few heads for a wider shape gets only the
+    narrower one, and a width whose FFN would be no larger than the next one's is left out."""
     assert narrowed_shapes(preset_config("minilm-3l-384h")) == [
         {"hidden_size": 320, "num_attention_heads": 10, "intermediate_size": 640},
+        {"hidden_size": 320, "num_attention_heads": 10, "intermediate_size": 448},
         {"hidden_size": 288, "num_attention_heads": 9, "intermediate_size": 576},
         {"hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 768},
     ]
     three_heads = preset_config("minilm-3l-96h", num_attention_heads=3)
     assert [width["num_attention_heads"] for width in narrowed_shapes(three_heads)] == [2]
+    # four heads of 16 channels: five sixths and three quarters both keep 3 heads, whose FFN twice the width (96)
+    # is larger than 1.4 times it (67): one 3-head shape, then the 2-head one
+    four_heads = preset_config("minilm-3l-96h", hidden_size=64, num_attention_heads=4, intermediate_size=128)
+    assert [(width["num_attention_heads"], width["intermediate_size"]) for width in narrowed_shapes(four_heads)] == [
+        (3, 96),
+        (2, 64),
+    ]
 
 
 QUICK = [
