@@ -236,6 +236,20 @@ def _training_order(candidates: list[str]) -> list[str]:
     return order
 
 
+def _trained(commands: dict[str, list[str]], roles: list[str]) -> dict[str, list[str]]:
+    """``commands`` of ``roles``, each of which must have been trained: a read of models that are not there (the
+    study not run yet, or run with other ``--candidates``) names the first missing folder and how to train it, instead
+    of failing inside ``from_pretrained`` on a path it takes for a Hub name."""
+    for role in roles:
+        folder = _folder(commands[role])
+        if not (folder / "run_summary.json").is_file():
+            raise SystemExit(
+                f"{role!r} has no trained model at {folder}: run the study without --report_latency / --report_dev, "
+                "with the same --output_dir, --seeds, --tasks and --candidates, first."
+            )
+    return {role: commands[role] for role in roles}
+
+
 def _run(command: list[str]) -> tuple[dict, float]:
     """One run (or the finished one's summary) and the CPU seconds it took, recorded beside it."""
     folder = _folder(command)
@@ -352,7 +366,8 @@ def main(argv: list[str] | None = None) -> None:
         for task in args.tasks
     }
     if args.report_latency:  # a model's latency does not depend on its task's head: timed on the first task's
-        measured = report_latency(commands[args.tasks[0], args.seeds[0]], args.tasks[0])
+        timed = _trained(commands[args.tasks[0], args.seeds[0]], _training_order(args.candidates))
+        measured = report_latency(timed, args.tasks[0])
         # the roles timed now replace their earlier rows; the others keep theirs, each a ratio to its own run's teacher
         latency_file = output / "latency.json"
         earlier = json.loads(latency_file.read_text()) if latency_file.is_file() else {}
@@ -364,6 +379,7 @@ def main(argv: list[str] | None = None) -> None:
         dev: dict[str, dict[str, dict[int, float]]] = {}
         for (task, seed), roles in commands.items():
             metric, _, dev_file = TASKS[task]
+            roles = _trained(roles, reported)
             for role in reported:
                 scores = evaluate_folder(_folder(roles[role]), task, files[task][0], data_dir / dev_file)
                 dev.setdefault(task, {}).setdefault(role, {})[seed] = scores[metric]

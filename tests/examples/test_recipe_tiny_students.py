@@ -5,6 +5,9 @@ candidate declares; the assistant trains before the first student it teaches; th
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from compact_bert.cli import finetune_command
 from compact_bert.configuration import preset_config
@@ -25,6 +28,7 @@ from examples.tiny_students import (
     _eager_ratio,
     _training_order,
     dev_roles,
+    main,
     plot,
     role_commands,
 )
@@ -83,6 +87,24 @@ def test_the_dev_read_scores_the_teacher_and_the_reported_candidates_named():
     assert dev_roles(list(CANDIDATES)) == ["teacher", NO_DISTILLATION_BAR, CHOSEN, FALLBACK]
     assert dev_roles([FALLBACK]) == ["teacher", FALLBACK]
     assert dev_roles(["dense 2l-384h"]) == ["teacher"]
+
+
+@needs_task_splits
+@pytest.mark.parametrize("report", ["--report_latency", "--report_dev"])
+def test_a_report_on_models_not_trained_names_the_missing_folder(tmp_path, report):
+    """Reading the latency or the dev scores of models that were never trained stops before loading anything, with
+    the folder and the way to train it — not inside ``from_pretrained``, which takes a missing path for a Hub name. The
+    teacher trained, the candidate missing: the candidate's folder is named; the assistant, which this candidate does
+    not need, is not asked for."""
+    argv = ["--output_dir", str(tmp_path), "--data_dir", str(SHARED_DATA), "--seeds", "0", "--tasks", "sst2"]
+    argv += ["--candidates", FALLBACK, report]
+    teacher = tmp_path / "sst2" / "seed-0" / "teacher"
+    teacher.mkdir(parents=True)
+    (teacher / "run_summary.json").write_text("{}")
+    missing = tmp_path / "sst2" / "seed-0" / FALLBACK.replace(" ", "-")
+    message = f"{FALLBACK!r} has no trained model at {missing}: run the study without"
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        main(argv)
 
 
 def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_preset():
