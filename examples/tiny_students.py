@@ -28,7 +28,7 @@ task-distillation recipe) and every candidate (``CANDIDATES``), and scores them 
   then the soft targets alone at 288 and 320 channels (``... soft-targets``; on STS-B, a regression, each is its
   twin's run), which paid at 288 and not at 320; then, as the 288-channel student sat at 95% of the teacher on the
   dev sets, the 320-channel attention with a 448-neuron FFN (0.27-0.29x eager, 0.28x in ONNX Runtime where the
-  640-neuron FFN was 0.31-0.32x), what ``--max_latency_ratio`` builds where ``CHOSEN``'s shape does not fit
+  640-neuron FFN was 0.31-0.32x; 0.30-0.32x in ONNX Runtime on an AMD host), what ``--max_latency_ratio`` builds where ``CHOSEN``'s shape does not fit
   (``FALLBACK``), before the 288-channel one.
 
 Every shape was sized to 0.27-0.28x the teacher's eager latency at batch 1 x 128 (1 layer: 0.19x; ``SHAPES``); ``--report_latency``
@@ -102,7 +102,8 @@ SHAPES = {
         {"num_hidden_layers": 3, "hidden_size": 288, "num_attention_heads": 9, "intermediate_size": 576},
     ),
     # the 320-channel attention with a smaller FFN (448 neurons, 1.4x the channels): trained, 0.27-0.29x eager and
-    # 0.28x in ONNX Runtime where the 640-neuron FFN is 0.31-0.32x and 0.30-0.31x: the widest attention that fits
+    # 0.28x in ONNX Runtime on the Intel host where the 640-neuron FFN is 0.31-0.32x and 0.30-0.31x; on an AMD host
+    # 0.26-0.29x eager but 0.30-0.32x in ONNX Runtime, on the budget's edge
     "3l-320h-448f": (
         "minilm-3l-384h",
         {"num_hidden_layers": 3, "hidden_size": 320, "num_attention_heads": 10, "intermediate_size": 448},
@@ -236,13 +237,18 @@ def _training_order(candidates: list[str]) -> list[str]:
     return order
 
 
+def _is_trained(folder: Path) -> bool:
+    """A run finished there: ``finetune`` writes its summary last."""
+    return (folder / "run_summary.json").is_file()
+
+
 def _trained(commands: dict[str, list[str]], roles: list[str]) -> dict[str, list[str]]:
     """``commands`` of ``roles``, each of which must have been trained: a read of models that are not there (the
     study not run yet, or run with other ``--candidates``) names the first missing folder and how to train it, instead
     of failing inside ``from_pretrained`` on a path it takes for a Hub name."""
     for role in roles:
         folder = _folder(commands[role])
-        if not (folder / "run_summary.json").is_file():
+        if not _is_trained(folder):
             raise SystemExit(
                 f"{role!r} has no trained model at {folder}: run the study without --report_latency / --report_dev, "
                 "with the same --output_dir, --seeds, --tasks and --candidates, first."
@@ -254,7 +260,7 @@ def _run(command: list[str]) -> tuple[dict, float]:
     """One run (or the finished one's summary) and the CPU seconds it took, recorded beside it."""
     folder = _folder(command)
     cost_file = folder / "cpu_seconds.json"
-    if (folder / "run_summary.json").is_file() and cost_file.is_file():
+    if _is_trained(folder) and cost_file.is_file():
         return _finetune(command), json.loads(cost_file.read_text())["cpu_seconds"]
     start = time.process_time()
     summary = _finetune(command)
@@ -379,9 +385,8 @@ def main(argv: list[str] | None = None) -> None:
         dev: dict[str, dict[str, dict[int, float]]] = {}
         for (task, seed), roles in commands.items():
             metric, _, dev_file = TASKS[task]
-            roles = _trained(roles, reported)
-            for role in reported:
-                scores = evaluate_folder(_folder(roles[role]), task, files[task][0], data_dir / dev_file)
+            for role, command in _trained(roles, reported).items():
+                scores = evaluate_folder(_folder(command), task, files[task][0], data_dir / dev_file)
                 dev.setdefault(task, {}).setdefault(role, {})[seed] = scores[metric]
         # what an earlier choice's read recorded stays beside it (a model is scored on dev once, after its choice)
         dev_file = output / "dev.json"

@@ -116,7 +116,7 @@ def narrowed_shapes(student_config) -> list[dict]:
 
     With 3 layers they kept, on the dev sets (two seeds; ``examples/tiny_students.py``, docs/students.md "Capacity at
     the same latency"), 96.4 / 101.3 / 95.4%, 95.5 / 101.4 / 95.1%, 94.98 / 101.3 / 94.96% and 94.5 / 100.6 / 94.1%
-    of the packaged teacher on SST-2 / STS-B / CoNLL-2003, and all four cost 0.26-0.32x of it at batch 1 x 128 on
+    of the packaged teacher on SST-2 / STS-B / CoNLL-2003, and all four cost 0.26-0.36x of it at batch 1 x 128 on
     compact-bert's eager path depending on the machine (a layer's fixed per-operation cost dominates at this size):
     which fits a budget of 0.3 is a measurement, not a constant. A shape is left out where it would be no larger
     than the next one tried (no more heads, or as many heads and no more FFN neurons)."""
