@@ -6,12 +6,15 @@ round after round, in one process, so that noise on a shared machine hits all of
 as the median and the 90th percentile of its rounds.
 
 Runtimes in one process share the cores, and each keeps its own thread pool: a pool that spin-waits after its
-call (onnxruntime by default, and PyTorch's OpenMP threads for a moment) steals the cores from the next
-runtime's call. Measured on the main job's classifier at batch 1 x 128 on 2 cores: eager PyTorch alone 10.5 ms,
-interleaved with a spinning onnxruntime session 24 ms (p90 60 ms). So onnxruntime sessions here are built with
-spinning off, and every timed call is preceded by an untimed call of the same runner, which lets the previous
-runtime's threads go idle first. (A deployment that runs only onnxruntime may keep spinning on: it was
-5-10% faster alone.)
+call (onnxruntime by default, and PyTorch's OpenMP threads) steals the cores from the next runtime's call.
+Measured on the main job's classifier at batch 1 x 128 on 2 cores: eager PyTorch alone 10.5 ms, interleaved with a
+spinning onnxruntime session 24 ms (p90 60 ms). So onnxruntime sessions here are built with spinning off. PyTorch's
+OpenMP workers still spin for several milliseconds after each forward (libgomp's spin count; ~10 ms on a 2-core AMD
+EPYC), longer than a tiny model's whole call: a 3-layer student's onnxruntime call right after a PyTorch call took
+5.7 ms instead of 4.5-4.9 (``benchmarks/bench_runtime_settle.py``), which put the same two models' ONNX latency ratio
+at 0.31-0.33 instead of 0.25-0.26. So each runner is called only after ``SETTLE_MS`` of sleep,
+which lets the previous runner's threads go idle, then once untimed (its own pool warm, as under steady load) and
+then once timed. (A deployment that runs only onnxruntime may keep spinning on: it was 5-10% faster alone.)
 
 A *runner* is a no-argument callable that does one forward pass on fixed inputs. ``eager_runner`` builds one for
 a PyTorch module (a compiled module included), ``onnxruntime_runner`` for an ``.onnx`` file, ``tflite_runner`` for a
@@ -34,6 +37,7 @@ import torch
 from .latency_report import RuntimeLatency
 
 __all__ = [
+    "SETTLE_MS",
     "device_description",
     "eager_runner",
     "latency_inputs",
@@ -42,6 +46,10 @@ __all__ = [
     "onnxruntime_runner",
     "tflite_runner",
 ]
+
+# How long each runner waits before its calls, so that the previous runner's spinning threads have gone idle
+# (PyTorch's OpenMP workers spin for up to ~10 ms after a forward on the 2-core hosts measured; module docstring).
+SETTLE_MS = 20.0
 
 # The graph inputs every exported compact-bert model takes, in order.
 _INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -109,27 +117,31 @@ def tflite_runner(tflite_path: str | Path, inputs: dict[str, torch.Tensor], thre
 
 
 def measure_interleaved(
-    runners: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3
+    runners: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3, settle_ms: float = SETTLE_MS
 ) -> dict[str, RuntimeLatency]:
     """Median and 90th-percentile milliseconds per call of each runner, all measured in the same rounds; each timed
-    call follows an untimed call of the same runner (module docstring)."""
-    samples = measure_interleaved_samples(runners, rounds, warmup)
+    call follows ``settle_ms`` of sleep and an untimed call of the same runner (module docstring)."""
+    samples = measure_interleaved_samples(runners, rounds, warmup, settle_ms)
     return {name: _summary(values) for name, values in samples.items()}
 
 
 def measure_interleaved_samples(
-    runners: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3
+    runners: dict[str, Callable[[], object]], rounds: int = 30, warmup: int = 3, settle_ms: float = SETTLE_MS
 ) -> dict[str, list[float]]:
     """The milliseconds of every timed call of each runner, in round order (what ``measure_interleaved``
     summarises; the benchmarks print more than the median from it)."""
-    if rounds < 1 or warmup < 0:
-        raise ValueError(f"rounds must be >= 1 and warmup >= 0, got rounds={rounds}, warmup={warmup}.")
+    if rounds < 1 or warmup < 0 or settle_ms < 0:
+        raise ValueError(
+            f"rounds must be >= 1, warmup >= 0 and settle_ms >= 0, got rounds={rounds}, warmup={warmup}, "
+            f"settle_ms={settle_ms}."
+        )
     samples: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(warmup):
         for run in runners.values():
             run()
     for _ in range(rounds):
         for name, run in runners.items():
+            time.sleep(settle_ms / 1e3)
             run()
             start = time.perf_counter()
             run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -31,9 +32,23 @@ def test_each_timed_call_follows_a_call_of_the_same_runner():
     assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2
 
 
-def test_measure_rejects_zero_rounds():
+def test_each_runner_starts_only_after_the_previous_one_settled():
+    """A runtime's threads spin on after its call (PyTorch's OpenMP workers for up to ~10 ms): the next runner's
+    calls must not start inside that window, or a short call is charged for them (module docstring)."""
+    calls = []  # (runner, start, end) of every call, in order
+    runners = {name: lambda name=name: calls.append((name, time.perf_counter(), time.perf_counter())) for name in "ab"}
+    measure_interleaved(runners, rounds=3, warmup=0, settle_ms=15)
+    assert [name for name, _, _ in calls] == ["a", "a", "b", "b"] * 3
+    for (previous, _, ended), (name, started, _) in itertools.pairwise(calls):
+        if name != previous:  # each runner's untimed call waits the settle time after the other runner's timed one
+            assert started - ended >= 0.015
+
+
+def test_measure_rejects_zero_rounds_and_a_negative_settle_time():
     with pytest.raises(ValueError, match="rounds must be >= 1"):
         measure_interleaved({"noop": lambda: None}, rounds=0)
+    with pytest.raises(ValueError, match="settle_ms=-1"):
+        measure_interleaved({"noop": lambda: None}, settle_ms=-1)
 
 
 def test_inputs_are_reproducible_and_unpadded():
