@@ -37,9 +37,11 @@ def main(argv: list[str] | None = None) -> None:
     from compact_bert.export.onnx_exporter import export_onnx
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=20, help="timed rounds per setting and repeat (default 20)")
-    parser.add_argument("--repeats", type=int, default=3, help="alternations of the two settings (default 3)")
+    parser.add_argument("--rounds", type=int, default=20, help="Timed rounds per setting and repeat (20).")
+    parser.add_argument("--repeats", type=int, default=3, help="Alternations of the two settings (3).")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.repeats < 1:
+        parser.error(f"--rounds and --repeats must be at least 1, got {args.rounds} and {args.repeats}.")
 
     teacher_config = transformers.AutoConfig.from_pretrained(resolve_model_path("all-MiniLM-L6-v2"), num_labels=2)
     student_config = transformers.AutoConfig.from_pretrained(

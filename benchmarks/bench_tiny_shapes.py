@@ -41,10 +41,16 @@ def main(argv: list[str] | None = None) -> None:
     from examples.tiny_students import SHAPES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=list(SHAPES))
-    parser.add_argument("--rounds", type=int, default=20, help="timed rounds per repeat (default 20)")
-    parser.add_argument("--repeats", type=int, default=2, help="measurements of every runner (default 2)")
+    parser.add_argument(
+        "--shapes", nargs="+", choices=sorted(SHAPES), default=list(SHAPES), help="The study's shapes to time (all)."
+    )
+    parser.add_argument("--rounds", type=int, default=20, help="Timed rounds per repeat (20).")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="Measurements of every runner, printed side by side (2)."
+    )
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.repeats < 1:
+        parser.error(f"--rounds and --repeats must be at least 1, got {args.rounds} and {args.repeats}.")
 
     teacher_config = transformers.AutoConfig.from_pretrained(resolve_model_path("all-MiniLM-L6-v2"), num_labels=9)
     configs = {"teacher": teacher_config}
@@ -58,10 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, config in configs.items():
             torch.manual_seed(0)
             model = transformers.AutoModelForTokenClassification.from_config(config).eval()
-            folder, onnx_folder = (
-                Path(scratch) / name.replace(" ", "-"),
-                Path(scratch) / f"{name}-onnx".replace(" ", "-"),
-            )
+            folder, onnx_folder = Path(scratch) / name, Path(scratch) / f"{name}-onnx"
             model.save_pretrained(folder)
             export_onnx(folder, onnx_folder, "token-classification")
             runners[f"{name} eager"] = eager_runner(model, inputs, optimize=True)

@@ -27,8 +27,9 @@ task-distillation recipe) and every candidate (``CANDIDATES``), and scores them 
   channels (0.27-0.29x eager, 0.26-0.27x in ONNX Runtime), what ``--max_latency_ratio`` builds where it does not fit;
   then the soft targets alone at 288 and 320 channels (``... soft-targets``; on STS-B, a regression, each is its
   twin's run), which paid at 288 and not at 320; then, as the 288-channel student sat at 95% of the teacher on the
-  dev sets, the 320-channel attention with a 448-neuron FFN (0.27-0.29x eager, 0.28x in ONNX Runtime where the
-  640-neuron FFN was 0.31-0.32x; on an AMD host 0.27-0.33x eager and 0.25-0.27x in ONNX Runtime), what ``--max_latency_ratio`` builds where ``CHOSEN``'s shape does not fit
+  dev sets, the 320-channel attention with a 448-neuron FFN (0.27-0.29x eager, 0.28x in ONNX Runtime before
+  ``runtime_latency.SETTLE_MS``, where the 640-neuron FFN was 0.31-0.32x; on an AMD host 0.27-0.33x eager and
+  0.25-0.27x in ONNX Runtime), what ``--max_latency_ratio`` builds where ``CHOSEN``'s shape does not fit
   (``FALLBACK``), before the 288-channel one.
 
 Every shape was sized to 0.27-0.28x the teacher's eager latency at batch 1 x 128 (1 layer: 0.19x; ``SHAPES``); ``--report_latency``
@@ -102,8 +103,9 @@ SHAPES = {
         {"num_hidden_layers": 3, "hidden_size": 288, "num_attention_heads": 9, "intermediate_size": 576},
     ),
     # the 320-channel attention with a smaller FFN (448 neurons, 1.4x the channels): trained, 0.27-0.29x eager and
-    # 0.28x in ONNX Runtime on the Intel host where the 640-neuron FFN is 0.31-0.32x and 0.30-0.31x; on an AMD host
-    # 0.27-0.33x eager (median 0.29x, the budget's edge) and 0.25-0.27x in ONNX Runtime (runtime_latency.SETTLE_MS)
+    # 0.28x in ONNX Runtime (before runtime_latency.SETTLE_MS) on the Intel host where the 640-neuron FFN is
+    # 0.31-0.32x and 0.30-0.31x; on an AMD host 0.27-0.33x eager (median 0.29x, the budget's edge) and 0.25-0.27x in
+    # ONNX Runtime with the settled measurement
     "3l-320h-448f": (
         "minilm-3l-384h",
         {"num_hidden_layers": 3, "hidden_size": 320, "num_attention_heads": 10, "intermediate_size": 448},

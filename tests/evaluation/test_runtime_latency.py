@@ -44,6 +44,14 @@ def test_each_runner_starts_only_after_the_previous_one_settled():
             assert started - ended >= 0.015
 
 
+@pytest.mark.parametrize("settle_ms", [0.0, 15.0])
+def test_the_settle_time_is_the_one_asked_for_once_per_runner_and_round(monkeypatch, settle_ms):
+    slept = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    measure_interleaved({"a": lambda: None, "b": lambda: None}, rounds=3, warmup=1, settle_ms=settle_ms)
+    assert slept == [settle_ms / 1e3] * 6
+
+
 def test_measure_rejects_zero_rounds_and_a_negative_settle_time():
     with pytest.raises(ValueError, match="rounds must be >= 1"):
         measure_interleaved({"noop": lambda: None}, rounds=0)
