@@ -23,21 +23,51 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's examples/ (the study's SHAPES)
 
 
-def main(argv: list[str] | None = None) -> None:
+def exported_runners(configs: dict, inputs: dict, scratch: Path) -> dict:
+    """An eager runner (compact-bert's path) and an ONNX Runtime runner (the fastest exported form, as ``compact-bert
+    export`` writes it) for a random-weight token classifier of each config, keyed ``"<name> eager"`` and
+    ``"<name> onnx"``; the exports go under ``scratch``, which must outlive the runners."""
     import torch
+    import transformers
+
+    from compact_bert.evaluation.runtime_latency import eager_runner, onnxruntime_runner
+    from compact_bert.export.bert_onnx import fastest_onnx_file
+    from compact_bert.export.onnx_exporter import export_onnx
+
+    runners = {}
+    for name, config in configs.items():
+        torch.manual_seed(0)
+        model = transformers.AutoModelForTokenClassification.from_config(config).eval()
+        folder, onnx_folder = scratch / name, scratch / f"{name}-onnx"
+        model.save_pretrained(folder)
+        export_onnx(folder, onnx_folder, "token-classification")
+        runners[f"{name} eager"] = eager_runner(model, inputs, optimize=True)
+        runners[f"{name} onnx"] = onnxruntime_runner(fastest_onnx_file(onnx_folder), inputs)
+    return runners
+
+
+def shape_configs(shapes: list[str], num_labels: int = 9) -> dict:
+    """The packaged teacher's config (``"teacher"``) and each of the study's ``shapes`` built from it as the study
+    builds its students (``preset_config`` with the shape's overrides), all with CoNLL-2003's 9-tag head."""
     import transformers
 
     from compact_bert.configuration import preset_config
     from compact_bert.distillation.teachers import resolve_model_path
-    from compact_bert.evaluation.runtime_latency import (
-        device_description,
-        eager_runner,
-        latency_inputs,
-        measure_interleaved,
-        onnxruntime_runner,
+    from examples.tiny_students import SHAPES
+
+    teacher_config = transformers.AutoConfig.from_pretrained(
+        resolve_model_path("all-MiniLM-L6-v2"), num_labels=num_labels
     )
-    from compact_bert.export.bert_onnx import fastest_onnx_file
-    from compact_bert.export.onnx_exporter import export_onnx
+    configs = {"teacher": teacher_config}
+    for shape in shapes:
+        preset, overrides = SHAPES[shape]
+        configs[shape] = preset_config(preset, teacher_config, **overrides)
+        configs[shape].num_labels = num_labels
+    return configs
+
+
+def main(argv: list[str] | None = None) -> None:
+    from compact_bert.evaluation.runtime_latency import device_description, latency_inputs, measure_interleaved
     from examples.tiny_students import SHAPES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -52,23 +82,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.rounds < 1 or args.repeats < 1:
         parser.error(f"--rounds and --repeats must be at least 1, got {args.rounds} and {args.repeats}.")
 
-    teacher_config = transformers.AutoConfig.from_pretrained(resolve_model_path("all-MiniLM-L6-v2"), num_labels=9)
-    configs = {"teacher": teacher_config}
-    for shape in args.shapes:
-        preset, overrides = SHAPES[shape]
-        configs[shape] = preset_config(preset, teacher_config, **overrides)
-        configs[shape].num_labels = 9
-    inputs = latency_inputs(teacher_config.vocab_size, 1, 128)
-    runners = {}
+    configs = shape_configs(args.shapes)
+    inputs = latency_inputs(configs["teacher"].vocab_size, 1, 128)
     with tempfile.TemporaryDirectory(prefix="bench-tiny-shapes-") as scratch:
-        for name, config in configs.items():
-            torch.manual_seed(0)
-            model = transformers.AutoModelForTokenClassification.from_config(config).eval()
-            folder, onnx_folder = Path(scratch) / name, Path(scratch) / f"{name}-onnx"
-            model.save_pretrained(folder)
-            export_onnx(folder, onnx_folder, "token-classification")
-            runners[f"{name} eager"] = eager_runner(model, inputs, optimize=True)
-            runners[f"{name} onnx"] = onnxruntime_runner(fastest_onnx_file(onnx_folder), inputs)
+        runners = exported_runners(configs, inputs, Path(scratch))
         repeats = [measure_interleaved(runners, rounds=args.rounds) for _ in range(args.repeats)]
     print(device_description())
     teacher_ms = {

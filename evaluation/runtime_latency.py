@@ -11,8 +11,8 @@ Measured on the main job's classifier at batch 1 x 128 on 2 cores: eager PyTorch
 spinning onnxruntime session 24 ms (p90 60 ms). So onnxruntime sessions here are built with spinning off. PyTorch's
 OpenMP workers still spin for several milliseconds after each forward (libgomp's spin count; ~10 ms on a 2-core AMD
 EPYC), longer than a tiny model's whole call: a 3-layer student's onnxruntime call right after a PyTorch call took
-5.7 ms instead of 4.5-4.9 (``benchmarks/bench_runtime_settle.py``), which put the same two models' ONNX latency ratio
-at 0.31-0.33 instead of 0.25-0.26. So each runner is called only after ``SETTLE_MS`` of sleep,
+5.9-6.5 ms instead of 5.1-5.2 (``benchmarks/bench_runtime_settle.py``), which put the same two models' ONNX latency
+ratio at 0.31-0.33 instead of 0.26-0.27. So each runner is called only after ``SETTLE_MS`` of sleep,
 which lets the previous runner's threads go idle, then once untimed (its own pool warm, as under steady load) and
 then once timed. (A deployment that runs only onnxruntime may keep spinning on: it was 5-10% faster alone.)
 
