@@ -14,15 +14,19 @@ manner of PEFT's backends: given a module, the replacement or ``None``), tried i
 - ``"linear"``: any other ``nn.Linear`` (query, key, value, poolers, bottlenecks) → a packed ``nn.Linear``.
 
 Whether a packed form pays depends on the machine and the shape (MobileBERT's 128-wide projections ran 1.1-2.9x
-*slower* packed on the development machine, MiniLM's 384-wide ones 0.6-0.9x), so by default the call measures, once,
-each distinct shape at ``tokens`` rows, the replacement against the module it replaces, and swaps only where the
-replacement is faster (``measure=False``: swap everything the registry accepts). Outputs equal the plain modules' to
+*slower* packed on the development machine, MiniLM's 384-wide ones 0.6-0.9x), so by default the call measures, once
+per optimization and shape, at ``tokens`` rows, and swaps only where the replacement is faster (``measure=False``:
+swap everything the registry accepts). The modules of an encoder's layers are measured in context, on a copy of the
+whole stack of layers with and without every module of that optimization and shape swapped (``_decide_in_context``:
+alone, a module's weights stay cached between its calls and the packed forms' gain is missed); a shape found only
+outside such a stack is measured alone, against the module it replaces. Outputs equal the plain modules' to
 float32 rounding. The swap keeps every parameter object and name: the state dict, saving and PEFT see the same
 model; training through a swapped module computes what the plain module computes.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import statistics
 import time
@@ -134,6 +138,9 @@ def optimize_for_inference(
         logger.info("optimize_for_inference: oneDNN's packed linear ops are not available here; nothing swapped.")
         return report
     verdicts: dict[tuple, bool] = {}
+    if measure:
+        for stack in _layer_stacks(model):
+            _decide_in_context(stack, names, tokens, report, verdicts)
     replaced: list[str] = []  # the modules inside a replaced one are the replacement's business
     for parent_name, parent in list(model.named_modules()):
         if any(parent_name == name or parent_name.startswith(name + ".") for name in replaced):
@@ -154,6 +161,102 @@ def optimize_for_inference(
                 break
     logger.info("%s", report)
     return report
+
+
+# The replacements: the modules inside one are its own business, never offered to another optimization.
+_REPLACEMENTS = (PackedExperts, PackedIntermediate, PackedLinear, PackedResidualOutput)
+# Timed rounds per decision made in context, each with ``_CALLS_PER_ROUND`` calls of the stack with and without.
+_CONTEXT_ROUNDS = 5
+_CALLS_PER_ROUND = 2
+
+
+def _layer_stacks(model: nn.Module) -> list[nn.ModuleList]:
+    """The model's lists of layers of one class (an encoder's ``layer``), where the decisions are made in context."""
+    return [
+        module
+        for module in model.modules()
+        if isinstance(module, nn.ModuleList) and len(module) and len({type(layer) for layer in module}) == 1
+    ]
+
+
+def _offered(root: nn.Module):
+    """``(parent, name, child)`` for every module under ``root`` that an optimization may replace: not one inside a
+    replacement."""
+    for name, child in root.named_children():
+        yield root, name, child
+        if not isinstance(child, _REPLACEMENTS):
+            yield from _offered(child)
+
+
+def _decide_in_context(
+    stack: nn.ModuleList, names: tuple[str, ...], tokens: int, report: OptimizationReport, verdicts: dict
+) -> None:
+    """The verdicts of the optimizations (in registry order) for the modules of one stack of layers, each measured on a
+    copy of the whole stack: the stack as decided so far, against the same with every module of that optimization
+    and shape swapped, interleaved.
+
+    Why in context: a module timed alone keeps its weights in the cache between its repeated calls, where in a model
+    the other layers' weights have evicted them; alone, the plain ``F.linear`` (which re-lays its weight out on every
+    call) then looked as fast as the packed copy, and all-MiniLM-L6-v2 on the swaps chosen module by module ran up to
+    15% slower than with every swap in (``benchmarks/bench_eager_layer_paths.py``, ``compact-bert`` against
+    ``every-swap``). Stacks whose layers cannot run on hidden states alone (``layer(hidden_states)``) are left to the
+    module-by-module measurement."""
+    trial = copy.deepcopy(stack).eval()
+    first = next((module for module in trial.modules() if isinstance(module, nn.Linear)), None)
+    if first is None:
+        return
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(1, tokens, first.in_features, generator=generator).to(first.weight.device, first.weight.dtype)
+
+    def run() -> None:
+        hidden_states = inputs
+        for layer in trial:
+            output = layer(hidden_states)
+            hidden_states = output[0] if isinstance(output, tuple) else output
+
+    with torch.inference_mode():
+        try:
+            run()
+        except (TypeError, RuntimeError, ValueError, IndexError):
+            return
+        claimed: set[int] = set()  # a module an earlier optimization accepted is not offered to a later one
+        for name in names:
+            groups: dict[tuple, list] = {}
+            for parent, child_name, child in list(_offered(trial)):
+                if id(child) in claimed:
+                    continue
+                replacement = INFERENCE_OPTIMIZATIONS[name](child)
+                if replacement is not None:
+                    claimed.add(id(child))
+                    replacement.eval()
+                    groups.setdefault((name, _shape_key(child)), []).append((parent, child_name, child, replacement))
+            for key, members in groups.items():
+                if key not in verdicts:
+                    verdicts[key] = _faster_in_context(run, members, report, f"{name} {key[1]} in context")
+                for parent, child_name, child, replacement in members:
+                    setattr(parent, child_name, replacement if verdicts[key] else child)
+
+
+def _faster_in_context(run: Callable[[], None], members: list, report: OptimizationReport, label: str) -> bool:
+    """Whether ``run`` is faster with every member's replacement in than with none (medians of interleaved rounds)."""
+
+    def use(replacements: bool) -> None:
+        for parent, child_name, child, replacement in members:
+            setattr(parent, child_name, replacement if replacements else child)
+
+    times: dict[bool, list[float]] = {False: [], True: []}
+    use(True)
+    run()  # the first packed call packs
+    for _ in range(_CONTEXT_ROUNDS):
+        for replacements in (False, True):
+            use(replacements)
+            start = time.perf_counter()
+            for _ in range(_CALLS_PER_ROUND):
+                run()
+            times[replacements].append(time.perf_counter() - start)
+    ratio = statistics.median(times[True]) / statistics.median(times[False])
+    report.measured[label] = round(ratio, 3)
+    return ratio < 1.0
 
 
 def _shape_key(module: nn.Module) -> tuple:

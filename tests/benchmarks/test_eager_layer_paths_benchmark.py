@@ -11,6 +11,7 @@ import pytest
 import transformers
 
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "bench_eager_layer_paths.py"
+PATHS = ("plain", "every-swap", "compact-bert", "fused-qkv", "native-layer")
 TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
 
 
@@ -28,11 +29,13 @@ def _run(*arguments: str) -> subprocess.CompletedProcess:
 def test_the_layer_paths_benchmark_prints_every_paths_times_and_ratios_per_repeat():
     result = _run("--rounds", "1", "--repeats", "2")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    rows = re.findall(r"^((?:[\d.]+ \| ){9}[\d.]+)$", result.stdout, flags=re.MULTILINE)
+    paths = len(PATHS)
+    rows = re.findall(rf"^((?:[\d.]+ \| ){{{3 * paths}}}[\d.]+)$", result.stdout, flags=re.MULTILINE)
     assert len(rows) == 2, result.stdout
-    for row in rows:  # 3 teacher ms, 3 student ms, the 3 paths' ratios, fastest over fastest
+    for row in rows:  # each path's teacher ms, then student ms, then ratio; then fastest over fastest
         values = [float(cell) for cell in row.split(" | ")]
-        teacher, student, ratios, fastest = values[:3], values[3:6], values[6:9], values[9]
+        teacher, student, ratios = values[:paths], values[paths : 2 * paths], values[2 * paths : 3 * paths]
+        fastest = values[-1]
         assert all(value > 0 for value in values)
         assert ratios == pytest.approx([s / t for s, t in zip(student, teacher, strict=True)], abs=2e-3)
         assert fastest == pytest.approx(min(student) / min(teacher), abs=2e-3)

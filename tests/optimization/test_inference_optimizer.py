@@ -12,6 +12,7 @@ from transformers import AutoModelForSequenceClassification, BertConfig, BertFor
 
 from compact_bert import optimize_for_inference
 from compact_bert.optimization import INFERENCE_OPTIMIZATIONS, packed_weight_bytes
+from compact_bert.optimization.inference_optimizer import PackedIntermediate
 from compact_bert.optimization.onednn_weights import packing_available
 from compact_bert.optimization.packed_modules import PackedExperts, PackedLinear, PackedResidualOutput
 from tests.conftest import random_batch, tiny_configs
@@ -184,3 +185,72 @@ def test_an_optimized_model_deep_copies_and_pickles_after_running():
         expected = model(**batch).logits  # packs
         for copied in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
             torch.testing.assert_close(copied(**batch).logits, expected, rtol=0, atol=1e-6)
+
+
+@needs_onednn
+def test_an_encoders_layers_are_decided_on_the_whole_stack_and_the_rest_module_by_module(monkeypatch):
+    """The swaps of an encoder's layers are measured on a copy of the whole stack of layers (where the other layers'
+    weights compete for the cache, as in the model), each optimization and shape once, and the model's modules of
+    those shapes follow the verdicts; a shape outside the stack (the classifier's) is measured alone."""
+    from compact_bert.optimization import inference_optimizer
+
+    in_context, alone = [], []
+
+    def faster_in_context(run, members, report, label):
+        in_context.append((label, len(members)))
+        return label.startswith("intermediate")
+
+    monkeypatch.setattr(inference_optimizer, "_faster_in_context", faster_in_context)
+    monkeypatch.setattr(inference_optimizer, "_pays", lambda *args: alone.append(args[-1]) or True)
+    model = _bert_teacher()
+    before = model.state_dict(keep_vars=True)
+    report = optimize_for_inference(model)
+    layers = model.config.num_hidden_layers
+    labels = [label.split(" ")[0] for label, _ in in_context]
+    assert labels == ["intermediate", "residual_output", "residual_output", "linear", "linear"]
+    # Per layer: one intermediate and two residual outputs; then, their swaps refused, the plain linears by shape: the
+    # query, key, value and attention output (width x width), and the FFN output (width x FFN).
+    assert [count for _, count in in_context] == [layers, layers, layers, 4 * layers, layers]
+    assert report.swapped["intermediate"] == layers and "residual_output" not in report.swapped
+    assert all(isinstance(layer.intermediate, PackedIntermediate) for layer in model.bert.encoder.layer)
+    assert all(type(layer.attention.self.query) is torch.nn.Linear for layer in model.bert.encoder.layer)
+    # The classifier's shape was not in the stack: measured alone. The pooler's was (the query's): its verdict holds.
+    assert len(alone) == 1 and alone[0].startswith("linear") and isinstance(model.classifier, PackedLinear)
+    assert type(model.bert.pooler.dense) is torch.nn.Linear
+    after = model.state_dict(keep_vars=True)
+    assert list(after) == list(before) and all(after[key] is before[key] for key in before)
+
+
+@needs_onednn
+def test_a_real_decision_in_context_records_its_ratio_and_keeps_the_outputs():
+    torch.manual_seed(0)
+    model = _bert_teacher()
+    plain = copy.deepcopy(model)
+    report = optimize_for_inference(model, tokens=32)
+    labels = [label for label in report.measured if label.endswith("in context")]
+    assert labels and all(report.measured[label] > 0 for label in labels)
+    batch = random_batch()
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).logits, plain(**batch).logits, rtol=1e-5, atol=1e-5)
+
+
+class _PairLayer(torch.nn.Module):
+    """A layer that needs a second input: its stack cannot run on hidden states alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = torch.nn.Linear(8, 8)
+
+    def forward(self, hidden_states, other):
+        return self.dense(hidden_states) + other
+
+
+@needs_onednn
+def test_layers_that_cannot_run_on_hidden_states_alone_are_measured_module_by_module(monkeypatch):
+    from compact_bert.optimization import inference_optimizer
+
+    monkeypatch.setattr(inference_optimizer, "_faster_in_context", lambda *args: pytest.fail("measured in context"))
+    model = torch.nn.Module()
+    model.layers = torch.nn.ModuleList(_PairLayer() for _ in range(2))
+    report = optimize_for_inference(model, tokens=16)
+    assert len(report.measured) == 1 and next(iter(report.measured)).startswith("linear")
