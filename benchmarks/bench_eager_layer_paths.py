@@ -30,7 +30,6 @@ transformers 5, whose BERT modules the two paths wrap).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -38,7 +37,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tiny_shapes import shape_configs
+from bench_tiny_shapes import shape_configs, timing_arguments
 
 STUDENT = "3l-320h-448f"
 PATHS = ("plain", "every-swap", "compact-bert", "fused-qkv", "native-layer")
@@ -158,12 +157,9 @@ def main(argv: list[str] | None = None) -> None:
         measure_interleaved,
     )
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=30, help="Timed rounds per repeat (30).")
-    parser.add_argument("--repeats", type=int, default=3, help="Measurements of every runner, one line each (3).")
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or args.repeats < 1:
-        parser.error(f"--rounds and --repeats must be at least 1, got {args.rounds} and {args.repeats}.")
+    parser, args = timing_arguments(
+        argv, __doc__.split("\n\n")[0], 30, 3, "Measurements of every runner, one line each"
+    )
     if int(transformers.__version__.split(".")[0]) < 5:
         parser.error(f"the two modified paths wrap transformers 5's BERT modules; this is {transformers.__version__}.")
 

@@ -15,13 +15,12 @@ Run: ``python benchmarks/bench_runtime_settle.py`` (about a minute on 2 cores, m
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tiny_shapes import exported_runners, shape_configs
+from bench_tiny_shapes import exported_runners, shape_configs, timing_arguments
 
 STUDENT = "3l-320h-448f"
 
@@ -34,12 +33,7 @@ def main(argv: list[str] | None = None) -> None:
         measure_interleaved,
     )
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=20, help="Timed rounds per setting and repeat (20).")
-    parser.add_argument("--repeats", type=int, default=3, help="Alternations of the two settings (3).")
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or args.repeats < 1:
-        parser.error(f"--rounds and --repeats must be at least 1, got {args.rounds} and {args.repeats}.")
+    _, args = timing_arguments(argv, __doc__.split("\n\n")[0], 20, 3, "Alternations of the two settings")
 
     configs = shape_configs([STUDENT])
     inputs = latency_inputs(configs["teacher"].vocab_size, 1, 128)

@@ -46,6 +46,20 @@ def exported_runners(configs: dict, inputs: dict, scratch: Path) -> dict:
     return runners
 
 
+def timing_arguments(argv, description: str, rounds: int, repeats: int, repeats_help: str, extra=None):
+    """The benchmarks' ``--rounds`` (timed rounds per repeat) and ``--repeats`` with their defaults, parsed from
+    ``argv`` after ``extra(parser)`` added any other options; either below 1 is refused before anything is built."""
+    parser = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(parser)
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"Timed rounds per repeat ({rounds}).")
+    parser.add_argument("--repeats", type=int, default=repeats, help=f"{repeats_help} ({repeats}).")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.repeats < 1:
+        parser.error(f"--rounds and --repeats must be at least 1, got {args.rounds} and {args.repeats}.")
+    return parser, args
+
+
 def shape_configs(shapes: list[str], num_labels: int = 9) -> dict:
     """The packaged teacher's config (``"teacher"``) and each of the study's ``shapes`` built from it as the study
     builds its students (``preset_config`` with the shape's overrides), all with CoNLL-2003's 9-tag head."""
@@ -70,17 +84,18 @@ def main(argv: list[str] | None = None) -> None:
     from compact_bert.evaluation.runtime_latency import device_description, latency_inputs, measure_interleaved
     from examples.tiny_students import SHAPES
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--shapes", nargs="+", choices=sorted(SHAPES), default=list(SHAPES), help="The study's shapes to time (all)."
+    def shapes(parser):
+        parser.add_argument(
+            "--shapes",
+            nargs="+",
+            choices=sorted(SHAPES),
+            default=list(SHAPES),
+            help="The study's shapes to time (all).",
+        )
+
+    _, args = timing_arguments(
+        argv, __doc__.split("\n\n")[0], 20, 2, "Measurements of every runner, printed side by side", shapes
     )
-    parser.add_argument("--rounds", type=int, default=20, help="Timed rounds per repeat (20).")
-    parser.add_argument(
-        "--repeats", type=int, default=2, help="Measurements of every runner, printed side by side (2)."
-    )
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or args.repeats < 1:
-        parser.error(f"--rounds and --repeats must be at least 1, got {args.rounds} and {args.repeats}.")
 
     configs = shape_configs(args.shapes)
     inputs = latency_inputs(configs["teacher"].vocab_size, 1, 128)
