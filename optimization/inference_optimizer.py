@@ -168,6 +168,9 @@ _REPLACEMENTS = (PackedExperts, PackedIntermediate, PackedLinear, PackedResidual
 # Timed rounds per decision made in context, each with ``_CALLS_PER_ROUND`` calls of the stack with and without.
 _CONTEXT_ROUNDS = 5
 _CALLS_PER_ROUND = 2
+# The same for a module timed alone, which is cheaper to call.
+_ALONE_ROUNDS = 9
+_CALLS_ALONE = 3
 
 
 def _layer_stacks(model: nn.Module) -> list[nn.ModuleList]:
@@ -238,25 +241,14 @@ def _decide_in_context(
 
 
 def _faster_in_context(run: Callable[[], None], members: list, report: OptimizationReport, label: str) -> bool:
-    """Whether ``run`` is faster with every member's replacement in than with none (medians of interleaved rounds)."""
+    """Whether ``run`` is faster with every member's replacement in than with none."""
 
-    def use(replacements: bool) -> None:
+    def run_with(replacements: bool) -> None:
         for parent, child_name, child, replacement in members:
             setattr(parent, child_name, replacement if replacements else child)
+        run()
 
-    times: dict[bool, list[float]] = {False: [], True: []}
-    use(True)
-    run()  # the first packed call packs
-    for _ in range(_CONTEXT_ROUNDS):
-        for replacements in (False, True):
-            use(replacements)
-            start = time.perf_counter()
-            for _ in range(_CALLS_PER_ROUND):
-                run()
-            times[replacements].append(time.perf_counter() - start)
-    ratio = statistics.median(times[True]) / statistics.median(times[False])
-    report.measured[label] = round(ratio, 3)
-    return ratio < 1.0
+    return _replacement_pays(run_with, _CONTEXT_ROUNDS, _CALLS_PER_ROUND, report, label)
 
 
 def _shape_key(module: nn.Module) -> tuple:
@@ -265,26 +257,38 @@ def _shape_key(module: nn.Module) -> tuple:
 
 
 def _pays(original: nn.Module, replacement: nn.Module, tokens: int, report: OptimizationReport, label: str) -> bool:
-    """Whether ``replacement`` runs faster than ``original`` on ``tokens`` random rows here (medians of 9 interleaved
-    rounds; both in eval mode, as at inference)."""
+    """Whether ``replacement`` runs faster than ``original`` on ``tokens`` random rows here (both in eval mode, as at
+    inference)."""
     inputs = _sample_inputs(original, tokens)
     if inputs is None:
         return False
     was_training = original.training
     original.eval()
     replacement.eval()
-    times: dict[str, list[float]] = {"plain": [], "packed": []}
     with torch.inference_mode():
-        for module in (original, replacement):  # warm-up: the first packed call packs
-            module(*inputs)
-        for _ in range(9):
-            for kind, module in (("plain", original), ("packed", replacement)):
-                start = time.perf_counter()
-                for _ in range(3):
-                    module(*inputs)
-                times[kind].append(time.perf_counter() - start)
+        pays = _replacement_pays(
+            lambda packed: (replacement if packed else original)(*inputs), _ALONE_ROUNDS, _CALLS_ALONE, report, label
+        )
     original.train(was_training)
-    ratio = statistics.median(times["packed"]) / statistics.median(times["plain"])
+    return pays
+
+
+def _replacement_pays(
+    run: Callable[[bool], None], rounds: int, calls: int, report: OptimizationReport, label: str
+) -> bool:
+    """Whether ``run(True)`` (the replacements in) is faster than ``run(False)``: the medians of ``rounds``
+    interleaved rounds of ``calls`` calls each, after one call of each (the first packed call packs). Records the
+    ratio in ``report.measured[label]``, both the module-by-module and the in-context measurements."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for packed in (False, True):
+        run(packed)
+    for _ in range(rounds):
+        for packed in (False, True):
+            start = time.perf_counter()
+            for _ in range(calls):
+                run(packed)
+            times[packed].append(time.perf_counter() - start)
+    ratio = statistics.median(times[True]) / statistics.median(times[False])
     report.measured[label] = round(ratio, 3)
     return ratio < 1.0
 
