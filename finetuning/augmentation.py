@@ -27,7 +27,14 @@ import datasets
 
 from .word_neighbours import REPLACE_PROBABILITY, WordNeighbours
 
-__all__ = ["AUGMENTED_COLUMN", "PAIR_PERTURBATIONS", "augment_sentences", "augment_split", "augment_tagged_words"]
+__all__ = [
+    "AUGMENTED_COLUMN",
+    "PAIR_PERTURBATIONS",
+    "append_unlabeled",
+    "augment_sentences",
+    "augment_split",
+    "augment_tagged_words",
+]
 
 AUGMENTED_COLUMN = "augmented"
 MASK_PROBABILITY = 0.1
@@ -132,3 +139,13 @@ def augment_split(
     return datasets.Dataset.from_dict(
         merged, features=datasets.Features({**split.features, AUGMENTED_COLUMN: datasets.Value("bool")})
     )
+
+
+def append_unlabeled(split: datasets.Dataset, unlabeled: datasets.Dataset) -> datasets.Dataset:
+    """``split`` followed by ``unlabeled`` in-domain examples, marked ``augmented`` like the perturbed copies, so that
+    the teacher labels them: real text the teacher never saw is the transfer set of Hinton et al. (2015) and of
+    Tang et al. (2019, §3.2), which adds its perturbed copies only where such text is short."""
+    if AUGMENTED_COLUMN not in split.column_names:
+        split = split.add_column(AUGMENTED_COLUMN, [False] * len(split))
+    marked = unlabeled.add_column(AUGMENTED_COLUMN, [True] * len(unlabeled)).cast(split.features)
+    return datasets.concatenate_datasets([split, marked])

@@ -31,6 +31,7 @@ __all__ = [
     "check_tag_scheme",
     "conventional_names",
     "load_finetuning_data",
+    "load_unlabeled_examples",
     "read_conll",
     "read_table",
     "sort_tags",
@@ -350,9 +351,12 @@ def _not_conll(path: Path, text: str) -> str | None:
     return None
 
 
-def read_conll(path: str | Path, role: str = "--train_file") -> tuple[list[list[str]], list[list[str]]]:
+def read_conll(
+    path: str | Path, role: str = "--train_file", tagged: bool = True
+) -> tuple[list[list[str]], list[list[str]]]:
     """Sentences of a CoNLL file: one ``token ... TAG`` per line (first column = token, last = tag), a blank line
-    between sentences, ``-DOCSTART-`` lines skipped."""
+    between sentences, ``-DOCSTART-`` lines skipped. ``tagged=False`` (unlabeled sentences): one word per line, a
+    tag after it allowed and ignored; each sentence's tags are then ``"O"``, placeholders."""
     path = _check_file(path, role)
     text = read_utf8_text(path)
     problem = _not_conll(path, text)
@@ -374,10 +378,10 @@ def read_conll(path: str | Path, role: str = "--train_file") -> tuple[list[list[
                 tags.append(word_tags)
             words, word_tags = [], []
             continue
-        if len(fields) < 2:
+        if len(fields) < 2 and tagged:
             raise ValueError(f"{path}:{number}: expected 'token TAG' (whitespace-separated), got {line.rstrip()!r}.")
         words.append(fields[0])
-        word_tags.append(fields[-1])
+        word_tags.append(fields[-1] if tagged else "O")
     if words:
         sentences.append(words)
         tags.append(word_tags)
@@ -506,11 +510,12 @@ def _kind(value) -> str:
 
 
 def check_rows(
-    data: dict, lines: list[int], source: str, text_columns, label_column: str, regression: bool = False
+    data: dict, lines: list[int], source: str, text_columns, label_column: str | None, regression: bool = False
 ) -> None:
     """Rows are data, not accidents: no missing (null) text or label, no empty text, and labels of one kind per
-    file (``1`` and ``1.0`` in one JSON file would otherwise be two classes, ``true`` and ``"1"`` three)."""
-    for column in (*text_columns, label_column):
+    file (``1`` and ``1.0`` in one JSON file would otherwise be two classes, ``true`` and ``"1"`` three).
+    ``label_column`` ``None``: unlabeled rows, the text columns checked alone."""
+    for column in (*text_columns, *([label_column] if label_column is not None else [])):
         for value, line in zip(data[column], lines):
             if value is None:
                 raise ValueError(
@@ -519,6 +524,8 @@ def check_rows(
                 )
             if column != label_column and (not isinstance(value, str) or not value.strip()):
                 raise ValueError(f"{source}:{line}: column {column!r} holds {value!r}, not a non-empty text.")
+    if label_column is None:
+        return
     first_of_kind: dict[str, tuple[int, object]] = {}
     for value, line in zip(data[label_column], lines):
         kind = _kind(value)
@@ -638,6 +645,44 @@ def load_finetuning_data(arguments: FinetuneDataArguments) -> LabeledSplits:
         for split in (train, evaluation)
     ]
     return LabeledSplits(built[0], built[1], task_type, names, arguments.resolved_text_columns())
+
+
+def load_unlabeled_examples(
+    path: str | Path, arguments: FinetuneDataArguments, splits: LabeledSplits
+) -> datasets.Dataset:
+    """``--unlabeled_file``'s examples (``path``) with the columns of ``splits.train`` — words or text cut as at load,
+    and a placeholder ``label`` (the first class, 0.0, or every word's ``O``) that the teacher's prediction replaces,
+    as it does a perturbed copy's. A table needs the text column(s) only; any other column is ignored."""
+    if splits.task_type == "ner":
+        sentences, _ = read_conll(path, "--unlabeled_file", tagged=False)
+        words = arguments.resolved_max_seq_length()
+        outside = splits.label_names.index("O") if "O" in splits.label_names else 0
+        return datasets.Dataset.from_dict(
+            {
+                "tokens": [sentence[:words] for sentence in sentences],
+                "label": [[outside] * len(sentence[:words]) for sentence in sentences],
+            },
+            features=splits.train.features,
+        )
+    rows, lines = read_table(path, "--unlabeled_file")
+    columns = list(rows[0])
+    missing = [column for column in splits.text_columns if column not in columns]
+    if missing:
+        raise ValueError(
+            f"--unlabeled_file: {path} has no column {', '.join(map(repr, missing))}; its columns: {columns} (it "
+            f"needs the training data's text column(s): {', '.join(splits.text_columns)})."
+        )
+    data = {column: [row.get(column) for row in rows] for column in splits.text_columns}
+    check_rows(data, lines, str(path), splits.text_columns, None)
+    words = text_word_limit(arguments.resolved_max_seq_length())
+    placeholder = 0.0 if splits.task_type == "regression" else 0
+    return datasets.Dataset.from_dict(
+        {
+            **{column: [cut_to_words(text, words) for text in data[column]] for column in splits.text_columns},
+            "label": [placeholder] * len(rows),
+        },
+        features=splits.train.features,
+    )
 
 
 def text_word_limit(max_length: int) -> int:

@@ -153,6 +153,15 @@ class FinetuneConfig(CompactBertTrainingArguments):
             "finetuning/task_recipe.py), none without."
         },
     )
+    unlabeled_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "With --teacher: in-domain examples without labels, in --train_file's format (a table's text "
+            "column(s), any label column ignored; CoNLL text with one word per line, any tag ignored), labelled by the "
+            "teacher and added to the transfer set beside the perturbed copies (real text the teacher never saw, "
+            "Hinton et al. 2015; Tang et al. 2019). Default: none."
+        },
+    )
     augment_pair_sentences: str = field(
         default=AUGMENT_PAIR_SENTENCES,
         metadata={

@@ -39,10 +39,11 @@ from ..distillation.teacher_init_runner import (
     prepare_initialization,
 )
 from ..distillation.teachers import load_encoder, resolve_model_path
-from ..finetuning.augmentation import AUGMENTED_COLUMN, augment_split
+from ..finetuning.augmentation import AUGMENTED_COLUMN, append_unlabeled, augment_split
 from ..finetuning.data import (
     FinetuneDataArguments,
     load_finetuning_data,
+    load_unlabeled_examples,
     tokenize_sequence_dataset,
     tokenize_token_dataset,
 )
@@ -493,17 +494,19 @@ def _adjusted_training_args(training_args: FinetuneConfig, given: frozenset[str]
 MAX_TRAINING_EXAMPLES = 10_000_000
 
 
-def _check_training_set_size(examples: int, training_args: FinetuneConfig) -> None:
+def _check_training_set_size(examples: int, training_args: FinetuneConfig, unlabeled: int = 0) -> None:
     """Refuse, before anything is built, copies and recombined pairs that would make more than
-    ``MAX_TRAINING_EXAMPLES`` training examples, saying how many and what would fit."""
+    ``MAX_TRAINING_EXAMPLES`` training examples with the ``unlabeled`` ones, saying how many and what would fit."""
     per_example = 1 + (training_args.augment_copies or 0) + (training_args.augment_pair_recombined or 0)
-    total = examples * per_example
+    total = examples * per_example + unlabeled
     if total > MAX_TRAINING_EXAMPLES:
-        fitting = max(0, MAX_TRAINING_EXAMPLES // max(examples, 1) - 1 - (training_args.augment_pair_recombined or 0))
+        room = max(0, MAX_TRAINING_EXAMPLES - unlabeled)
+        fitting = max(0, room // max(examples, 1) - 1 - (training_args.augment_pair_recombined or 0))
         raise RunSettingsError(
             f"--augment_copies {training_args.augment_copies} (and --augment_pair_recombined "
             f"{training_args.augment_pair_recombined or 0}) would make {total:,} training examples from {examples:,} "
-            f"({per_example:,} each), more than the {MAX_TRAINING_EXAMPLES:,} a run makes; give --augment_copies "
+            f"({per_example:,} each{f', and {unlabeled:,} unlabeled' if unlabeled else ''}), more than the "
+            f"{MAX_TRAINING_EXAMPLES:,} a run makes; give --augment_copies "
             f"{fitting} or fewer."
         )
 
@@ -529,6 +532,11 @@ def _check_distillation_flags(model_args, training_args, given: frozenset[str], 
                 f"{flag}: it distills from a fine-tuned teacher, and none was given: add --teacher FOLDER, or leave "
                 f"{flag} out."
             )
+    if training_args.unlabeled_file and not model_args.teacher:
+        raise SystemExit(
+            f"--unlabeled_file {training_args.unlabeled_file}: unlabeled examples are labelled by a teacher's "
+            "predictions: give --teacher (a model fine-tuned on this task), or leave --unlabeled_file out."
+        )
     if training_args.augment_word_neighbours and not training_args.augment_copies:
         raise SystemExit(
             f"--augment_word_neighbours {training_args.augment_word_neighbours}: words are replaced in the augmented "
@@ -577,6 +585,11 @@ def finetune(
     check_run_output(training_args, model_args, data_args, folders=_run_folders(model_args, training_args).values())
     try:
         splits = load_finetuning_data(data_args)
+        unlabeled = (
+            load_unlabeled_examples(training_args.unlabeled_file, data_args, splits)
+            if training_args.unlabeled_file
+            else None
+        )
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(str(error)) from None
     tokenizer = _load_tokenizer(model_args)
@@ -612,7 +625,7 @@ def finetune(
         channels = config.hidden_size / teacher_config.hidden_size if narrowed and teacher_config else None
         training_args.distillation_alpha = recipe_distillation_alpha(splits.task_type, channels)
     _check_distillation_flags(model_args, training_args, given, splits.text_columns)
-    _check_training_set_size(len(train_split), training_args)
+    _check_training_set_size(len(train_split), training_args, len(unlabeled) if unlabeled is not None else 0)
     task_teacher = None
     if model_args.teacher:  # before the copies: word replacement reads the teacher's word embeddings
         task_teacher = load_task_teacher(
@@ -642,6 +655,8 @@ def finetune(
         )
     if training_args.augment_pair_recombined:
         train_split = recombine_pairs(train_split, splits.text_columns, training_args.augment_pair_recombined)
+    if unlabeled is not None:
+        train_split = append_unlabeled(train_split, unlabeled)
     if splits.task_type == "ner":
         tokenized = [
             None if split is None else tokenize_token_dataset(split, tokenizer, max_length)
@@ -674,6 +689,7 @@ def finetune(
             "hidden_weight": training_args.distillation_hidden_weight,
             "attention_weight": training_args.distillation_attention_weight,
             "augment_copies": training_args.augment_copies,
+            "unlabeled_examples": len(unlabeled) if unlabeled is not None else 0,
             "augment_word_neighbours": training_args.augment_word_neighbours if training_args.augment_copies else 0,
             **(
                 {

@@ -328,6 +328,11 @@ def _recipe_text(facts: FolderFacts) -> str:
                 else ""
             )
             + (
+                f", and {distillation['unlabeled_examples']:,} unlabeled in-domain examples labelled by the teacher"
+                if distillation.get("unlabeled_examples")
+                else ""
+            )
+            + (
                 f"; its hidden states taught to the student's layers with weight {distillation['hidden_weight']}"
                 if distillation.get("hidden_weight")
                 else ""

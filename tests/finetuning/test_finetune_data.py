@@ -14,6 +14,7 @@ from compact_bert.finetuning.data import (
     align_labels_with_words,
     check_tag_scheme,
     load_finetuning_data,
+    load_unlabeled_examples,
     read_conll,
     sort_tags,
     tokenize_sequence_dataset,
@@ -99,6 +100,23 @@ def test_conll_extra_columns_take_first_and_last(tmp_path):
     path = tmp_path / "four.txt"
     path.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n", encoding="utf-8")
     assert read_conll(path) == ([["EU", "rejects"]], [["B-ORG", "O"]])
+
+
+def test_unlabeled_conll_sentences_take_their_words_and_placeholder_tags(tmp_path):
+    """An unlabeled CoNLL file: one word per line (a tag after it ignored), sentences cut to the model's length as
+    the training data is, and every word's placeholder the ``O`` tag's id, in the training split's features."""
+    train = tmp_path / "train.txt"
+    train.write_text("EU B-ORG\nrejects O\n\nPeter B-PER\nBlackburn I-PER\n", encoding="utf-8")
+    unlabeled = tmp_path / "unlabeled.txt"
+    unlabeled.write_text("-DOCSTART-\n\nGerman\ncall B-MISC\nto\n\nBrussels\n", encoding="utf-8")
+    arguments = FinetuneDataArguments(task_name="ner", train_file=str(train), max_seq_length=2)
+    splits = load_finetuning_data(arguments)
+    examples = load_unlabeled_examples(unlabeled, arguments, splits)
+    outside = splits.label_names.index("O")
+    assert examples["tokens"] == [["German", "call"], ["Brussels"]]
+    assert examples["label"] == [[outside, outside], [outside]]
+    assert examples.features == splits.train.features
+    assert read_conll(unlabeled, tagged=False)[0] == [["German", "call", "to"], ["Brussels"]]
 
 
 def test_unknown_scheme_letter_is_an_error():

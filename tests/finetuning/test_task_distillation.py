@@ -512,3 +512,67 @@ def test_a_teacher_saved_with_glue_label_ids_still_teaches_named_labels(teacher_
     assert load_task_teacher(str(older), "classification", names, default_tokenizer(), GLUE_TASKS["sst2"]) is not None
     with pytest.raises(Exception, match="differ from the data's"):  # without the task, ids are not names
         load_task_teacher(str(older), "classification", names, default_tokenizer())
+
+
+def test_unlabeled_sentences_join_the_transfer_set_with_the_teachers_logits(teacher_dir, sst2_files, tmp_path):
+    """``--unlabeled_file``: sentences without labels join the transfer set after the training sentences, each with
+    the teacher's own logits (the cached logits equal the teacher's predictions on the sentences, in order); a label
+    column in the file is ignored; the run summary and the card count them."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    lines = sst2_files["train"].read_text(encoding="utf-8").splitlines()
+    labelled = tmp_path / "labelled.tsv"
+    labelled.write_text("\n".join(lines[:41]) + "\n", encoding="utf-8")
+    unlabeled = tmp_path / "unlabeled.tsv"
+    unlabeled.write_text(
+        "label\tsentence\n" + "".join(f"unused\t{line.split(chr(9))[0]}\n" for line in lines[41:401]), encoding="utf-8"
+    )
+    student = tmp_path / "student"
+    flags = ["--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY, "--output_dir", str(student)]
+    data = ["--task_name", "sst2", "--train_file", str(labelled), "--validation_file", str(sst2_files["validation"])]
+    distillation = ["--teacher", str(teacher_dir), "--augment_copies", "0", "--unlabeled_file", str(unlabeled)]
+    cache = ["--teacher_cache_dir", str(tmp_path / "cache")]
+    assert main(["finetune", *flags, *data, *QUICK, "--max_steps", "2", *distillation, *cache]) == 0
+    record = json.loads((student / "run_summary.json").read_text())["task_distillation"]
+    assert record["unlabeled_examples"] == 360
+    cached = load_file(str(Path(record["teacher_logits_cache"]["folder"]) / "outputs.safetensors"))["logits"]
+    sentences = [line.split("\t")[0] for line in lines[1:401]]  # the training sentences, then the unlabeled ones
+    tokenizer = AutoTokenizer.from_pretrained(teacher_dir)
+    teacher = AutoModelForSequenceClassification.from_pretrained(teacher_dir).eval()
+    with torch.no_grad():
+        expected = teacher(**tokenizer(sentences, padding=True, truncation=True, max_length=32, return_tensors="pt"))
+    assert cached.shape == (400, 2)
+    torch.testing.assert_close(cached, expected.logits, atol=1e-4, rtol=1e-4)
+    card = (student / "README.md").read_text(encoding="utf-8")
+    assert "and 360 unlabeled in-domain examples labelled by the teacher" in card
+
+
+def test_unlabeled_files_fail_early_and_say_what_is_wrong(teacher_dir, sst2_files, tmp_path, capsys):
+    common = [
+        "finetune",
+        "--model_name_or_path",
+        "minilm-3l-96h",
+        "--model_overrides",
+        TINY,
+        *_data(sst2_files),
+        *QUICK,
+        "--output_dir",
+        str(tmp_path / "out"),
+    ]
+    texts = tmp_path / "texts.tsv"
+    texts.write_text("sentence\na fine film\n", encoding="utf-8")
+    assert "give --teacher" in _fails([*common, "--unlabeled_file", str(texts)], capsys)
+    wrong = tmp_path / "wrong.tsv"
+    wrong.write_text("text\na fine film\n", encoding="utf-8")
+    message = _fails([*common, "--teacher", str(teacher_dir), "--unlabeled_file", str(wrong)], capsys)
+    assert f"--unlabeled_file: {wrong} has no column 'sentence'; its columns: ['text']" in message
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("sentence\na fine film\n \n", encoding="utf-8")
+    message = _fails([*common, "--teacher", str(teacher_dir), "--unlabeled_file", str(empty)], capsys)
+    assert f"{empty}:3: column 'sentence' holds ' ', not a non-empty text" in message
+    missing = tmp_path / "missing.tsv"
+    assert f"--unlabeled_file: {missing} does not exist" in _fails(
+        [*common, "--teacher", str(teacher_dir), "--unlabeled_file", str(missing)], capsys
+    )
+    assert not (tmp_path / "out" / "model.safetensors").exists()
