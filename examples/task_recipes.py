@@ -52,6 +52,7 @@ checkout).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 import statistics
@@ -70,15 +71,21 @@ __all__ = [
     "RECIPES",
     "TASKS",
     "main",
+    "unlabeled_files",
     "write_conll_split",
+    "write_conll_unlabeled",
     "write_equivalence_split",
+    "write_sst2_unlabeled",
     "write_stsb_split",
+    "write_stsb_unlabeled",
 ]
 
 TEACHER = "all-MiniLM-L6-v2"
 SPLIT_SEED = 37
 STSB_SELECTION, STSB_TRAIN = 1000, 3000
 CONLL_TRAIN, CONLL_SELECTION = 4000, 1000
+# Twice the bundled SST-2 slice's rows, as CoNLL-2003 has about twice its slice's sentences left over.
+SST2_UNLABELED_ROWS, SST2_UNLABELED_SEED = 6000, 1804
 
 # The main job's training settings (its comparison's flags without the task's own), without reporting.
 TRAINING_FLAGS = [*COMPARISON_TRAINING_FLAGS, "--report_to", "none", "--disable_tqdm", "true"]
@@ -186,9 +193,7 @@ def write_stsb_split(train_tsv: Path, folder: Path) -> tuple[Path, Path]:
     """``STSB_TRAIN`` training pairs and ``STSB_SELECTION`` selection pairs of STS-B train, disjoint, as
     ``sentence1<TAB>sentence2<TAB>score`` files (rows copied verbatim: quotes stay quotes). STS-B train repeats some
     pairs: each sentence pair is kept once (its first row), so that no selection pair is also trained on."""
-    header, *rows = train_tsv.read_text(encoding="utf-8").splitlines()
-    rows = list({tuple(row.split("\t")[:2]): row for row in reversed(rows)}.values())[::-1]
-    random.Random(SPLIT_SEED).shuffle(rows)
+    header, rows = _distinct_stsb_rows(train_tsv)
     folder.mkdir(parents=True, exist_ok=True)
     selection, train = folder / "stsb-selection.tsv", folder / "stsb-train.tsv"
     selection.write_text("\n".join([header, *rows[:STSB_SELECTION]]) + "\n", encoding="utf-8")
@@ -230,6 +235,83 @@ def write_conll_split(train_txt: Path, folder: Path) -> tuple[Path, Path]:
     train.write_text("\n\n".join(sentences[:CONLL_TRAIN]) + "\n", encoding="utf-8")
     selection.write_text("\n\n".join(rest[index] for index in chosen) + "\n", encoding="utf-8")
     return train, selection
+
+
+def _distinct_stsb_rows(train_tsv: Path) -> tuple[str, list[str]]:
+    """STS-B train's header and its distinct pairs (each pair's first row) in ``write_stsb_split``'s fixed shuffle."""
+    header, *rows = train_tsv.read_text(encoding="utf-8").splitlines()
+    rows = list({tuple(row.split("\t")[:2]): row for row in reversed(rows)}.values())[::-1]
+    random.Random(SPLIT_SEED).shuffle(rows)
+    return header, rows
+
+
+def write_sst2_unlabeled(glue_train: Path, bundled_train: Path, selection: Path, folder: Path) -> Path:
+    """``SST2_UNLABELED_ROWS`` GLUE SST-2 train sentences without their labels (``sentence``, gzip-compressed with a
+    fixed header, so the bytes are the same on every run), drawn uniformly with a fixed seed and kept in their order
+    from the rows outside the bundled slice and the selection set whose text is neither part of a selection sentence
+    nor contains one: the treebank's rows are phrases of its sentences, and a phrase of a selection sentence would
+    show the student, through the teacher, what it is scored on."""
+    rows = glue_train.read_text(encoding="utf-8").splitlines()[1:]
+    taken = set(bundled_train.read_text(encoding="utf-8").splitlines()[1:])
+    selected = [row.split("\t")[0] for row in selection.read_text(encoding="utf-8").splitlines()[1:]]
+    joined = "\n".join(selected)
+    pool = [
+        index
+        for index, row in enumerate(rows)
+        if row not in taken
+        and (text := row.split("\t")[0]) not in joined
+        and not any(sentence in text for sentence in selected)
+    ]
+    chosen = sorted(random.Random(SST2_UNLABELED_SEED).sample(pool, SST2_UNLABELED_ROWS))
+    text = "sentence\n" + "".join(rows[index].split("\t")[0] + "\n" for index in chosen)
+    path = folder / "sst2-unlabeled.tsv.gz"
+    path.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    return path
+
+
+def write_stsb_unlabeled(train_tsv: Path, folder: Path) -> Path:
+    """The STS-B train pairs that ``write_stsb_split`` leaves out of both splits, without their scores
+    (``sentence1<TAB>sentence2``), except those sharing a sentence with a selection pair."""
+    _, rows = _distinct_stsb_rows(train_tsv)
+    selected = {sentence for row in rows[:STSB_SELECTION] for sentence in row.split("\t")[:2]}
+    rest = [row.split("\t")[:2] for row in rows[STSB_SELECTION + STSB_TRAIN :]]
+    kept = [pair for pair in rest if not selected.intersection(pair)]
+    path = folder / "stsb-unlabeled.tsv"
+    path.write_text("sentence1\tsentence2\n" + "".join("\t".join(pair) + "\n" for pair in kept), encoding="utf-8")
+    return path
+
+
+def write_conll_unlabeled(train_txt: Path, selection: Path, folder: Path) -> Path:
+    """The CoNLL-2003 train sentences after the training slice, each once, whose words are neither a training nor a
+    selection sentence's, as words without tags (one per line, a blank line between sentences)."""
+    sentences = [block for block in train_txt.read_text(encoding="utf-8").split("\n\n") if block.strip()]
+
+    def words(block: str) -> tuple[str, ...]:
+        return tuple(line.split()[0] for line in block.splitlines() if line.strip())
+
+    blocks = [block for block in selection.read_text(encoding="utf-8").split("\n\n") if block.strip()]
+    seen = {words(block) for block in sentences[:CONLL_TRAIN]} | {words(block) for block in blocks}
+    kept = []
+    for block in sentences[CONLL_TRAIN:]:
+        if words(block) not in seen:
+            seen.add(words(block))
+            kept.append("\n".join(words(block)))
+    path = folder / "conll-unlabeled.txt"
+    path.write_text("\n\n".join(kept) + "\n", encoding="utf-8")
+    return path
+
+
+def unlabeled_files(data_dir: Path, output: Path) -> dict[str, Path]:
+    """Each task's in-domain examples without labels, outside its training and selection splits (``task_files``,
+    written too): SST-2 sentences drawn from those left over by the bundled slice and the selection set (twice the
+    slice's rows), and the STS-B pairs and CoNLL-2003 sentences left over by the splits."""
+    files, splits = task_files(data_dir, output), output / "splits"
+    sst2 = (data_dir / "sst2/train.tsv", bundled_sst2_files()["train"], files["sst2"][1])
+    return {
+        "sst2": write_sst2_unlabeled(*sst2, splits),
+        "stsb": write_stsb_unlabeled(data_dir / "stsb/train.tsv", splits),
+        "conll2003": write_conll_unlabeled(data_dir / "conll2003/train.txt", files["conll2003"][1], splits),
+    }
 
 
 def task_files(data_dir: Path, output: Path) -> dict[str, tuple[Path, Path]]:

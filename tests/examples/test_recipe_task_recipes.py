@@ -8,7 +8,7 @@ import pytest
 from compact_bert.cli import finetune_command
 from compact_bert.finetuning import task_recipe
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
-from compact_bert.finetuning.data import FinetuneDataArguments, load_finetuning_data
+from compact_bert.finetuning.data import FinetuneDataArguments, load_finetuning_data, load_unlabeled_examples
 from examples.embedding_data_kinds import CORPUS_SENTENCES, sst2_sentences, stsb_sentences, wikitext_sentences
 from examples.task_recipes import (
     CHOSEN_RECIPE,
@@ -22,6 +22,7 @@ from examples.task_recipes import (
     TASKS,
     model_commands,
     task_files,
+    unlabeled_files,
 )
 from examples.task_recipes import main as task_recipes_main
 from tests.conftest import SHARED_DATA, needs_shared_data
@@ -49,6 +50,37 @@ def test_selection_sets_come_from_training_data_and_share_nothing_with_what_trai
     assert set(files["stsb"][1].read_text(encoding="utf-8").splitlines()[1:]) <= train_rows  # all from train
     again = task_files(SHARED_DATA, tmp_path / "again")  # fixed seeds: the same sets every time
     assert all(again[task][1].read_bytes() == files[task][1].read_bytes() for task in files)
+
+
+@needs_task_splits
+def test_unlabeled_sets_come_from_training_data_outside_both_splits(tmp_path):
+    """Each task's unlabeled examples load as ``--unlabeled_file`` reads them, hold no example of the training or
+    the selection split (no sentence of a selection pair, no SST-2 phrase inside a selection sentence), and are
+    the same every time."""
+    files = task_files(SHARED_DATA, tmp_path)
+    unlabeled = unlabeled_files(SHARED_DATA, tmp_path)
+    sizes = {"sst2": 6000, "stsb": 1597, "conll2003": 7994}
+    for task, path in unlabeled.items():
+        name = {"sst2": "sst2", "stsb": "stsb", "conll2003": "ner"}[task]
+        train, selection = files[task]
+        arguments = FinetuneDataArguments(task_name=name, train_file=str(train), validation_file=str(selection))
+        splits = load_finetuning_data(arguments)
+        examples = load_unlabeled_examples(path, arguments, splits)
+        assert len(examples) == sizes[task], task
+        columns = splits.text_columns
+
+        def texts(split, columns=columns):
+            return {tuple(str(row[column]) for column in columns) for row in split}
+
+        assert not texts(examples) & (texts(splits.train) | texts(splits.validation)), task
+        if task == "stsb":
+            selected = {row[column] for row in splits.validation for column in columns}
+            assert not {row[column] for row in examples for column in columns} & selected
+        if task == "sst2":
+            sentences = "\n".join(splits.validation["sentence"])
+            assert not any(row["sentence"] in sentences for row in examples)
+    again = unlabeled_files(SHARED_DATA, tmp_path / "again")
+    assert all(again[task].read_bytes() == unlabeled[task].read_bytes() for task in unlabeled)
 
 
 @needs_task_splits

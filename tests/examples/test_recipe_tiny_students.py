@@ -18,7 +18,7 @@ from compact_bert.finetuning.task_recipe import (
     NARROWED_STUDENT_EPOCHS,
     distillation_alpha,
 )
-from examples.task_recipes import _summarize, task_files
+from examples.task_recipes import _summarize, task_files, unlabeled_files
 from examples.tiny_students import (
     CANDIDATES,
     CHOSEN,
@@ -45,7 +45,8 @@ def _lever(extra: list[str], flag: str, recipe_value: float) -> float:
 @needs_task_splits
 def test_every_candidates_command_parses_with_its_shape_teacher_and_start(tmp_path):
     files = task_files(SHARED_DATA, tmp_path)
-    commands = role_commands("stsb", 1, files["stsb"], tmp_path, list(CANDIDATES))
+    unlabeled = unlabeled_files(SHARED_DATA, tmp_path)
+    commands = role_commands("stsb", 1, files["stsb"], tmp_path, list(CANDIDATES), unlabeled["stsb"])
     assert list(commands) == ["teacher", "assistant", *CANDIDATES]
     base = tmp_path / "stsb" / "seed-1"
     for role, command in commands.items():
@@ -67,12 +68,20 @@ def test_every_candidates_command_parses_with_its_shape_teacher_and_start(tmp_pa
     assert commands["assistant"][commands["assistant"].index("--output_dir") + 1] == str(base / "assistant")
     # on a regression a soft-targets candidate is its ten-epochs twin's run (the recipe keeps the gold score there);
     # on a task with classes it is its own run, on the soft targets alone
-    conll = role_commands("conll2003", 1, files["conll2003"], tmp_path, list(CANDIDATES))
-    for name in ("dense 3l-288h ten-epochs soft-targets", "dense 3l-320h ten-epochs soft-targets"):
+    conll = role_commands("conll2003", 1, files["conll2003"], tmp_path, list(CANDIDATES), unlabeled["conll2003"])
+    for name in (
+        "dense 3l-288h ten-epochs soft-targets",
+        "dense 3l-320h ten-epochs soft-targets",
+        "dense 3l-256h-512f unlabeled soft-targets",
+    ):
         assert commands[name] == commands[name.removesuffix(" soft-targets")], name
         assert finetune_command.parse_finetune_arguments(commands[name])[2].distillation_alpha is None, name
         assert finetune_command.parse_finetune_arguments(conll[name])[2].distillation_alpha == 0.0, name
         assert conll[name][conll[name].index("--output_dir") + 1].endswith(name.replace(" ", "-")), name
+    # the transfer set of real text: each task's own unlabeled examples in place of the copies
+    for task, task_commands in (("stsb", commands), ("conll2003", conll)):
+        config = finetune_command.parse_finetune_arguments(task_commands["dense 3l-256h-512f unlabeled"])[2]
+        assert (config.unlabeled_file, config.augment_copies) == (str(unlabeled[task]), 0), task
 
 
 def test_the_assistant_trains_just_before_the_first_student_it_teaches():
