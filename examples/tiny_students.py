@@ -30,7 +30,10 @@ task-distillation recipe) and every candidate (``CANDIDATES``), and scores them 
   dev sets, the 320-channel attention with a 448-neuron FFN (0.27-0.29x eager, 0.28x in ONNX Runtime before
   ``runtime_latency.SETTLE_MS``, where the 640-neuron FFN was 0.31-0.32x; on an AMD host 0.27-0.33x eager and
   0.25-0.27x in ONNX Runtime), what ``--max_latency_ratio`` builds where ``CHOSEN``'s shape does not fit
-  (``FALLBACK``), before the 288-channel one.
+  (``FALLBACK``), before the 288-channel one; then, as that student was at 0.30-0.34x eager on an AMD host, a
+  narrower one (256 channels, 8 heads, 512 FFN neurons) taught over each task's in-domain text without labels
+  (``task_recipes.unlabeled_files``) instead of perturbed copies (``... unlabeled``), what ``--max_latency_ratio``
+  builds where such text is at hand (``CHOSEN_WITH_UNLABELED``).
 
 Every shape was sized to 0.27-0.28x the teacher's eager latency at batch 1 x 128 (1 layer: 0.19x; ``SHAPES``); ``--report_latency``
 measures each trained student against its teacher, eager on compact-bert's path (``optimize_for_inference``) and in
@@ -74,7 +77,16 @@ from .task_recipes import (
     unlabeled_files,
 )
 
-__all__ = ["CANDIDATES", "CHOSEN", "FALLBACK", "NO_DISTILLATION_BAR", "SHAPES", "dev_roles", "main"]
+__all__ = [
+    "CANDIDATES",
+    "CHOSEN",
+    "CHOSEN_WITH_UNLABELED",
+    "FALLBACK",
+    "NO_DISTILLATION_BAR",
+    "SHAPES",
+    "dev_roles",
+    "main",
+]
 
 # shape name -> (preset, config overrides): each within 0.3x of the teacher's eager latency with a margin for noise
 # (measured on this machine at batch 1 x 128: dense 2L 0.28x, 3L 0.27x, MiniMoE 2L 0.28x, dense 1L 0.19x).
@@ -198,6 +210,9 @@ CANDIDATES = {
 # channels); and the labels-only student they must beat, cut to the narrowest shape, of about the same latency
 CHOSEN = "dense 3l-320h ten-epochs"
 FALLBACK = "dense 3l-320h-448f ten-epochs"
+# what --max_latency_ratio builds where in-domain text without labels is at hand (--unlabeled_file; the main job's
+# bundled SST-2 slice): the one width of depth_budget.UNLABELED_NARROWED_WIDTHS, taught over that text
+CHOSEN_WITH_UNLABELED = "dense 3l-256h-512f unlabeled soft-targets"
 NO_DISTILLATION_BAR = "labels-only 3l-256h ten-epochs"
 # the tasks whose head is a regression
 REGRESSION_TASKS = ("stsb",)
@@ -221,9 +236,10 @@ def _run_on(name: str, task: str) -> str:
 
 
 def dev_roles(candidates: list[str]) -> list[str]:
-    """The models ``--report_dev`` scores: the teacher, and ``NO_DISTILLATION_BAR``, ``CHOSEN`` and ``FALLBACK`` where
-    ``candidates`` names them (all of them by default)."""
-    return ["teacher", *(role for role in (NO_DISTILLATION_BAR, CHOSEN, FALLBACK) if role in candidates)]
+    """The models ``--report_dev`` scores: the teacher, and ``NO_DISTILLATION_BAR``, ``CHOSEN``, ``FALLBACK`` and
+    ``CHOSEN_WITH_UNLABELED`` where ``candidates`` names them (all of them by default)."""
+    chosen = (NO_DISTILLATION_BAR, CHOSEN, FALLBACK, CHOSEN_WITH_UNLABELED)
+    return ["teacher", *(role for role in chosen if role in candidates)]
 
 
 def role_commands(
@@ -385,7 +401,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--report_dev",
         action="store_true",
-        help="Score the teacher, and labels-only, CHOSEN and FALLBACK where --candidates names them, on dev.",
+        help="Score the teacher, and labels-only, CHOSEN, FALLBACK and CHOSEN_WITH_UNLABELED where --candidates "
+        "names them, on dev.",
     )
     parser.add_argument("--plot", type=Path, help="Draw kept share against latency (needs --report_latency first).")
     args = parser.parse_args(argv)

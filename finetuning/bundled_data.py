@@ -33,10 +33,14 @@ SLICE_FOLDER = "sst2_slice"
 
 
 def bundled_sst2_files() -> dict[str, Path]:
-    """Paths of the bundled ``train`` and ``validation`` files (header ``sentence<TAB>label``)."""
+    """Paths of the bundled ``train`` and ``validation`` files (header ``sentence<TAB>label``) and of the
+    ``unlabeled`` sentences (header ``sentence``, gzip-compressed): 6,000 GLUE SST-2 train sentences outside the slice
+    and the recipe studies' selection set, the transfer set of the tiny students' recipe (``--unlabeled_file``;
+    written by ``examples/task_recipes.write_sst2_unlabeled``, and checked against it by a test)."""
     folder = resources.files(__package__).joinpath(SLICE_FOLDER)
+    names = {"train": "train.tsv", "validation": "validation.tsv", "unlabeled": "unlabeled.tsv.gz"}
     # resolved: an editable install reaches the files through links, whose paths would be printed and recorded
-    return {split: Path(str(folder.joinpath(f"{split}.tsv"))).resolve() for split in ("train", "validation")}
+    return {split: Path(str(folder.joinpath(name))).resolve() for split, name in names.items()}
 
 
 def _read_lines(path: Path) -> tuple[str, list[str]]:

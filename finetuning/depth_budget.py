@@ -31,6 +31,7 @@ __all__ = [
     "DepthChoice",
     "LATENCY_BUDGET_ROUNDS",
     "NARROWED_WIDTHS",
+    "UNLABELED_NARROWED_WIDTHS",
     "budgeted_overrides",
     "check_max_latency_ratio",
     "deepest_student_within_budget",
@@ -102,9 +103,14 @@ def _line(medians: dict[int, float]) -> tuple[float, float]:
 # The tiny-student widths, widest residual stream first and, at one width, the larger FFN first: (share of the
 # student's heads, FFN neurons as a multiple of the residual width, or None for half of the student's own FFN).
 NARROWED_WIDTHS = ((5, 6, 2), (5, 6, Fraction(7, 5)), (3, 4, 2), (2, 3, None))
+# The tiny-student width where the student learns from in-domain text without labels (``--unlabeled_file``): two
+# thirds of the heads and an FFN twice the residual width (256 channels, 8 heads, 512 FFN neurons for the main job's
+# preset). With that transfer set it keeps the teacher's quality at a latency with a margin under 0.3x on every
+# machine measured (examples/tiny_students.py, docs/students.md), so it is the one width tried.
+UNLABELED_NARROWED_WIDTHS = ((2, 3, 2),)
 
 
-def narrowed_shapes(student_config) -> list[dict]:
+def narrowed_shapes(student_config, widths=NARROWED_WIDTHS) -> list[dict]:
     """The tiny-student widths in the order the budget tries them, each in whole heads of the student's head size —
     the student's most important channels, heads and neurons when it starts from its teacher (``NARROWED_WIDTHS``;
     for the main job's 384-wide preset):
@@ -119,11 +125,12 @@ def narrowed_shapes(student_config) -> list[dict]:
     of the packaged teacher on SST-2 / STS-B / CoNLL-2003, and all four cost 0.26-0.36x of it at batch 1 x 128 on
     compact-bert's eager path depending on the machine (a layer's fixed per-operation cost dominates at this size):
     which fits a budget of 0.3 is a measurement, not a constant. A shape is left out where it would be no larger
-    than the next one tried (no more heads, or as many heads and no more FFN neurons)."""
+    than the next one tried (no more heads, or as many heads and no more FFN neurons). ``widths``:
+    ``UNLABELED_NARROWED_WIDTHS`` for a student that learns from text without labels."""
     head_size = student_config.hidden_size // student_config.num_attention_heads
     heads = student_config.num_attention_heads
     shapes: list[dict] = []
-    for numerator, denominator, ffn_multiple in reversed(NARROWED_WIDTHS):  # narrowest first, to drop repeats
+    for numerator, denominator, ffn_multiple in reversed(widths):  # narrowest first, to drop repeats
         kept_heads = max(1, (numerator * heads) // denominator)
         hidden_size = kept_heads * head_size
         intermediate_size = (
@@ -147,13 +154,16 @@ def deepest_student_within_budget(
     max_latency_ratio: float,
     rounds: int = LATENCY_BUDGET_ROUNDS,
     narrow: bool = False,
+    unlabeled: bool = False,
 ) -> DepthChoice:
     """The deepest ``student_config`` (1 layer up to one fewer than the teacher's) whose latency is at most
     ``max_latency_ratio`` × the teacher's (module docstring). With ``narrow``, the tiny-student shapes are measured
     too: half the teacher's depth (rounded up) at each ``narrowed_shapes`` width. Where no whole student that deep
     fits, the first of them that fits (in ``narrowed_shapes`` order) is chosen — at 0.3x of the packaged teacher, 3
     narrowed layers kept more of the teacher on SST-2, STS-B and CoNLL-2003 than 2 whole-width layers with half their
-    FFNs, and far more than 1 whole layer (examples/tiny_students.py, docs/students.md). Raises ``ValueError`` when nothing fits, naming the ratios."""
+    FFNs, and far more than 1 whole layer (examples/tiny_students.py, docs/students.md); with ``unlabeled`` (the
+    student learns from text without labels), the one width of ``UNLABELED_NARROWED_WIDTHS``. Raises ``ValueError``
+    when nothing fits, naming the ratios."""
     import torch
     import transformers
 
@@ -171,7 +181,8 @@ def deepest_student_within_budget(
         config.num_hidden_layers = depth
         configs[depth] = config
     kept_depth = (teacher_layers + 1) // 2
-    widths = narrowed_shapes(student_config) if narrow else []
+    tried = UNLABELED_NARROWED_WIDTHS if unlabeled else NARROWED_WIDTHS
+    widths = narrowed_shapes(student_config, tried) if narrow else []
     for index, width in enumerate(widths):
         configs[f"narrowed {index}"] = copy.deepcopy(student_config)
         for name, value in {**width, "num_hidden_layers": kept_depth}.items():
@@ -231,13 +242,18 @@ def deepest_student_within_budget(
 
 
 def budgeted_overrides(
-    student_config, teacher: str, max_latency_ratio: float, overrides: dict, overrides_flag: str
+    student_config,
+    teacher: str,
+    max_latency_ratio: float,
+    overrides: dict,
+    overrides_flag: str,
+    unlabeled: bool = False,
 ) -> tuple[dict, dict]:
     """What ``--max_latency_ratio`` does on ``finetune`` and ``distill task``: the student's config ``overrides``
     (the JSON object of ``--<overrides_flag>``) with the depth chosen against ``teacher`` (a folder or the packaged
     name) — or, for a dense student whose width the overrides leave open, the narrower tiny-student shape where no
-    whole student half the teacher's depth fits — printed with its reason, and the record of the choice.
-    ``ValueError`` names the flag to change."""
+    whole student half the teacher's depth fits (``unlabeled``: the width for a student that learns from text without
+    labels) — printed with its reason, and the record of the choice. ``ValueError`` names the flag to change."""
     from transformers import AutoConfig
 
     from ..configuration.dense_students import is_dense_student
@@ -253,6 +269,8 @@ def budgeted_overrides(
         raise ValueError(f"--max_latency_ratio: the teacher {teacher!r} cannot be read: {error}") from None
     width_fields = ("hidden_size", "num_attention_heads", "intermediate_size")
     narrow = is_dense_student(student_config) and not any(name in overrides for name in width_fields)
-    choice = deepest_student_within_budget(student_config, teacher_config, max_latency_ratio, narrow=narrow)
+    choice = deepest_student_within_budget(
+        student_config, teacher_config, max_latency_ratio, narrow=narrow, unlabeled=unlabeled
+    )
     print(f"Depth by latency budget: {choice.reason}")
     return {**overrides, **choice.overrides()}, choice.as_record()

@@ -26,9 +26,10 @@ from ..configuration import PRESETS, MiniMoEConfig, preset_config
 from ..configuration.dense_students import is_dense_student
 from ..distillation.data import PACKAGED_TEACHER
 from ..distillation.teachers import resolve_model_path
+from ..finetuning.bundled_data import bundled_sst2_files
 from ..finetuning.depth_budget import budgeted_overrides, check_max_latency_ratio
 from ..finetuning.task_distillation import has_task_head
-from ..finetuning.task_recipe import AUGMENT_COPIES, NARROWED_STUDENT_EPOCHS
+from ..finetuning.task_recipe import AUGMENT_COPIES, NARROWED_STUDENT_EPOCHS, UNLABELED_STUDENT_EPOCHS
 from ..modeling.model_stats import count_parameters, meta_model
 from ..training.argument_checks import check_output_dir
 from ..training.output_folders import check_output_folder, input_paths
@@ -89,10 +90,13 @@ class TaskDistillationSpec(TaskTrainingSettings):
             "help": "Instead of the preset's depth: the deepest student whose latency is at most this share of the "
             "teacher's, measured on this machine before training (batch 1 x 128, the same inference path; "
             "finetuning/depth_budget.py), e.g. 0.5; where no whole student half the teacher's depth fits, that "
-            "depth narrowed, the widest residual stream that fits (0.3: 3 layers of 320 channels, 10 heads and 640 "
-            "FFN neurons, else 320 / 10 / 448, else 288 / 9 / 576, else 256 / 8 / 768), trained "
-            f"{NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given, and at 288 or 256 channels on "
-            "the teacher's soft targets alone. The baseline gets the same shape and epochs."
+            "depth narrowed: with unlabeled sentences (--unlabeled_file, or the bundled ones by default) 3 layers "
+            "of 256 channels, 8 heads and 512 FFN neurons taught over the slice and those sentences, "
+            f"{UNLABELED_STUDENT_EPOCHS:g} epochs, on the teacher's soft targets alone; without, the widest residual "
+            "stream that fits (0.3: 320 channels, 10 heads and 640 FFN neurons, else 320 / 10 / 448, else 288 / 9 / "
+            f"576, else 256 / 8 / 768) over copies, {NARROWED_STUDENT_EPOCHS:g} epochs, at 288 or 256 channels on "
+            "the soft targets alone. Epochs unless --num_train_epochs is given; the baseline gets the same shape "
+            "and epochs."
         },
     )
     augment_copies: int = field(
@@ -100,6 +104,15 @@ class TaskDistillationSpec(TaskTrainingSettings):
         metadata={
             "help": "Perturbed copies of every training sentence that the fine-tuned teacher labels for the student "
             "(Tang et al. 2019; the recipe's number); 0: the training sentences alone."
+        },
+    )
+    unlabeled_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "In-domain sentences without labels (header sentence; a label column is ignored) that the teacher "
+            "labels for the student, beside the copies; a tiny student that --max_latency_ratio narrowed learns from "
+            "them instead of copies. Default: with --max_latency_ratio and the bundled slice, the 6,000 bundled GLUE "
+            "SST-2 train sentences outside the slice; otherwise none."
         },
     )
     train_file: str | None = field(
@@ -141,7 +154,7 @@ class TaskDistillationSpec(TaskTrainingSettings):
             check_max_latency_ratio(self.max_latency_ratio)
         if self.augment_copies < 0:
             raise ValueError(f"--augment_copies must be >= 0, got {self.augment_copies}.")
-        for name in ("train_file", "validation_file"):
+        for name in ("train_file", "validation_file", "unlabeled_file"):
             path = getattr(self, name)
             if path is not None and not Path(path).is_file():
                 raise ValueError(f"--{name} {path} does not exist or is not a file.")
@@ -181,6 +194,16 @@ class TaskDistillationResult:
         return dict(self.summary["comparison"].get("latency_ms", {}))
 
 
+def _unlabeled_file(spec: TaskDistillationSpec) -> str | None:
+    """The unlabeled sentences a narrowed tiny student learns from: ``--unlabeled_file``, else with a latency budget
+    on the bundled slice the bundled sentences outside it."""
+    if spec.unlabeled_file is not None:
+        return spec.unlabeled_file
+    if spec.max_latency_ratio is not None and spec.train_file is None:
+        return str(bundled_sst2_files()["unlabeled"])
+    return None
+
+
 def _student_config(spec: TaskDistillationSpec, teacher_config) -> tuple[object, dict, dict | None]:
     """The student's config (the teacher's architecture for a dense one), with the shape the latency budget chose;
     the preset's overrides that make it, and the record of that choice."""
@@ -198,7 +221,12 @@ def _student_config(spec: TaskDistillationSpec, teacher_config) -> tuple[object,
         return config, dict(spec.student_overrides), None
     try:
         overrides, record = budgeted_overrides(
-            config, spec.teacher, spec.max_latency_ratio, spec.student_overrides, "student_overrides"
+            config,
+            spec.teacher,
+            spec.max_latency_ratio,
+            spec.student_overrides,
+            "student_overrides",
+            unlabeled=_unlabeled_file(spec) is not None,
         )
     except ValueError as error:
         raise RunSettingsError(str(error)) from None
@@ -263,6 +291,9 @@ def distill_task(spec: TaskDistillationSpec) -> TaskDistillationResult:
         spec.augment_copies,
         teacher_is_fine_tuned=reused_teacher is not None,
         teacher_name=spec.teacher,
+        # a narrowed student learns from the unlabeled sentences (the bundled ones by default); a whole-width one
+        # only from those the user gave
+        unlabeled_file=_unlabeled_file(spec) if depth_choice and depth_choice["narrowed"] else spec.unlabeled_file,
     )
     summary = {
         "output_dir": str(Path(spec.output_dir).resolve()),

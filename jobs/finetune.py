@@ -61,7 +61,12 @@ from ..finetuning.task_distillation import (
     label_augmented_examples,
     load_task_teacher,
 )
-from ..finetuning.task_recipe import AUGMENT_COPIES, AUGMENT_PAIR_RECOMBINED, NARROWED_STUDENT_EPOCHS
+from ..finetuning.task_recipe import (
+    AUGMENT_COPIES,
+    AUGMENT_PAIR_RECOMBINED,
+    NARROWED_STUDENT_EPOCHS,
+    UNLABELED_STUDENT_EPOCHS,
+)
 from ..finetuning.task_recipe import distillation_alpha as recipe_distillation_alpha
 from ..finetuning.word_neighbours import WordNeighbours
 from ..model_cards import write_model_card
@@ -170,7 +175,8 @@ class FinetuneModelArguments:
             "640 FFN neurons, else 320 / 10 / 448, else 288 / 9 / 576, else 256 / 8 / 768), "
             f"which trains {NARROWED_STUDENT_EPOCHS:g} epochs unless --num_train_epochs is given; at three quarters of "
             "the teacher's channels or fewer (288, 256) on the teacher's soft targets alone where the task has classes "
-            "unless --distillation_alpha is given."
+            "unless --distillation_alpha is given. With --unlabeled_file the narrowed shape is 256 / 8 / 512, taught "
+            f"over the training data and the unlabeled text without copies, {UNLABELED_STUDENT_EPOCHS:g} epochs."
         },
     )
     merge: bool = field(
@@ -596,10 +602,11 @@ def finetune(
     teacher_config = _teacher_config(model_args)
     depth_choice = None
     if model_config is None and model_args.max_latency_ratio is not None:
-        depth_choice = _depth_by_latency_budget(model_args, teacher_config)
+        depth_choice = _depth_by_latency_budget(model_args, teacher_config, bool(training_args.unlabeled_file))
         narrowed = bool(depth_choice["narrowed"])
         if narrowed and "--num_train_epochs" not in given:  # the tiny-student recipe's epochs
-            training_args.num_train_epochs = NARROWED_STUDENT_EPOCHS
+            over_text = training_args.unlabeled_file is not None
+            training_args.num_train_epochs = UNLABELED_STUDENT_EPOCHS if over_text else NARROWED_STUDENT_EPOCHS
     config = _model_config(model_args, teacher_config) if model_config is None else model_config
     max_length = data_args.resolved_max_seq_length()
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
@@ -617,7 +624,9 @@ def finetune(
         )
     train_split = splits.train
     if training_args.augment_copies is None:  # the task-distillation recipe's copies with a teacher, none without
-        training_args.augment_copies = AUGMENT_COPIES if model_args.teacher else 0
+        # (and none for a tiny student that learns from text without labels: that text is its transfer set)
+        copies = not (narrowed and training_args.unlabeled_file)
+        training_args.augment_copies = AUGMENT_COPIES if model_args.teacher and copies else 0
     if training_args.augment_pair_recombined is None:  # the recipe's for a sentence pair with a teacher, else none
         pairs = len(splits.text_columns) == 2 and model_args.teacher
         training_args.augment_pair_recombined = AUGMENT_PAIR_RECOMBINED if pairs else 0
@@ -773,9 +782,10 @@ class _StudentStart:
     depth_choice: dict | None = None  # --max_latency_ratio: the depth chosen, and why
 
 
-def _depth_by_latency_budget(model_args: FinetuneModelArguments, teacher_config) -> dict:
+def _depth_by_latency_budget(model_args: FinetuneModelArguments, teacher_config, unlabeled: bool = False) -> dict:
     """``--max_latency_ratio``: set the preset's depth (``model_args.model_overrides``) to the deepest that fits the
-    budget against the teacher, measured here; the record of the choice."""
+    budget against the teacher, measured here (``unlabeled``: a narrowed student takes the width for one that learns
+    from text without labels); the record of the choice."""
     name = model_args.model_name_or_path
     if name not in PRESETS:
         raise SystemExit(
@@ -795,6 +805,7 @@ def _depth_by_latency_budget(model_args: FinetuneModelArguments, teacher_config)
             model_args.max_latency_ratio,
             model_args.model_overrides,
             "model_overrides",
+            unlabeled=unlabeled,
         )
     except ValueError as error:
         raise SystemExit(str(error)) from None

@@ -111,13 +111,16 @@ def comparison_runs(
     augment_copies: int,
     teacher_is_fine_tuned: bool,
     teacher_name: str = "",
+    unlabeled_file: str | None = None,
 ) -> dict[str, ComparisonRun]:
     """The three runs (``folders``: each role's output folder; with ``teacher_is_fine_tuned``, ``folders["teacher"]``
     is the given classifier itself, which is scored, never written). The baseline keeps the student's depth of the
     teacher's layers, and a dense student's width (the most important channels, heads and FFN neurons): the same
     latency, without distillation. A narrowed student and its baseline train the tiny-student recipe's epochs
     (``task_recipe.NARROWED_STUDENT_EPOCHS``) unless ``settings`` sets them, and the student its weight of the labels
-    (``task_recipe.distillation_alpha``). Building a run's arguments checks its output folder, before anything
+    (``task_recipe.distillation_alpha``). ``unlabeled_file``: in-domain text without labels for the student's
+    transfer set; a narrowed student learns from it instead of copies, for ``task_recipe.UNLABELED_STUDENT_EPOCHS``
+    (its baseline, on the labels, for as many). Building a run's arguments checks its output folder, before anything
     trains."""
     baseline_shape = minilm_fields_like(teacher_config, student_config.num_hidden_layers)
     width = ("hidden_size", "num_attention_heads", "intermediate_size")
@@ -142,7 +145,13 @@ def comparison_runs(
                 init_from_teacher=teacher_path,
                 layer_map="uniform",
             ),
-            finetune_config(settings, folders["baseline"], settings.labels_learning_rate, narrowed=narrowed),
+            finetune_config(
+                settings,
+                folders["baseline"],
+                settings.labels_learning_rate,
+                narrowed=narrowed,
+                unlabeled=unlabeled_file is not None,
+            ),
         ),
         "student": ComparisonRun(
             "student",
@@ -154,7 +163,13 @@ def comparison_runs(
                 layer_map=student.layer_map,
             ),
             finetune_config(
-                settings, folders["student"], settings.learning_rate, narrowed=narrowed, augment_copies=augment_copies
+                settings,
+                folders["student"],
+                settings.learning_rate,
+                narrowed=narrowed,
+                unlabeled=unlabeled_file is not None,
+                augment_copies=0 if narrowed and unlabeled_file else augment_copies,
+                unlabeled_file=unlabeled_file,
             ),
             model_config=student_config,
         ),

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from ..finetuning.bundled_data import bundled_sst2_files
 from ..finetuning.data import FinetuneDataArguments
 from ..finetuning.finetune_config import FinetuneConfig
-from ..finetuning.task_recipe import LEARNING_RATE, NARROWED_STUDENT_EPOCHS, TRAINING_SETTINGS
+from ..finetuning.task_recipe import (
+    LEARNING_RATE,
+    NARROWED_STUDENT_EPOCHS,
+    TRAINING_SETTINGS,
+    UNLABELED_STUDENT_EPOCHS,
+)
 from ..training.argument_checks import check_finite_numbers, check_training_arguments
 from ..training.compat import training_keywords
 from ..training.training_arguments import has_accelerator
@@ -41,7 +46,8 @@ class TaskTrainingSettings:
         metadata={
             "help": f"Epochs of every model of the task stage (default: the recipe's, "
             f"{TRAINING_SETTINGS['num_train_epochs']:g}; {NARROWED_STUDENT_EPOCHS:g} for a narrowed tiny student "
-            "that --max_latency_ratio chose and the baseline of its shape)."
+            f"that --max_latency_ratio chose and the baseline of its shape, {UNLABELED_STUDENT_EPOCHS:g} where the "
+            "student learns from unlabeled text)."
         },
     )
     learning_rate: float = field(
@@ -98,12 +104,20 @@ class TaskTrainingSettings:
 
 
 def finetune_config(
-    settings: TaskTrainingSettings, output_dir: str, learning_rate: float, narrowed: bool = False, **extra
+    settings: TaskTrainingSettings,
+    output_dir: str,
+    learning_rate: float,
+    narrowed: bool = False,
+    unlabeled: bool = False,
+    **extra,
 ) -> FinetuneConfig:
     """One run's fine-tuning arguments: the recipe's training settings with ``settings``' values, at
-    ``learning_rate``, into ``output_dir``; a ``narrowed`` tiny student's epochs unless ``settings`` sets them;
-    ``extra``: further ``FinetuneConfig`` fields (the student's copies)."""
-    recipe_epochs = NARROWED_STUDENT_EPOCHS if narrowed else TRAINING_SETTINGS["num_train_epochs"]
+    ``learning_rate``, into ``output_dir``; a ``narrowed`` tiny student's epochs unless ``settings`` sets them (with
+    ``unlabeled``, those of one that learns from text without labels, and of its baseline); ``extra``: further
+    ``FinetuneConfig`` fields (the student's copies and unlabeled file)."""
+    recipe_epochs = TRAINING_SETTINGS["num_train_epochs"]
+    if narrowed:
+        recipe_epochs = UNLABELED_STUDENT_EPOCHS if unlabeled else NARROWED_STUDENT_EPOCHS
     values = {
         **TRAINING_SETTINGS,
         "output_dir": output_dir,

@@ -81,6 +81,8 @@ def test_unlabeled_sets_come_from_training_data_outside_both_splits(tmp_path):
             assert not any(row["sentence"] in sentences for row in examples)
     again = unlabeled_files(SHARED_DATA, tmp_path / "again")
     assert all(again[task].read_bytes() == unlabeled[task].read_bytes() for task in unlabeled)
+    # the SST-2 set is bundled for the main job's tiny recipe: the package's copy is what this study writes
+    assert bundled_sst2_files()["unlabeled"].read_bytes() == unlabeled["sst2"].read_bytes()
 
 
 @needs_task_splits

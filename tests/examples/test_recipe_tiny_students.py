@@ -11,17 +11,19 @@ import pytest
 
 from compact_bert.cli import finetune_command
 from compact_bert.configuration import preset_config
-from compact_bert.finetuning.depth_budget import DepthChoice, narrowed_shapes
+from compact_bert.finetuning.depth_budget import UNLABELED_NARROWED_WIDTHS, DepthChoice, narrowed_shapes
 from compact_bert.finetuning.task_recipe import (
     DISTILLATION_ALPHA,
     NARROWED_DISTILLATION_ALPHA,
     NARROWED_STUDENT_EPOCHS,
+    UNLABELED_STUDENT_EPOCHS,
     distillation_alpha,
 )
 from examples.task_recipes import _summarize, task_files, unlabeled_files
 from examples.tiny_students import (
     CANDIDATES,
     CHOSEN,
+    CHOSEN_WITH_UNLABELED,
     FALLBACK,
     NO_DISTILLATION_BAR,
     SHAPES,
@@ -93,7 +95,7 @@ def test_the_assistant_trains_just_before_the_first_student_it_teaches():
 def test_the_dev_read_scores_the_teacher_and_the_reported_candidates_named():
     """By default ``--report_dev`` reads the teacher, the no-distillation bar, CHOSEN and FALLBACK; a candidate chosen
     later is read alone (with its teacher) by naming it, so that the others are not read again."""
-    assert dev_roles(list(CANDIDATES)) == ["teacher", NO_DISTILLATION_BAR, CHOSEN, FALLBACK]
+    assert dev_roles(list(CANDIDATES)) == ["teacher", NO_DISTILLATION_BAR, CHOSEN, FALLBACK, CHOSEN_WITH_UNLABELED]
     assert dev_roles([FALLBACK]) == ["teacher", FALLBACK]
     assert dev_roles(["dense 2l-384h"]) == ["teacher"]
 
@@ -149,6 +151,19 @@ def test_the_chosen_shape_is_what_the_latency_budget_builds_for_the_main_jobs_pr
             distillation_alpha("classification", channels) == DISTILLATION_ALPHA == distillation_alpha("ner", channels)
         )
     assert distillation_alpha("ner", middle["hidden_size"] / 384) == NARROWED_DISTILLATION_ALPHA
+    # where unlabeled text is at hand: the one width the budget times for it, over that text, its epochs, the soft
+    # targets alone (what task_recipe.distillation_alpha gives 256 of 384 channels on a task with classes)
+    shape, taught_by, flags = CANDIDATES[CHOSEN_WITH_UNLABELED]
+    (width,) = narrowed_shapes(preset_config(preset), UNLABELED_NARROWED_WIDTHS)
+    assert SHAPES[shape] == (preset, DepthChoice(3, 0.3, 1.0, narrowed=width).overrides())
+    epochs = flags[flags.index("--num_train_epochs") + 1]
+    assert (taught_by, float(epochs), flags[flags.index("--augment_copies") + 1]) == (
+        "teacher",
+        UNLABELED_STUDENT_EPOCHS,
+        "0",
+    )
+    alpha = float(flags[flags.index("--distillation_alpha") + 1])
+    assert alpha == distillation_alpha("ner", width["hidden_size"] / 384) == NARROWED_DISTILLATION_ALPHA
     moe = preset_config(SHAPES["moe-2l-384h"][0], **SHAPES["moe-2l-384h"][1])
     # the MoE twin of the 2-layer student: the same attention, 4 experts holding its 768 FFN neurons, one per token
     assert (moe.num_hidden_layers, moe.hidden_size, moe.num_experts * moe.moe_intermediate_size) == (2, 384, 768)

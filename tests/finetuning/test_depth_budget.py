@@ -247,8 +247,13 @@ def test_finetune_takes_the_depth_its_budget_allows_against_its_teacher(tmp_path
 def test_a_narrowed_student_trains_the_tiny_recipe_unless_its_settings_are_given(tmp_path, fixed_timings):
     """``finetune --teacher --max_latency_ratio`` that chooses the narrowed shape trains it
     ``NARROWED_STUDENT_EPOCHS`` on the teacher's soft targets alone (the tiny-student recipe: it relearns to use the
-    channels it kept); a given ``--num_train_epochs`` and ``--distillation_alpha`` are kept."""
-    from compact_bert.finetuning.task_recipe import NARROWED_DISTILLATION_ALPHA, NARROWED_STUDENT_EPOCHS
+    channels it kept); a given ``--num_train_epochs`` and ``--distillation_alpha`` are kept; with ``--unlabeled_file``
+    the width and epochs of the recipe over unlabeled text."""
+    from compact_bert.finetuning.task_recipe import (
+        NARROWED_DISTILLATION_ALPHA,
+        NARROWED_STUDENT_EPOCHS,
+        UNLABELED_STUDENT_EPOCHS,
+    )
 
     fixed_timings.teacher_layers = 4  # teacher 5 ms; 1-3 whole layers 0.4x-0.8x; 2 narrowed layers 0.3x
     fixed_timings.narrowed_ms = 1.5
@@ -270,3 +275,20 @@ def test_a_narrowed_student_trains_the_tiny_recipe_unless_its_settings_are_given
             "intermediate_size": 192,
         }
         assert (summary["epoch"], summary["task_distillation"]["alpha"]) == (epochs, alpha), extra
+    # with unlabeled sentences: the one width for a student that learns from them (2 of 3 heads, an FFN twice the
+    # channels), over the slice and those sentences without copies, for their recipe's epochs
+    sentences = tmp_path / "unlabeled.tsv"
+    rows = bundled_sst2_files()["validation"].read_text(encoding="utf-8").splitlines()[1:21]
+    sentences.write_text("sentence\n" + "".join(row.split("\t")[0] + "\n" for row in rows), encoding="utf-8")
+    student = tmp_path / "student-unlabeled"
+    unlabeled = ["--unlabeled_file", str(sentences), "--output_dir", str(student)]
+    assert main([*base, *untimed, *budget, *unlabeled]) == 0
+    summary = json.loads((student / "run_summary.json").read_text())
+    narrowed = {"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128}
+    assert summary["depth_by_latency_budget"]["narrowed"] == narrowed
+    distillation = summary["task_distillation"]
+    assert (summary["epoch"], distillation["augment_copies"], distillation["unlabeled_examples"]) == (
+        UNLABELED_STUDENT_EPOCHS,
+        0,
+        20,
+    )

@@ -438,20 +438,17 @@ def _fails(argv, capsys) -> str:
     return str(raised.value.code) + capsys.readouterr().err
 
 
+def _tiny_student_command(files, output_dir: Path) -> list[str]:
+    """``finetune`` of the tiny preset on ``files`` into ``output_dir``, the quick settings: what the early-error
+    tests add one bad input to."""
+    model = ["--model_name_or_path", "minilm-3l-96h", "--model_overrides", TINY]
+    return ["finetune", *model, *_data(files), *QUICK, "--output_dir", str(output_dir)]
+
+
 def test_bad_teachers_fail_before_training(teacher_dir, sst2_files, tmp_path, capsys):
     from transformers import AutoConfig, AutoModel
 
-    common = [
-        "finetune",
-        "--model_name_or_path",
-        "minilm-3l-96h",
-        "--model_overrides",
-        TINY,
-        *_data(sst2_files),
-        *QUICK,
-        "--output_dir",
-        str(tmp_path / "out"),
-    ]
+    common = _tiny_student_command(sst2_files, tmp_path / "out")
     base = tmp_path / "base"
     AutoModel.from_pretrained(teacher_dir).save_pretrained(base)
     assert "without a *ForSequenceClassification head" in _fails([*common, "--teacher", str(base)], capsys)
@@ -549,17 +546,7 @@ def test_unlabeled_sentences_join_the_transfer_set_with_the_teachers_logits(teac
 
 
 def test_unlabeled_files_fail_early_and_say_what_is_wrong(teacher_dir, sst2_files, tmp_path, capsys):
-    common = [
-        "finetune",
-        "--model_name_or_path",
-        "minilm-3l-96h",
-        "--model_overrides",
-        TINY,
-        *_data(sst2_files),
-        *QUICK,
-        "--output_dir",
-        str(tmp_path / "out"),
-    ]
+    common = _tiny_student_command(sst2_files, tmp_path / "out")
     texts = tmp_path / "texts.tsv"
     texts.write_text("sentence\na fine film\n", encoding="utf-8")
     assert "give --teacher" in _fails([*common, "--unlabeled_file", str(texts)], capsys)

@@ -10,12 +10,15 @@ from types import SimpleNamespace
 import pytest
 
 from compact_bert.cli.main import main
+from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.finetuning.task_recipe import (
+    AUGMENT_COPIES,
     DISTILLATION_ALPHA,
     NARROWED_DISTILLATION_ALPHA,
     NARROWED_STUDENT_EPOCHS,
+    UNLABELED_STUDENT_EPOCHS,
 )
-from compact_bert.jobs.distill_task import TaskDistillationResult, TaskDistillationSpec, distill_task
+from compact_bert.jobs.distill_task import TaskDistillationResult, TaskDistillationSpec, _unlabeled_file, distill_task
 
 TINY_STUDENT = {
     "hidden_size": 64,
@@ -100,8 +103,13 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
 
     monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
     untimed = {name: value for name, value in QUICK.items() if name != "num_train_epochs"}
+    # training data of the user's own, without unlabeled sentences: the tiny recipe over copies
+    own = tmp_path / "train.tsv"
+    own.write_bytes(bundled_sst2_files()["train"].read_bytes())
     result = distill_task(
-        TaskDistillationSpec(output_dir=str(tmp_path / "tiny"), max_latency_ratio=0.3, export_onnx=False, **untimed)
+        TaskDistillationSpec(
+            output_dir=str(tmp_path / "tiny"), max_latency_ratio=0.3, export_onnx=False, train_file=str(own), **untimed
+        )
     )
     record = result.summary["depth_by_latency_budget"]
     assert record["num_hidden_layers"] == 3 and record["narrowed_latency_ratio"] == 0.275
@@ -120,6 +128,68 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
     assert epochs == {"tiny-teacher-sst2": 3.0, "tiny-baseline-sst2": narrowed, "tiny-sst2": narrowed}
     student = json.loads((tmp_path / "tiny-sst2" / "run_summary.json").read_text())
     assert student["task_distillation"]["alpha"] == alpha
+    assert (student["task_distillation"]["augment_copies"], student["task_distillation"]["unlabeled_examples"]) == (
+        AUGMENT_COPIES,
+        0,
+    )
     assert result.summary["comparison"]["baseline"] == (
         f"the pretrained teacher's layers 1, 3, 5 (0-based), {width} each, fine-tuned on the labels"
     )
+
+
+def test_with_unlabeled_sentences_a_tiny_budget_ships_the_256_channel_student_taught_over_them(tmp_path, monkeypatch):
+    """``distill task --max_latency_ratio 0.3 --unlabeled_file``: where no whole 3-layer student fits, the one width
+    for a student that learns from unlabeled text (3 layers of 256 channels, 8 heads, 512 FFN neurons) is timed and
+    built, for the student and its labels-only baseline; the student learns over the slice and the unlabeled
+    sentences without copies, on the soft targets alone, and both train the recipe's epochs for it (fixed clock, as
+    above)."""
+    import compact_bert.evaluation.runtime_latency as runtime_latency
+
+    def measure(runners, rounds=30, warmup=3):
+        for run in runners.values():
+            run()
+        units = {"teacher": 8.0, "narrowed 0": 2.2}
+        return {name: SimpleNamespace(median_ms=units[name] if name in units else 1.0 + name) for name in runners}
+
+    monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
+    sentences = tmp_path / "unlabeled.tsv"
+    rows = bundled_sst2_files()["validation"].read_text(encoding="utf-8").splitlines()[1:41]
+    sentences.write_text("sentence\n" + "".join(row.split("\t")[0] + "\n" for row in rows), encoding="utf-8")
+    untimed = {name: value for name, value in QUICK.items() if name != "num_train_epochs"}
+    spec = TaskDistillationSpec(
+        output_dir=str(tmp_path / "tiny"),
+        max_latency_ratio=0.3,
+        export_onnx=False,
+        unlabeled_file=str(sentences),
+        **untimed,
+    )
+    result = distill_task(spec)
+    record = result.summary["depth_by_latency_budget"]
+    assert record["narrowed"] == {"hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 512}
+    assert list(record["narrowed_latency_ratios"]) == ["3 layers of 256 channels, 8 heads and 512 FFN neurons"]
+    for role in ("tiny-baseline-sst2", "tiny-sst2"):
+        config = json.loads((tmp_path / role / "config.json").read_text())
+        assert (config["num_hidden_layers"], config["hidden_size"], config["intermediate_size"]) == (3, 256, 512)
+        assert json.loads((tmp_path / role / "run_summary.json").read_text())["epoch"] == UNLABELED_STUDENT_EPOCHS
+    distillation = json.loads((tmp_path / "tiny-sst2" / "run_summary.json").read_text())["task_distillation"]
+    assert (distillation["unlabeled_examples"], distillation["augment_copies"], distillation["alpha"]) == (
+        40,
+        0,
+        NARROWED_DISTILLATION_ALPHA,
+    )
+    card = (tmp_path / "tiny-sst2" / "README.md").read_text(encoding="utf-8")
+    assert "and 40 unlabeled in-domain examples labelled by the teacher" in card
+
+
+def test_the_bundled_unlabeled_sentences_teach_a_tiny_student_on_the_bundled_slice_only():
+    """The default of ``--unlabeled_file``: the bundled sentences where a latency budget may narrow the student and
+    the data is the bundled slice; none for the user's own data or without a budget (the main job's half-size
+    student keeps its measured recipe); what the user gives, always."""
+    bundled = str(bundled_sst2_files()["unlabeled"])
+    assert _unlabeled_file(TaskDistillationSpec(max_latency_ratio=0.3)) == bundled
+    assert _unlabeled_file(TaskDistillationSpec()) is None
+    own = bundled_sst2_files()["train"]
+    assert _unlabeled_file(TaskDistillationSpec(max_latency_ratio=0.3, train_file=str(own))) is None
+    assert _unlabeled_file(TaskDistillationSpec(unlabeled_file=bundled)) == bundled
+    with pytest.raises(ValueError, match="--unlabeled_file /nonexistent.tsv does not exist"):
+        TaskDistillationSpec(unlabeled_file="/nonexistent.tsv")
