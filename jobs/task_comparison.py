@@ -75,6 +75,8 @@ class ComparisonRun:
             source = f"preset {model.model_name_or_path} with the layers of {self.teacher_name}"
         else:
             source = f"preset {model.model_name_or_path} taught by the fine-tuned teacher on {training.augment_copies} copies"
+            if training.unlabeled_file:
+                source += f" and the unlabeled sentences of {Path(training.unlabeled_file).name}"
         length = f"{training.num_train_epochs:g} epochs" if training.max_steps < 1 else f"{training.max_steps} steps"
         return (
             f"the {self.role} ({source}; learning rate {training.learning_rate:g}, {length}) -> {training.output_dir}"
