@@ -56,6 +56,7 @@ class DepthChoice:
     narrowed: dict | None = None  # the narrowed shape's width fields when it was chosen; None: the preset's width
     narrowed_ratio: float | None = None  # the chosen narrowed shape's measured ratio (None: none chosen)
     narrowed_ratios: dict[str, float] = field(default_factory=dict)  # every narrowed shape measured, by description
+    sequence_length: int = SEQUENCE_LENGTH  # the timed inputs' length: less for a model with fewer positions
 
     def overrides(self) -> dict:
         """The config fields the choice sets."""
@@ -71,6 +72,7 @@ class DepthChoice:
             "narrowed_latency_ratio": self.narrowed_ratio,
             "narrowed_latency_ratios": dict(self.narrowed_ratios),
             "measured_ms_by_depth": {str(depth): ms for depth, ms in self.measured_ms.items()},
+            "sequence_length": self.sequence_length,
             "reason": self.reason,
         }
 
@@ -231,14 +233,16 @@ def deepest_student_within_budget(
             f"teacher's latency on this machine, {deepest} would; narrower at that depth keeps more of the teacher "
             f"({narrowed_ratios[chosen]:.2f}x; {context}"
         )
-        return DepthChoice(kept_depth, *common, reason, widths[chosen], narrowed_ratios[chosen], measured_shapes)
+        return DepthChoice(
+            kept_depth, *common, reason, widths[chosen], narrowed_ratios[chosen], measured_shapes, length
+        )
     depth = max(fitting)
     deeper = f"; {counted(depth + 1, 'layer')} would be {ratios[depth + 1]:.2f}x" if depth + 1 in ratios else ""
     reason = (
         f"{counted(depth, 'layer')}: the deepest student within {max_latency_ratio}x of the teacher's latency on this machine "
         f"({ratios[depth]:.2f}x{deeper}; {context}"
     )
-    return DepthChoice(depth, *common, reason, None, None, measured_shapes)
+    return DepthChoice(depth, *common, reason, None, None, measured_shapes, length)
 
 
 def budgeted_overrides(

@@ -295,6 +295,8 @@ def distill_task(spec: TaskDistillationSpec) -> TaskDistillationResult:
         # only from those the user gave
         unlabeled_file=_unlabeled_file(spec) if depth_choice and depth_choice["narrowed"] else spec.unlabeled_file,
     )
+    for role in ("baseline", "student"):  # both sized by the budget: their cards say so
+        runs[role].depth_choice = depth_choice
     summary = {
         "output_dir": str(Path(spec.output_dir).resolve()),
         "role": "main job",

@@ -577,14 +577,16 @@ def finetune(
     given: frozenset[str] = frozenset(),
     model_config=None,
     narrowed: bool = False,
+    depth_choice: dict | None = None,
 ) -> list[dict]:
     """Fine-tune (and evaluate) every run of the grid. ``given``: the flags the user set (``--name``), which tell a
     default from a choice (a flag that only acts with a teacher is refused without one; a metric the user chose is
     kept). ``model_config``: a preset's config that the caller has built already (the main job's student, whose
     depth it chose), used as it is; ``narrowed``: that config is a narrowed tiny student, which takes the tiny-student
     recipe's weight of the labels for its width (``task_recipe.distillation_alpha``) unless ``distillation_alpha`` is
-    set. Returns each run's summary; with several runs, ``output_dir/run_summary.json`` also holds the per-setting
-    means and the best setting.
+    set; ``depth_choice``: the record of the latency budget that sized ``model_config``, kept in each run's summary
+    (and so in its card) as when ``--max_latency_ratio`` sizes the preset here. Returns each run's summary; with
+    several runs, ``output_dir/run_summary.json`` also holds the per-setting means and the best setting.
 
     Before anything is loaded, ``output_dir`` and every run folder of the grid are checked not to be an input nor to
     hold a model or a run already (``training/output_folders.py``; ``--overwrite_output_dir`` allows it)."""
@@ -600,7 +602,6 @@ def finetune(
         raise SystemExit(str(error)) from None
     tokenizer = _load_tokenizer(model_args)
     teacher_config = _teacher_config(model_args)
-    depth_choice = None
     if model_config is None and model_args.max_latency_ratio is not None:
         depth_choice = _depth_by_latency_budget(model_args, teacher_config, bool(training_args.unlabeled_file))
         narrowed = bool(depth_choice["narrowed"])

@@ -60,6 +60,7 @@ class ComparisonRun:
     training: FinetuneConfig | None  # None: a given classifier, scored as it is
     model_config: object = None  # the student's config, built once by the main job
     narrowed: bool = False  # a narrowed tiny student: the tiny-student recipe's weight of the labels for its width
+    depth_choice: dict | None = None  # the latency budget's record when one sized model_config (for the card)
 
     teacher_name: str = ""  # the teacher as the user named it, for the progress line
     narrowed_width: str = (
@@ -186,7 +187,14 @@ def comparison_runs(
 
 def _fine_tune(run: ComparisonRun, data_args: FinetuneDataArguments) -> dict:
     transformers.set_seed(run.training.seed)  # every role starts from the same generator state
-    runs = finetune(run.model, data_args, run.training, model_config=run.model_config, narrowed=run.narrowed)
+    runs = finetune(
+        run.model,
+        data_args,
+        run.training,
+        model_config=run.model_config,
+        narrowed=run.narrowed,
+        depth_choice=run.depth_choice,
+    )
     return runs[0]
 
 

@@ -303,6 +303,7 @@ def _recipe_text(facts: FolderFacts) -> str:
     elif summary.get("model_name_or_path"):
         lines.append(f"- Fine-tuned from: {code(facts.base_model or model_reference(summary['model_name_or_path']))}")
     lines.extend(_local_source_stage(summary))
+    lines.extend(_latency_budget_line(summary))
     distillation = summary.get("task_distillation")
     if distillation:
         lines.append(
@@ -387,6 +388,25 @@ def _loss_mix(alpha: float, temperature: float) -> str:
         return "the labels alone on the training examples"
     soft_targets = f"its soft targets at temperature {temperature}"
     return f"{soft_targets} alone" if alpha == 0 else f"{alpha} x labels + {round(1 - alpha, 4)} x {soft_targets}"
+
+
+def _latency_budget_line(summary: dict) -> list[str]:
+    """``--max_latency_ratio``: the budget that sized the model and what its shape measured against the teacher, so
+    that a user reading the card knows its latency was chosen and how (``finetuning/depth_budget.py``)."""
+    budget = summary.get("depth_by_latency_budget")
+    if not budget:
+        return []
+    depth = budget["num_hidden_layers"]
+    ratio = (
+        budget["narrowed_latency_ratio"] if budget.get("narrowed") else budget["latency_ratio_by_depth"][str(depth)]
+    )
+    flag = code(f"--max_latency_ratio {budget['max_latency_ratio']}")
+    # (a record written before the inputs' length was kept in it has no length to name)
+    inputs = f"batch 1 x {budget['sequence_length']}, " if budget.get("sequence_length") else ""
+    return [
+        f"- Sized by {flag}: this shape measured {ratio}x the teacher's latency ({budget['teacher_ms']} ms) with "
+        f"random weights before training ({inputs}compact-bert's eager path, on the machine that trained it)"
+    ]
 
 
 def _local_source_stage(summary: dict) -> list[str]:

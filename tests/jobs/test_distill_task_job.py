@@ -122,6 +122,12 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
     width = f"{shape[2]} channels, {shape[3]} heads and {shape[4]} FFN neurons"
     card = (tmp_path / "tiny-sst2" / "README.md").read_text(encoding="utf-8")
     assert f"fine-tuned from the preset `minilm-3l-384h` as 3 layers of {width}" in card
+    # the student and its baseline say that the budget sized them; the teacher, which it did not, says nothing of it
+    sized = (
+        f"Sized by `--max_latency_ratio 0.3`: this shape measured 0.275x the teacher's latency ({record['teacher_ms']}"
+    )
+    cards = {role: (tmp_path / role / "README.md").read_text(encoding="utf-8") for role in folders}
+    assert [sized in cards[role] for role in folders] == [False, True, True]
     # the tiny-student recipe's epochs for the narrowed student and its baseline; the teacher the recipe's 3
     epochs = {role: json.loads((tmp_path / role / "run_summary.json").read_text())["epoch"] for role in folders}
     narrowed = NARROWED_STUDENT_EPOCHS

@@ -257,3 +257,19 @@ def test_the_card_says_what_the_student_learned_from(tmp_path, alpha, words):
     (student / "run_summary.json").write_text(json.dumps({"task_distillation": distillation}))
     card = build_model_card(student)
     assert f"- Task distillation from the fine-tuned teacher `teacher`: {words}, over the training set" in card.text
+
+
+def test_a_budget_record_without_the_inputs_length_still_makes_a_card(tmp_path):
+    """A folder sized by ``--max_latency_ratio`` before the record kept the timed inputs' length: its card says the
+    budget and the ratio, and names no length it does not know."""
+    student = tmp_path / "student"
+    config = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=1, intermediate_size=64, num_labels=2
+    )
+    transformers.BertForSequenceClassification(config).save_pretrained(student)
+    record = {"num_hidden_layers": 2, "narrowed": None, "max_latency_ratio": 0.5, "teacher_ms": 4.0}
+    record["latency_ratio_by_depth"] = {"1": 0.25, "2": 0.45}
+    (student / "run_summary.json").write_text(json.dumps({"depth_by_latency_budget": record}))
+    text = build_model_card(student).text
+    assert "- Sized by `--max_latency_ratio 0.5`: this shape measured 0.45x the teacher's latency (4.0 ms)" in text
+    assert "before training (compact-bert's eager path, on the machine that trained it)" in text
