@@ -74,7 +74,7 @@ def sst2_slice_texts(
 def write_sst2_slice(source_dir: str | Path, target_dir: str | Path | None = None) -> dict[str, Path]:
     """Write the slice (default: over the bundled files) and return the paths written."""
     targets = (
-        bundled_sst2_files()
+        {split: path for split, path in bundled_sst2_files().items() if split in ("train", "validation")}
         if target_dir is None
         else {split: Path(target_dir) / f"{split}.tsv" for split in ("train", "validation")}
     )

@@ -356,7 +356,8 @@ def read_conll(
 ) -> tuple[list[list[str]], list[list[str]]]:
     """Sentences of a CoNLL file: one ``token ... TAG`` per line (first column = token, last = tag), a blank line
     between sentences, ``-DOCSTART-`` lines skipped. ``tagged=False`` (unlabeled sentences): one word per line, a
-    tag after it allowed and ignored; each sentence's tags are then ``"O"``, placeholders."""
+    tag after it allowed and ignored (a line of several words ending in no tag is refused: a sentence a line would
+    otherwise keep only its first word); each sentence's tags are then ``"O"``, placeholders."""
     path = _check_file(path, role)
     text = read_utf8_text(path)
     problem = _not_conll(path, text)
@@ -380,6 +381,11 @@ def read_conll(
             continue
         if len(fields) < 2 and tagged:
             raise ValueError(f"{path}:{number}: expected 'token TAG' (whitespace-separated), got {line.rstrip()!r}.")
+        if not tagged and len(fields) >= 2 and not _TAG.match(fields[-1]):  # a sentence a line would lose its words
+            raise ValueError(
+                f"{path}:{number}: expected one word per line (a tag after it allowed), got {line.rstrip()[:80]!r}; "
+                "write one word per line and a blank line between sentences (CoNLL text)."
+            )
         words.append(fields[0])
         word_tags.append(fields[-1] if tagged else "O")
     if words:

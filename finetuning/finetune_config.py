@@ -156,10 +156,11 @@ class FinetuneConfig(CompactBertTrainingArguments):
     unlabeled_file: str | None = field(
         default=None,
         metadata={
-            "help": "With --teacher: in-domain examples without labels, in --train_file's format (a table's text "
-            "column(s), any label column ignored; CoNLL text with one word per line, any tag ignored), labelled by the "
-            "teacher and added to the transfer set beside the perturbed copies (real text the teacher never saw, "
-            "Hinton et al. 2015; Tang et al. 2019). Default: none."
+            "help": "With --teacher: in-domain examples without labels — a table (TSV, CSV or JSON lines) whose header "
+            "names the training data's text column(s), any other column ignored; for NER, CoNLL text with one word "
+            "per line (a tag after it ignored) and a blank line between sentences — labelled by the teacher and added "
+            "to the transfer set beside the perturbed copies (real text the teacher never saw, Hinton et al. 2015; "
+            "Tang et al. 2019). --max_train_samples does not cut it. Default: none."
         },
     )
     augment_pair_sentences: str = field(

@@ -99,11 +99,12 @@ class TaskDistillationSpec(TaskTrainingSettings):
             "and epochs."
         },
     )
-    augment_copies: int = field(
-        default=AUGMENT_COPIES,
+    augment_copies: int | None = field(
+        default=None,
         metadata={
             "help": "Perturbed copies of every training sentence that the fine-tuned teacher labels for the student "
-            "(Tang et al. 2019; the recipe's number); 0: the training sentences alone."
+            f"(Tang et al. 2019); 0: the training sentences alone. Default: the recipe's {AUGMENT_COPIES}, none for "
+            "a tiny student that --max_latency_ratio narrowed and that learns from unlabeled sentences instead."
         },
     )
     unlabeled_file: str | None = field(
@@ -111,8 +112,8 @@ class TaskDistillationSpec(TaskTrainingSettings):
         metadata={
             "help": "In-domain sentences without labels (header sentence; a label column is ignored) that the teacher "
             "labels for the student, beside the copies; a tiny student that --max_latency_ratio narrowed learns from "
-            "them instead of copies. Default: with --max_latency_ratio and the bundled slice, the 6,000 bundled GLUE "
-            "SST-2 train sentences outside the slice; otherwise none."
+            "them instead of copies. Default: where --max_latency_ratio narrows the dense student on the bundled "
+            "slice, the 6,000 bundled GLUE SST-2 train sentences outside the slice; otherwise none."
         },
     )
     train_file: str | None = field(
@@ -152,7 +153,7 @@ class TaskDistillationSpec(TaskTrainingSettings):
             )
         if self.max_latency_ratio is not None:
             check_max_latency_ratio(self.max_latency_ratio)
-        if self.augment_copies < 0:
+        if self.augment_copies is not None and self.augment_copies < 0:
             raise ValueError(f"--augment_copies must be >= 0, got {self.augment_copies}.")
         for name in ("train_file", "validation_file", "unlabeled_file"):
             path = getattr(self, name)
@@ -202,6 +203,17 @@ def _unlabeled_file(spec: TaskDistillationSpec) -> str | None:
     if spec.max_latency_ratio is not None and spec.train_file is None:
         return str(bundled_sst2_files()["unlabeled"])
     return None
+
+
+def _check_unlabeled_file(path: str, data_args) -> None:
+    """``--unlabeled_file`` read whole before anything is timed or trained: the student, the last model to train,
+    would otherwise find a bad line after the teacher and the baseline had trained."""
+    from ..finetuning.data import load_finetuning_data, load_unlabeled_examples
+
+    try:
+        load_unlabeled_examples(path, data_args, load_finetuning_data(data_args))
+    except (ValueError, FileNotFoundError) as error:
+        raise RunSettingsError(str(error)) from None
 
 
 def _student_config(spec: TaskDistillationSpec, teacher_config) -> tuple[object, dict, dict | None]:
@@ -266,10 +278,12 @@ def distill_task(spec: TaskDistillationSpec) -> TaskDistillationResult:
         teacher_config = transformers.AutoConfig.from_pretrained(teacher_path)
     except (OSError, ValueError) as error:
         raise RunSettingsError(f"--teacher {spec.teacher}: {error}") from None
+    data_args = sst2_data(spec, spec.train_file, spec.validation_file)
+    if spec.unlabeled_file is not None:
+        _check_unlabeled_file(spec.unlabeled_file, data_args)
     _check_output_folders(spec, teacher_path)
     check_output_dir(spec.output_dir, "output_dir")
     student_config, student_overrides, depth_choice = _student_config(spec, teacher_config)
-    data_args = sst2_data(spec, spec.train_file, spec.validation_file)
     reused_teacher = fine_tuned_teacher_head(teacher_path, data_args)
     folders = spec.folders()
     check_output_dir(folders["student"], "student_output_dir" if spec.student_output_dir else "output_dir")
@@ -295,8 +309,9 @@ def distill_task(spec: TaskDistillationSpec) -> TaskDistillationResult:
         # only from those the user gave
         unlabeled_file=_unlabeled_file(spec) if depth_choice and depth_choice["narrowed"] else spec.unlabeled_file,
     )
-    for role in ("baseline", "student"):  # both sized by the budget: their cards say so
-        runs[role].depth_choice = depth_choice
+    runs["student"].depth_choice = depth_choice  # its card says the budget sized it
+    if is_dense_student(student_config):  # and the baseline's, which has the shape the budget timed
+        runs["baseline"].depth_choice = depth_choice
     summary = {
         "output_dir": str(Path(spec.output_dir).resolve()),
         "role": "main job",

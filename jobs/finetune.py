@@ -505,6 +505,12 @@ def _check_training_set_size(examples: int, training_args: FinetuneConfig, unlab
     ``MAX_TRAINING_EXAMPLES`` training examples with the ``unlabeled`` ones, saying how many and what would fit."""
     per_example = 1 + (training_args.augment_copies or 0) + (training_args.augment_pair_recombined or 0)
     total = examples * per_example + unlabeled
+    if examples + unlabeled > MAX_TRAINING_EXAMPLES:  # no number of copies would fit: the data itself is too large
+        raise RunSettingsError(
+            f"The training data ({examples:,} examples) and --unlabeled_file {training_args.unlabeled_file} "
+            f"({unlabeled:,}) make more than the {MAX_TRAINING_EXAMPLES:,} examples a run makes: give a smaller "
+            "--unlabeled_file, or --max_train_samples N."
+        )
     if total > MAX_TRAINING_EXAMPLES:
         room = max(0, MAX_TRAINING_EXAMPLES - unlabeled)
         fitting = max(0, room // max(examples, 1) - 1 - (training_args.augment_pair_recombined or 0))
@@ -538,11 +544,6 @@ def _check_distillation_flags(model_args, training_args, given: frozenset[str], 
                 f"{flag}: it distills from a fine-tuned teacher, and none was given: add --teacher FOLDER, or leave "
                 f"{flag} out."
             )
-    if training_args.unlabeled_file and not model_args.teacher:
-        raise SystemExit(
-            f"--unlabeled_file {training_args.unlabeled_file}: unlabeled examples are labelled by a teacher's "
-            "predictions: give --teacher (a model fine-tuned on this task), or leave --unlabeled_file out."
-        )
     if training_args.augment_word_neighbours and not training_args.augment_copies:
         raise SystemExit(
             f"--augment_word_neighbours {training_args.augment_word_neighbours}: words are replaced in the augmented "
@@ -591,6 +592,11 @@ def finetune(
     Before anything is loaded, ``output_dir`` and every run folder of the grid are checked not to be an input nor to
     hold a model or a run already (``training/output_folders.py``; ``--overwrite_output_dir`` allows it)."""
     check_run_output(training_args, model_args, data_args, folders=_run_folders(model_args, training_args).values())
+    if training_args.unlabeled_file and not model_args.teacher:
+        raise SystemExit(
+            f"--unlabeled_file {training_args.unlabeled_file}: unlabeled examples are labelled by a teacher's "
+            "predictions: give --teacher (a model fine-tuned on this task), or leave --unlabeled_file out."
+        )
     try:
         splits = load_finetuning_data(data_args)
         unlabeled = (
@@ -700,6 +706,7 @@ def finetune(
             "attention_weight": training_args.distillation_attention_weight,
             "augment_copies": training_args.augment_copies,
             "unlabeled_examples": len(unlabeled) if unlabeled is not None else 0,
+            **({"unlabeled_file": training_args.unlabeled_file} if unlabeled is not None else {}),
             "augment_word_neighbours": training_args.augment_word_neighbours if training_args.augment_copies else 0,
             **(
                 {

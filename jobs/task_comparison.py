@@ -31,6 +31,7 @@ from ..configuration.shape_text import describe_width
 from ..finetuning.data import FinetuneDataArguments
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.folder_evaluation import evaluate_folder
+from ..finetuning.task_recipe import AUGMENT_COPIES
 from ..model_cards.load_calls import load_call
 from ..training.run_errors import RunSettingsError
 from .finetune import FinetuneModelArguments, finetune
@@ -75,9 +76,11 @@ class ComparisonRun:
         elif self.role == "baseline":
             source = f"preset {model.model_name_or_path} with the layers of {self.teacher_name}"
         else:
-            source = f"preset {model.model_name_or_path} taught by the fine-tuned teacher on {training.augment_copies} copies"
+            data = [f"{training.augment_copies} copies"] if training.augment_copies else []
             if training.unlabeled_file:
-                source += f" and the unlabeled sentences of {Path(training.unlabeled_file).name}"
+                data.append(f"the unlabeled sentences of {Path(training.unlabeled_file).name}")
+            over = " and ".join(data) if data else "the training sentences alone"
+            source = f"preset {model.model_name_or_path} taught by the fine-tuned teacher on {over}"
         length = f"{training.num_train_epochs:g} epochs" if training.max_steps < 1 else f"{training.max_steps} steps"
         return (
             f"the {self.role} ({source}; learning rate {training.learning_rate:g}, {length}) -> {training.output_dir}"
@@ -111,7 +114,7 @@ def comparison_runs(
     teacher_config,
     folders: dict[str, str],
     settings: TaskTrainingSettings,
-    augment_copies: int,
+    augment_copies: int | None,
     teacher_is_fine_tuned: bool,
     teacher_name: str = "",
     unlabeled_file: str | None = None,
@@ -171,7 +174,7 @@ def comparison_runs(
                 settings.learning_rate,
                 narrowed=narrowed,
                 unlabeled=unlabeled_file is not None,
-                augment_copies=0 if narrowed and unlabeled_file else augment_copies,
+                augment_copies=_student_copies(augment_copies, narrowed, unlabeled_file),
                 unlabeled_file=unlabeled_file,
             ),
             model_config=student_config,
@@ -183,6 +186,14 @@ def comparison_runs(
         runs["baseline"].narrowed_width = f", {describe_width(student_config.to_dict())} each"
         runs["student"].narrowed = True
     return runs
+
+
+def _student_copies(given: int | None, narrowed: bool, unlabeled_file: str | None) -> int:
+    """The student's perturbed copies: the user's number, else the recipe's — none for a narrowed tiny student that
+    learns from unlabeled text instead (the rule ``finetune`` applies to its own default)."""
+    if given is not None:
+        return given
+    return 0 if narrowed and unlabeled_file else AUGMENT_COPIES
 
 
 def _fine_tune(run: ComparisonRun, data_args: FinetuneDataArguments) -> dict:

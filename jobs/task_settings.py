@@ -46,7 +46,7 @@ class TaskTrainingSettings:
         metadata={
             "help": f"Epochs of every model of the task stage (default: the recipe's, "
             f"{TRAINING_SETTINGS['num_train_epochs']:g}; {NARROWED_STUDENT_EPOCHS:g} for a narrowed tiny student "
-            f"that --max_latency_ratio chose and the baseline of its shape, {UNLABELED_STUDENT_EPOCHS:g} where the "
+            f"that --max_latency_ratio chose and the baseline of its shape, {UNLABELED_STUDENT_EPOCHS:g} where that "
             "student learns from unlabeled text)."
         },
     )

@@ -328,11 +328,7 @@ def _recipe_text(facts: FolderFacts) -> str:
                 if distillation.get("augment_pair_recombined")
                 else ""
             )
-            + (
-                f", and {distillation['unlabeled_examples']:,} unlabeled in-domain examples labelled by the teacher"
-                if distillation.get("unlabeled_examples")
-                else ""
-            )
+            + _unlabeled_text(distillation)
             + (
                 f"; its hidden states taught to the student's layers with weight {distillation['hidden_weight']}"
                 if distillation.get("hidden_weight")
@@ -382,6 +378,16 @@ def _recipe_text(facts: FolderFacts) -> str:
     return "\n".join(lines)
 
 
+def _unlabeled_text(distillation: dict) -> str:
+    """``--unlabeled_file``'s part of the transfer set: beside the copies, or with the training set alone."""
+    count = distillation.get("unlabeled_examples")
+    if not count:
+        return ""
+    named = f" ({code(Path(distillation['unlabeled_file']).name)})" if distillation.get("unlabeled_file") else ""
+    over = ", and" if distillation.get("augment_copies") else ", over the training set and"
+    return f"{over} {count:,} unlabeled in-domain examples labelled by the teacher{named}"
+
+
 def _loss_mix(alpha: float, temperature: float) -> str:
     """The training examples' loss in words: the labels, the teacher's soft targets, or both weighted by alpha."""
     if alpha == 1:
@@ -391,8 +397,9 @@ def _loss_mix(alpha: float, temperature: float) -> str:
 
 
 def _latency_budget_line(summary: dict) -> list[str]:
-    """``--max_latency_ratio``: the budget that sized the model and what its shape measured against the teacher, so
-    that a user reading the card knows its latency was chosen and how (``finetuning/depth_budget.py``)."""
+    """``--max_latency_ratio``: the budget that sized the model and its shape's latency ratio to the teacher, timed
+    before training (read off the line through every depth's median for whole layers, measured for a narrowed
+    shape: ``finetuning/depth_budget.py``), so that a user reading the card knows its latency was chosen and how."""
     budget = summary.get("depth_by_latency_budget")
     if not budget:
         return []
@@ -404,8 +411,9 @@ def _latency_budget_line(summary: dict) -> list[str]:
     # (a record written before the inputs' length was kept in it has no length to name)
     inputs = f"batch 1 x {budget['sequence_length']}, " if budget.get("sequence_length") else ""
     return [
-        f"- Sized by {flag}: this shape measured {ratio}x the teacher's latency ({budget['teacher_ms']} ms) with "
-        f"random weights before training ({inputs}compact-bert's eager path, on the machine that trained it)"
+        f"- Sized by {flag}: timed against the teacher with random weights before training, this shape ran at "
+        f"{ratio}x its latency (teacher {budget['teacher_ms']} ms; {inputs}compact-bert's eager path, on the machine "
+        "that trained it)"
     ]
 
 

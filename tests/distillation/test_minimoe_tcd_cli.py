@@ -244,6 +244,9 @@ def test_the_main_job_takes_its_depth_from_a_latency_budget(tmp_path):
     assert student_config["model_type"] == "minimoe" and student_config["num_experts"] == 4
     assert "auto_map" in student_config and (tmp_path / "job-sst2" / "modeling_minimoe.py").is_file()
     assert summary["comparison"]["baseline"].startswith("the pretrained teacher's layers 1, 2, 3, 4, 5 ")
+    # the student's card says the budget sized it; the dense baseline's does not: the budget timed the MoE shape
+    cards = {role: (tmp_path / f"job-{role}sst2" / "README.md").read_text("utf-8") for role in ("", "baseline-")}
+    assert ["Sized by `--max_latency_ratio 0.99`" in cards[role] for role in ("", "baseline-")] == [True, False]
 
 
 def test_the_main_jobs_help_lists_exactly_the_flags_it_accepts(tmp_path, capsys):

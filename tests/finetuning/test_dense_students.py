@@ -154,7 +154,7 @@ def test_finetune_with_a_teacher_trains_exactly_what_the_main_job_trains_its_stu
     import dataclasses
 
     from compact_bert.cli.finetune_command import parse_finetune_arguments
-    from compact_bert.finetuning.task_recipe import TRAINING_SETTINGS
+    from compact_bert.finetuning.task_recipe import AUGMENT_COPIES, TRAINING_SETTINGS
     from compact_bert.jobs.distill_task import TaskDistillationSpec
     from compact_bert.jobs.finetune import FinetuneModelArguments
     from compact_bert.jobs.task_comparison import comparison_runs
@@ -206,4 +206,4 @@ def test_finetune_with_a_teacher_trains_exactly_what_the_main_job_trains_its_stu
     # than by finetune), and the run settings every role inherits
     allowed = {"logging_strategy", "logging_steps", "logging_dir", "disable_tqdm", "report_to", "augment_copies"}
     assert differing <= allowed, differing
-    assert in_the_job.augment_copies == spec.augment_copies
+    assert spec.augment_copies is None and in_the_job.augment_copies == AUGMENT_COPIES  # the recipe's, resolved

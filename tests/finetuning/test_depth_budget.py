@@ -228,8 +228,8 @@ def test_finetune_takes_the_depth_its_budget_allows_against_its_teacher(tmp_path
     assert json.loads((student / "config.json").read_text())["num_hidden_layers"] == 2
     # the card says the budget sized it, and what the shape measured (teacher 4 ms here)
     card = (student / "README.md").read_text(encoding="utf-8")
-    assert "- Sized by `--max_latency_ratio 1.0`: this shape measured 0.75x the teacher's latency (4.0 ms)" in card
-    assert "before training (batch 1 x 128, compact-bert's eager path" in card
+    sized = "- Sized by `--max_latency_ratio 1.0`: timed against the teacher with random weights before training, this"
+    assert f"{sized} shape ran at 0.75x its latency (teacher 4.0 ms; batch 1 x 128, compact-bert's eager path" in card
 
     def fails(extra) -> str:
         with pytest.raises(SystemExit) as raised:
@@ -290,7 +290,7 @@ def test_a_narrowed_student_trains_the_tiny_recipe_unless_its_settings_are_given
     summary = json.loads((student / "run_summary.json").read_text())
     narrowed = {"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128}
     assert summary["depth_by_latency_budget"]["narrowed"] == narrowed
-    assert "this shape measured 0.3x the teacher's latency (5.0 ms)" in (student / "README.md").read_text("utf-8")
+    assert "this shape ran at 0.3x its latency (teacher 5.0 ms;" in (student / "README.md").read_text("utf-8")
     distillation = summary["task_distillation"]
     assert (summary["epoch"], distillation["augment_copies"], distillation["unlabeled_examples"]) == (
         UNLABELED_STUDENT_EPOCHS,

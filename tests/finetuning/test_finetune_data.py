@@ -119,6 +119,18 @@ def test_unlabeled_conll_sentences_take_their_words_and_placeholder_tags(tmp_pat
     assert read_conll(unlabeled, tagged=False)[0] == [["German", "call", "to"], ["Brussels"]]
 
 
+def test_an_unlabeled_conll_file_of_a_sentence_a_line_is_refused_naming_the_line(tmp_path):
+    """Unlabeled CoNLL text is one word per line: a sentence a line would keep only its first word (and, without
+    blank lines, make the whole file one sentence), so such a line is refused with its number."""
+    plain = tmp_path / "sentences.txt"
+    plain.write_text("German\nEU rejects German call to boycott British lamb .\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"sentences\.txt:2: expected one word per line .*blank line between"):
+        read_conll(plain, "--unlabeled_file", tagged=False)
+    tagged = tmp_path / "tagged.txt"  # CoNLL-2003's columns: word, part of speech, chunk, entity tag
+    tagged.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n", encoding="utf-8")
+    assert read_conll(tagged, "--unlabeled_file", tagged=False)[0] == [["EU", "rejects"]]
+
+
 def test_unknown_scheme_letter_is_an_error():
     check_tag_scheme({"O", "B-PER", "I-PER", "E-LOC", "S-LOC"}, "x")
     with pytest.raises(ValueError, match="X-PER"):

@@ -542,7 +542,8 @@ def test_unlabeled_sentences_join_the_transfer_set_with_the_teachers_logits(teac
     assert cached.shape == (400, 2)
     torch.testing.assert_close(cached, expected.logits, atol=1e-4, rtol=1e-4)
     card = (student / "README.md").read_text(encoding="utf-8")
-    assert "and 360 unlabeled in-domain examples labelled by the teacher" in card
+    over = "over the training set and 360 unlabeled in-domain examples labelled by the teacher (`unlabeled.tsv`)"
+    assert over in card
 
 
 def test_unlabeled_files_fail_early_and_say_what_is_wrong(teacher_dir, sst2_files, tmp_path, capsys):

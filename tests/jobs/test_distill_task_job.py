@@ -124,7 +124,8 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
     assert f"fine-tuned from the preset `minilm-3l-384h` as 3 layers of {width}" in card
     # the student and its baseline say that the budget sized them; the teacher, which it did not, says nothing of it
     sized = (
-        f"Sized by `--max_latency_ratio 0.3`: this shape measured 0.275x the teacher's latency ({record['teacher_ms']}"
+        "Sized by `--max_latency_ratio 0.3`: timed against the teacher with random weights before training, this "
+        f"shape ran at 0.275x its latency (teacher {record['teacher_ms']} ms"
     )
     cards = {role: (tmp_path / role / "README.md").read_text(encoding="utf-8") for role in folders}
     assert [sized in cards[role] for role in folders] == [False, True, True]
@@ -184,7 +185,8 @@ def test_with_unlabeled_sentences_a_tiny_budget_ships_the_256_channel_student_ta
         NARROWED_DISTILLATION_ALPHA,
     )
     card = (tmp_path / "tiny-sst2" / "README.md").read_text(encoding="utf-8")
-    assert "and 40 unlabeled in-domain examples labelled by the teacher" in card
+    over = "alone, over the training set and 40 unlabeled in-domain examples labelled by the teacher (`unlabeled.tsv`)"
+    assert over in card
 
 
 def test_the_bundled_unlabeled_sentences_teach_a_tiny_student_on_the_bundled_slice_only():
@@ -199,3 +201,67 @@ def test_the_bundled_unlabeled_sentences_teach_a_tiny_student_on_the_bundled_sli
     assert _unlabeled_file(TaskDistillationSpec(unlabeled_file=bundled)) == bundled
     with pytest.raises(ValueError, match="--unlabeled_file /nonexistent.tsv does not exist"):
         TaskDistillationSpec(unlabeled_file="/nonexistent.tsv")
+
+
+def test_the_students_copies_are_the_users_number_else_the_recipes(tmp_path):
+    """``distill task --augment_copies``: a number the user gives is the student's, also for a narrowed tiny student
+    that learns from unlabeled sentences; without one, the recipe's copies, and none for that tiny student. The
+    progress line says what the student is taught on."""
+    import transformers
+
+    from compact_bert.configuration import preset_config
+    from compact_bert.distillation.data import packaged_teacher_dir
+    from compact_bert.jobs.finetune import FinetuneModelArguments
+    from compact_bert.jobs.task_comparison import comparison_runs
+
+    teacher = str(packaged_teacher_dir())
+    teacher_config = transformers.AutoConfig.from_pretrained(teacher)
+    narrow = {"num_hidden_layers": 3, "hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 512}
+    student_config = preset_config("minilm-3l-384h", teacher_config=teacher_config, **narrow)
+    unlabeled = str(bundled_sst2_files()["unlabeled"])
+
+    def student_run(given, unlabeled_file):
+        spec = TaskDistillationSpec(output_dir=str(tmp_path / f"job-{given}"), augment_copies=given)
+        student = FinetuneModelArguments(model_name_or_path="minilm-3l-384h", model_overrides=narrow)
+        runs = comparison_runs(
+            student,
+            student_config,
+            teacher,
+            teacher_config,
+            spec.folders(),
+            spec,
+            spec.augment_copies,
+            False,
+            unlabeled_file=unlabeled_file,
+        )
+        return runs["student"]
+
+    assert student_run(None, unlabeled).training.augment_copies == 0
+    assert "taught by the fine-tuned teacher on the unlabeled sentences of unlabeled.tsv.gz;" in (
+        student_run(None, unlabeled).describe()
+    )
+    assert student_run(1, unlabeled).training.augment_copies == 1
+    assert "on 1 copies and the unlabeled sentences of unlabeled.tsv.gz;" in student_run(1, unlabeled).describe()
+    assert student_run(None, None).training.augment_copies == AUGMENT_COPIES
+    assert "on the training sentences alone;" in student_run(0, None).describe()
+
+
+def test_a_bad_unlabeled_file_is_refused_before_anything_is_timed_or_trained(tmp_path, monkeypatch):
+    """``distill task --unlabeled_file`` is read whole first: a file without the text column, or with an empty
+    sentence, is named with its line before the latency budget is timed and before the teacher trains."""
+    import compact_bert.evaluation.runtime_latency as runtime_latency
+    from compact_bert.training.run_errors import RunSettingsError
+
+    def never(*args, **kwargs):
+        raise AssertionError("timed before the unlabeled file was read")
+
+    monkeypatch.setattr(runtime_latency, "measure_interleaved", never)
+    wrong = tmp_path / "wrong.tsv"
+    wrong.write_text("text\na fine film\n", encoding="utf-8")
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("sentence\na fine film\n \n", encoding="utf-8")
+    for path, message in ((wrong, "has no column 'sentence'"), (empty, f"{empty}:3: column 'sentence' holds ' '")):
+        spec = TaskDistillationSpec(output_dir=str(tmp_path / "job"), max_latency_ratio=0.3, unlabeled_file=str(path))
+        with pytest.raises(RunSettingsError, match=message.replace("(", r"\(")):
+            distill_task(spec)
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith("job")]

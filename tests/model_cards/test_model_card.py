@@ -271,5 +271,5 @@ def test_a_budget_record_without_the_inputs_length_still_makes_a_card(tmp_path):
     record["latency_ratio_by_depth"] = {"1": 0.25, "2": 0.45}
     (student / "run_summary.json").write_text(json.dumps({"depth_by_latency_budget": record}))
     text = build_model_card(student).text
-    assert "- Sized by `--max_latency_ratio 0.5`: this shape measured 0.45x the teacher's latency (4.0 ms)" in text
-    assert "before training (compact-bert's eager path, on the machine that trained it)" in text
+    assert "- Sized by `--max_latency_ratio 0.5`: timed against the teacher with random weights before" in text
+    assert "this shape ran at 0.45x its latency (teacher 4.0 ms; compact-bert's eager path, on the machine" in text

@@ -654,3 +654,32 @@ def test_copies_far_beyond_the_data_are_refused_saying_how_many_before_the_teach
     assert "would make 3,000,003,000 training examples from 3,000" in message
     assert "give --augment_copies 3332 or fewer" in message
     assert not (tmp_path / "cache").exists()
+
+
+def test_unlabeled_text_beyond_what_a_run_makes_is_refused_naming_the_file(tmp_path, monkeypatch):
+    """The training data with ``--unlabeled_file`` over the examples a run makes: no number of copies would fit, so
+    the message names the file and what to shrink, not a number of copies, before the teacher's logits are made."""
+    import compact_bert.jobs.finetune as finetune_job
+    from compact_bert.distillation.data import packaged_teacher_dir
+
+    monkeypatch.setattr(finetune_job, "MAX_TRAINING_EXAMPLES", 3_100)  # the slice's 3,000 and 100 unlabeled
+    files = bundled_sst2_files()
+    sentences = files["train"].read_text(encoding="utf-8").splitlines()[1:201]
+    unlabeled = tmp_path / "unlabeled.tsv"
+    unlabeled.write_text("sentence\n" + "".join(line.split("\t")[0] + "\n" for line in sentences), encoding="utf-8")
+    argv = [
+        "finetune",
+        "--model_name_or_path",
+        "minilm-3l-96h",
+        "--task_name",
+        "sst2",
+        "--output_dir",
+        str(tmp_path / "out"),
+    ]
+    argv += ["--train_file", str(files["train"]), "--teacher", str(packaged_teacher_dir()), "--augment_copies", "0"]
+    with pytest.raises(SystemExit) as raised:
+        main([*argv, "--unlabeled_file", str(unlabeled), "--teacher_cache_dir", str(tmp_path / "cache")])
+    message = str(raised.value.code)
+    assert f"--unlabeled_file {unlabeled} (200) make more than the 3,100 examples a run makes" in message
+    assert "give a smaller --unlabeled_file" in message
+    assert not (tmp_path / "cache").exists()
