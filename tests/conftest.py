@@ -32,6 +32,19 @@ VOCAB_SIZE = 128
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def fixed_clock(monkeypatch, measure) -> None:
+    """Time the latency budget's models with ``measure`` (a stand-in for ``measure_interleaved`` that reports a fixed
+    clock), and build their runners without ``optimize_for_inference``'s own timing of each swap: about a second a
+    model on 2 cores, spent on decisions the fixed clock makes moot."""
+    import compact_bert.evaluation.runtime_latency as runtime_latency
+
+    eager_runner = runtime_latency.eager_runner
+    monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
+    monkeypatch.setattr(
+        runtime_latency, "eager_runner", lambda model, inputs, optimize=False: eager_runner(model, inputs, False)
+    )
+
+
 def shared_data(*parts: str) -> Path:
     """A file or folder of the shared data sets, or a skip saying why: CI has ``../shared/data`` beside the
     repository, a user's clone does not."""

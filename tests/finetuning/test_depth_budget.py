@@ -14,11 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 
-import compact_bert.evaluation.runtime_latency as runtime_latency
 from compact_bert.cli.main import main
 from compact_bert.configuration import preset_config
 from compact_bert.finetuning.bundled_data import bundled_sst2_files
 from compact_bert.finetuning.depth_budget import _line, deepest_student_within_budget, narrowed_shapes
+from tests.conftest import fixed_clock
 
 TEACHER_SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}
 
@@ -51,7 +51,7 @@ def fixed_timings(monkeypatch) -> SimpleNamespace:
 
         return {name: SimpleNamespace(median_ms=ms(name)) for name in runners}
 
-    monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
+    fixed_clock(monkeypatch, measure)
     return state
 
 

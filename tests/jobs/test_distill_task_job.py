@@ -19,6 +19,7 @@ from compact_bert.finetuning.task_recipe import (
     UNLABELED_STUDENT_EPOCHS,
 )
 from compact_bert.jobs.distill_task import TaskDistillationResult, TaskDistillationSpec, _unlabeled_file, distill_task
+from tests.conftest import fixed_clock
 
 TINY_STUDENT = {
     "hidden_size": 64,
@@ -92,7 +93,6 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
     with the tiny-student recipe of its width. The clock is fixed (teacher 8 units, a whole student 1 plus 1 a
     layer, the narrower shapes 2.2) so that the choice is the one the tiny-student study measured, on any
     machine."""
-    import compact_bert.evaluation.runtime_latency as runtime_latency
 
     def measure(runners, rounds=30, warmup=3):
         for run in runners.values():
@@ -101,7 +101,7 @@ def test_a_tiny_budget_ships_a_narrowed_three_layer_bert_and_a_baseline_of_its_s
         units = {"teacher": 8.0, "narrowed 0": widest, "narrowed 1": smaller_ffn, "narrowed 2": 2.2, "narrowed 3": 2.2}
         return {name: SimpleNamespace(median_ms=units[name] if name in units else 1.0 + name) for name in runners}
 
-    monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
+    fixed_clock(monkeypatch, measure)
     untimed = {name: value for name, value in QUICK.items() if name != "num_train_epochs"}
     # training data of the user's own, without unlabeled sentences: the tiny recipe over copies
     own = tmp_path / "train.tsv"
@@ -150,7 +150,6 @@ def test_with_unlabeled_sentences_a_tiny_budget_ships_the_256_channel_student_ta
     built, for the student and its labels-only baseline; the student learns over the slice and the unlabeled
     sentences without copies, on the soft targets alone, and both train the recipe's epochs for it (fixed clock, as
     above)."""
-    import compact_bert.evaluation.runtime_latency as runtime_latency
 
     def measure(runners, rounds=30, warmup=3):
         for run in runners.values():
@@ -158,7 +157,7 @@ def test_with_unlabeled_sentences_a_tiny_budget_ships_the_256_channel_student_ta
         units = {"teacher": 8.0, "narrowed 0": 2.2}
         return {name: SimpleNamespace(median_ms=units[name] if name in units else 1.0 + name) for name in runners}
 
-    monkeypatch.setattr(runtime_latency, "measure_interleaved", measure)
+    fixed_clock(monkeypatch, measure)
     sentences = tmp_path / "unlabeled.tsv"
     rows = bundled_sst2_files()["validation"].read_text(encoding="utf-8").splitlines()[1:41]
     sentences.write_text("sentence\n" + "".join(row.split("\t")[0] + "\n" for row in rows), encoding="utf-8")
