@@ -48,6 +48,8 @@ __all__ = [
     "NARROWED_STUDENT_EPOCHS",
     "UNLABELED_STUDENT_EPOCHS",
     "distillation_alpha",
+    "narrowed_student_epochs",
+    "student_augment_copies",
 ]
 
 # The student's peak learning rate: twice the 1e-4 its teacher is fine-tuned with in the main job (a student that
@@ -121,3 +123,15 @@ def distillation_alpha(task_type: str, narrowed_channels: float | None = None) -
     if narrowed_channels is not None and narrowed_channels <= SOFT_TARGETS_ALONE_MAX_CHANNELS:
         return NARROWED_DISTILLATION_ALPHA
     return DISTILLATION_ALPHA
+
+
+def narrowed_student_epochs(over_unlabeled_text: bool) -> float:
+    """The epochs of a narrowed tiny student and of its labels-only baseline: ``UNLABELED_STUDENT_EPOCHS`` where the
+    student learns from in-domain text without labels, else ``NARROWED_STUDENT_EPOCHS`` (over perturbed copies)."""
+    return UNLABELED_STUDENT_EPOCHS if over_unlabeled_text else NARROWED_STUDENT_EPOCHS
+
+
+def student_augment_copies(narrowed_over_unlabeled_text: bool) -> int:
+    """The perturbed copies the teacher labels for its student: ``AUGMENT_COPIES``, none for a narrowed tiny student
+    that learns from in-domain text without labels (that text is its transfer set)."""
+    return 0 if narrowed_over_unlabeled_text else AUGMENT_COPIES

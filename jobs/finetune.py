@@ -62,10 +62,11 @@ from ..finetuning.task_distillation import (
     load_task_teacher,
 )
 from ..finetuning.task_recipe import (
-    AUGMENT_COPIES,
     AUGMENT_PAIR_RECOMBINED,
     NARROWED_STUDENT_EPOCHS,
     UNLABELED_STUDENT_EPOCHS,
+    narrowed_student_epochs,
+    student_augment_copies,
 )
 from ..finetuning.task_recipe import distillation_alpha as recipe_distillation_alpha
 from ..finetuning.word_neighbours import WordNeighbours
@@ -612,8 +613,7 @@ def finetune(
         depth_choice = _depth_by_latency_budget(model_args, teacher_config, bool(training_args.unlabeled_file))
         narrowed = bool(depth_choice["narrowed"])
         if narrowed and "--num_train_epochs" not in given:  # the tiny-student recipe's epochs
-            over_text = training_args.unlabeled_file is not None
-            training_args.num_train_epochs = UNLABELED_STUDENT_EPOCHS if over_text else NARROWED_STUDENT_EPOCHS
+            training_args.num_train_epochs = narrowed_student_epochs(training_args.unlabeled_file is not None)
     config = _model_config(model_args, teacher_config) if model_config is None else model_config
     max_length = data_args.resolved_max_seq_length()
     if data_args.max_seq_length is None:  # the task's default, capped by the model's positions
@@ -631,9 +631,8 @@ def finetune(
         )
     train_split = splits.train
     if training_args.augment_copies is None:  # the task-distillation recipe's copies with a teacher, none without
-        # (and none for a tiny student that learns from text without labels: that text is its transfer set)
-        copies = not (narrowed and training_args.unlabeled_file)
-        training_args.augment_copies = AUGMENT_COPIES if model_args.teacher and copies else 0
+        over_text = narrowed and training_args.unlabeled_file is not None
+        training_args.augment_copies = student_augment_copies(over_text) if model_args.teacher else 0
     if training_args.augment_pair_recombined is None:  # the recipe's for a sentence pair with a teacher, else none
         pairs = len(splits.text_columns) == 2 and model_args.teacher
         training_args.augment_pair_recombined = AUGMENT_PAIR_RECOMBINED if pairs else 0

@@ -31,7 +31,7 @@ from ..configuration.shape_text import describe_width
 from ..finetuning.data import FinetuneDataArguments
 from ..finetuning.finetune_config import FinetuneConfig
 from ..finetuning.folder_evaluation import evaluate_folder
-from ..finetuning.task_recipe import AUGMENT_COPIES
+from ..finetuning.task_recipe import student_augment_copies
 from ..model_cards.load_calls import load_call
 from ..training.run_errors import RunSettingsError
 from .finetune import FinetuneModelArguments, finetune
@@ -124,10 +124,11 @@ def comparison_runs(
     teacher's layers, and a dense student's width (the most important channels, heads and FFN neurons): the same
     latency, without distillation. A narrowed student and its baseline train the tiny-student recipe's epochs
     (``task_recipe.NARROWED_STUDENT_EPOCHS``) unless ``settings`` sets them, and the student its weight of the labels
-    (``task_recipe.distillation_alpha``). ``unlabeled_file``: in-domain text without labels for the student's
-    transfer set; a narrowed student learns from it instead of copies, for ``task_recipe.UNLABELED_STUDENT_EPOCHS``
-    (its baseline, on the labels, for as many). Building a run's arguments checks its output folder, before anything
-    trains."""
+    (``task_recipe.distillation_alpha``). ``augment_copies``: the student's perturbed copies, ``None`` for the
+    recipe's (``task_recipe.student_augment_copies``). ``unlabeled_file``: in-domain text without labels for the
+    student's transfer set; a narrowed student learns from it instead of copies, for
+    ``task_recipe.UNLABELED_STUDENT_EPOCHS`` (its baseline, on the labels, for as many). Building a run's arguments
+    checks its output folder, before anything trains."""
     baseline_shape = minilm_fields_like(teacher_config, student_config.num_hidden_layers)
     width = ("hidden_size", "num_attention_heads", "intermediate_size")
     narrowed = is_dense_student(student_config) and any(
@@ -135,6 +136,13 @@ def comparison_runs(
     )
     if narrowed:
         baseline_shape.update({name: getattr(student_config, name) for name in width})
+    over_text = unlabeled_file is not None
+    copies = student_augment_copies(narrowed and over_text) if augment_copies is None else augment_copies
+
+    def run_config(role: str, learning_rate: float, **extra) -> FinetuneConfig:
+        """The baseline's or the student's arguments: for a narrowed tiny student, its recipe's epochs for both."""
+        return finetune_config(settings, folders[role], learning_rate, narrowed=narrowed, unlabeled=over_text, **extra)
+
     runs = {
         "teacher": ComparisonRun(
             "teacher",
@@ -151,13 +159,7 @@ def comparison_runs(
                 init_from_teacher=teacher_path,
                 layer_map="uniform",
             ),
-            finetune_config(
-                settings,
-                folders["baseline"],
-                settings.labels_learning_rate,
-                narrowed=narrowed,
-                unlabeled=unlabeled_file is not None,
-            ),
+            run_config("baseline", settings.labels_learning_rate),
         ),
         "student": ComparisonRun(
             "student",
@@ -168,15 +170,7 @@ def comparison_runs(
                 init_from_teacher=student.init_from_teacher,
                 layer_map=student.layer_map,
             ),
-            finetune_config(
-                settings,
-                folders["student"],
-                settings.learning_rate,
-                narrowed=narrowed,
-                unlabeled=unlabeled_file is not None,
-                augment_copies=_student_copies(augment_copies, narrowed, unlabeled_file),
-                unlabeled_file=unlabeled_file,
-            ),
+            run_config("student", settings.learning_rate, augment_copies=copies, unlabeled_file=unlabeled_file),
             model_config=student_config,
         ),
     }
@@ -186,14 +180,6 @@ def comparison_runs(
         runs["baseline"].narrowed_width = f", {describe_width(student_config.to_dict())} each"
         runs["student"].narrowed = True
     return runs
-
-
-def _student_copies(given: int | None, narrowed: bool, unlabeled_file: str | None) -> int:
-    """The student's perturbed copies: the user's number, else the recipe's — none for a narrowed tiny student that
-    learns from unlabeled text instead (the rule ``finetune`` applies to its own default)."""
-    if given is not None:
-        return given
-    return 0 if narrowed and unlabeled_file else AUGMENT_COPIES
 
 
 def _fine_tune(run: ComparisonRun, data_args: FinetuneDataArguments) -> dict:

@@ -20,6 +20,7 @@ from ..finetuning.task_recipe import (
     NARROWED_STUDENT_EPOCHS,
     TRAINING_SETTINGS,
     UNLABELED_STUDENT_EPOCHS,
+    narrowed_student_epochs,
 )
 from ..training.argument_checks import check_finite_numbers, check_training_arguments
 from ..training.compat import training_keywords
@@ -115,9 +116,7 @@ def finetune_config(
     ``learning_rate``, into ``output_dir``; a ``narrowed`` tiny student's epochs unless ``settings`` sets them (with
     ``unlabeled``, those of one that learns from text without labels, and of its baseline); ``extra``: further
     ``FinetuneConfig`` fields (the student's copies and unlabeled file)."""
-    recipe_epochs = TRAINING_SETTINGS["num_train_epochs"]
-    if narrowed:
-        recipe_epochs = UNLABELED_STUDENT_EPOCHS if unlabeled else NARROWED_STUDENT_EPOCHS
+    recipe_epochs = narrowed_student_epochs(unlabeled) if narrowed else TRAINING_SETTINGS["num_train_epochs"]
     values = {
         **TRAINING_SETTINGS,
         "output_dir": output_dir,
